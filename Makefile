@@ -1,0 +1,43 @@
+# xds-server — see README.md.
+SHELL := /bin/bash
+export GOTOOLCHAIN := local
+XDS_SERVER_CACHE ?= $(HOME)/.cache/xds-server
+export XDS_SERVER_CACHE
+GO ?= go
+
+.PHONY: run build test test-unit deps lint bench clean
+
+## run: start the server on the built-in example (static endpoints, :18000, admin 127.0.0.1:19000)
+run:
+	$(GO) run ./cmd/xds-server $(ARGS)
+
+## build: build bin/xds-server
+build:
+	$(GO) build -o bin/xds-server ./cmd/xds-server
+
+## deps: install what the integration and end-to-end tests need (Consul, Redis), idempotently
+deps:
+	bash scripts/install-consul.sh >/dev/null
+	bash scripts/install-redis.sh
+
+## test: install test dependencies, check formatting and vet, run every test with the race detector
+test: deps lint
+	PATH="$(XDS_SERVER_CACHE)/bin:$$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
+		$(GO) test -race -count=1 -timeout 30m ./...
+
+## test-unit: the fast tests only (no Consul, no e2e)
+test-unit:
+	$(GO) test -race -count=1 -short ./...
+
+## lint: gofmt and go vet
+lint:
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: run the benchmarks and write their figures to BENCHMARKS.md
+bench: deps
+	PATH="$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+func testCLA(t *testing.T, name string, status corev3.HealthStatus) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(&endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+		LbEndpoints: []*endpointv3.LbEndpoint{{
+			HealthStatus: status,
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: &corev3.Address{
+				Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+					Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8080}}}}}},
+		}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestParseSotWDecodesEachVersionOnce(t *testing.T) {
+	tab := newTable()
+	b, err := proto.Marshal(&discoveryv3.DiscoveryResponse{VersionInfo: "v1", TypeUrl: resource.EndpointType, Nonce: "n1",
+		Resources: []*anypb.Any{testCLA(t, "a", corev3.HealthStatus_UNHEALTHY), testCLA(t, "b", corev3.HealthStatus_HEALTHY)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r1, r2 sotwResponse
+	if err := tab.parseSotW(b, &r1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.parseSotW(b, &r2); err != nil {
+		t.Fatal(err)
+	}
+	if r1.version != "v1" || r1.nonce != "n1" || r1.typeURL != resource.EndpointType || r1.eds != r2.eds {
+		t.Fatalf("got %+v and %+v, want v1/n1/EDS sharing one entry", r1, r2)
+	}
+	if got := r1.eds.clas["a"]["10.0.0.1:8080"]; got != corev3.HealthStatus_UNHEALTHY {
+		t.Errorf("a = %v, want UNHEALTHY", got)
+	}
+	if got := r1.eds.clas["b"]["10.0.0.1:8080"]; got != corev3.HealthStatus_HEALTHY {
+		t.Errorf("b = %v, want HEALTHY", got)
+	}
+}
+
+func TestParseDeltaKeepsResourcesAndRemovals(t *testing.T) {
+	tab := newTable()
+	b, err := proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{TypeUrl: resource.EndpointType, Nonce: "n",
+		Resources:        []*discoveryv3.Resource{{Name: "a", Version: "h1", Resource: testCLA(t, "a", corev3.HealthStatus_DRAINING)}},
+		RemovedResources: []string{"gone"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r deltaResponse
+	if err := tab.parseDelta(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.resources) != 1 || r.resources[0].name != "a" || len(r.removed) != 1 || r.removed[0] != "gone" || r.nonce != "n" {
+		t.Fatalf("got %+v", r)
+	}
+	if got := r.resources[0].eds.clas["a"]["10.0.0.1:8080"]; got != corev3.HealthStatus_DRAINING {
+		t.Errorf("a = %v, want DRAINING", got)
+	}
+	if tab.deltaEntry("a", "h1") != r.resources[0].eds {
+		t.Error("the entry is not shared by name and version")
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(`# HELP x y
+process_cpu_seconds_total 1.25
+xds_pushes_total{type="endpoint"} 3000
+xds_service_endpoints{health="healthy",service="a b"} 20
+go_memstats_heap_inuse_bytes 1.5e+07
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for series, want := range map[string]float64{
+		MetricCPU: 1.25, MetricEDSPushes: 3000, MetricHeapInuse: 1.5e7,
+		`xds_service_endpoints{health="healthy",service="a b"}`: 20,
+	} {
+		if m[series] != want {
+			t.Errorf("%s = %v, want %v", series, m[series], want)
+		}
+	}
+}
+
+func TestPercentileAndMedian(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
+	for name, tc := range map[string]struct{ got, want float64 }{
+		"p50 is the 5th of 10":  {Percentile(xs, 50), 5},
+		"p99 is the largest":    {Percentile(xs, 99), 10},
+		"p10 is the smallest":   {Percentile(xs, 10), 1},
+		"even median averages":  {Median(xs), 5.5},
+		"odd median is the mid": {Median([]float64{3, 1, 2}), 2},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %v, want %v", name, tc.got, tc.want)
+		}
+	}
+	if !math.IsNaN(Percentile(nil, 50)) || !math.IsNaN(Median(nil)) {
+		t.Error("no samples should give NaN")
+	}
+}

@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// Key identifies an endpoint as a node sees it in EDS.
+type Key struct {
+	Service string // ClusterLoadAssignment cluster_name
+	Addr    string // socket address, host:port
+}
+
+// cla is the decoded content of one ClusterLoadAssignment: the health of
+// each endpoint by address.
+type cla map[string]corev3.HealthStatus
+
+// entry is a decoded EDS payload, shared by every node that received it.
+type entry struct {
+	once sync.Once
+	clas map[string]cla // SotW: service -> content; delta: one service
+	err  error
+}
+
+// table decodes each distinct EDS payload once for the whole fleet: a SotW
+// response by its version_info (a content hash, equal for every node), a
+// delta resource by name and resource version.
+type table struct {
+	mu    sync.Mutex
+	sotw  map[string]*entry
+	delta map[[2]string]*entry
+}
+
+func newTable() *table {
+	return &table{sotw: map[string]*entry{}, delta: map[[2]string]*entry{}}
+}
+
+func (t *table) sotwEntry(version string) *entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.sotw[version]
+	if !ok {
+		e = &entry{}
+		t.sotw[version] = e
+	}
+	return e
+}
+
+func (t *table) deltaEntry(name, version string) *entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.delta[[2]string{name, version}]
+	if !ok {
+		e = &entry{}
+		t.delta[[2]string{name, version}] = e
+	}
+	return e
+}
+
+// sotwResponse is what a node keeps of a DiscoveryResponse.
+type sotwResponse struct {
+	version, typeURL, nonce string
+	eds                     *entry // EDS only
+}
+
+// deltaResource is what a node keeps of one delta Resource.
+type deltaResource struct {
+	name string
+	eds  *entry // EDS only
+}
+
+// deltaResponse is what a node keeps of a DeltaDiscoveryResponse.
+type deltaResponse struct {
+	typeURL, nonce string
+	resources      []deltaResource
+	removed        []string
+}
+
+// codec marshals requests as usual and reads responses with protowire,
+// skipping payloads it does not need (see table).
+type codec struct{ t *table }
+
+var _ encoding.CodecV2 = codec{}
+
+func (codec) Name() string { return "proto" }
+
+func (codec) Marshal(v any) (mem.BufferSlice, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("bench: codec: cannot marshal %T", v)
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("bench: codec: %w", err)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+	defer buf.Free()
+	b := buf.ReadOnlyData()
+	switch m := v.(type) {
+	case *sotwResponse:
+		return c.t.parseSotW(b, m)
+	case *deltaResponse:
+		return c.t.parseDelta(b, m)
+	case proto.Message:
+		return proto.Unmarshal(b, m)
+	}
+	return fmt.Errorf("bench: codec: cannot unmarshal into %T", v)
+}
+
+// Field numbers of DiscoveryResponse, DeltaDiscoveryResponse and Resource.
+const (
+	fVersion      = 1 // version_info, system_version_info, Resource.version
+	fResources    = 2 // resources, Resource.resource
+	fTypeURL      = 4
+	fNonce        = 5
+	fRemoved      = 6 // delta removed_resources
+	fResourceName = 3 // Resource.name
+	fAnyValue     = 2 // google.protobuf.Any value
+)
+
+var errWire = errors.New("bench: malformed protobuf")
+
+// fields calls f for each top-level field of b with its number and, for
+// length-delimited fields, its bytes; other fields are skipped.
+func fields(b []byte, f func(num protowire.Number, v []byte)) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errWire
+		}
+		b = b[n:]
+		if typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errWire
+			}
+			f(num, v)
+			b = b[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return errWire
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func (t *table) parseSotW(b []byte, r *sotwResponse) error {
+	err := fields(b, func(num protowire.Number, v []byte) {
+		switch num {
+		case fVersion:
+			r.version = string(v)
+		case fTypeURL:
+			r.typeURL = string(v)
+		case fNonce:
+			r.nonce = string(v)
+		}
+	})
+	if err != nil || r.typeURL != resource.EndpointType {
+		return err
+	}
+	r.eds = t.sotwEntry(r.version)
+	r.eds.once.Do(func() { r.eds.clas, r.eds.err = decodeSotW(b) })
+	return r.eds.err
+}
+
+func decodeSotW(b []byte) (map[string]cla, error) {
+	var resp discoveryv3.DiscoveryResponse
+	if err := proto.Unmarshal(b, &resp); err != nil {
+		return nil, fmt.Errorf("bench: EDS response: %w", err)
+	}
+	out := make(map[string]cla, len(resp.GetResources()))
+	for _, a := range resp.GetResources() {
+		var c endpointv3.ClusterLoadAssignment
+		if err := a.UnmarshalTo(&c); err != nil {
+			return nil, fmt.Errorf("bench: EDS resource: %w", err)
+		}
+		out[c.GetClusterName()] = decodeCLA(&c)
+	}
+	return out, nil
+}
+
+func (t *table) parseDelta(b []byte, r *deltaResponse) error {
+	var res [][]byte
+	err := fields(b, func(num protowire.Number, v []byte) {
+		switch num {
+		case fResources:
+			res = append(res, v)
+		case fTypeURL:
+			r.typeURL = string(v)
+		case fNonce:
+			r.nonce = string(v)
+		case fRemoved:
+			r.removed = append(r.removed, string(v))
+		}
+	})
+	if err != nil || r.typeURL != resource.EndpointType {
+		return err
+	}
+	for _, rb := range res {
+		var name, version string
+		var payload []byte
+		if err := fields(rb, func(num protowire.Number, v []byte) {
+			switch num {
+			case fResourceName:
+				name = string(v)
+			case fVersion:
+				version = string(v)
+			case fResources:
+				payload = v
+			}
+		}); err != nil {
+			return err
+		}
+		e := t.deltaEntry(name, version)
+		e.once.Do(func() { e.clas, e.err = decodeDeltaCLA(payload) })
+		if e.err != nil {
+			return e.err
+		}
+		r.resources = append(r.resources, deltaResource{name: name, eds: e})
+	}
+	return nil
+}
+
+// decodeDeltaCLA decodes the Any payload of a delta EDS resource.
+func decodeDeltaCLA(anyBytes []byte) (map[string]cla, error) {
+	var value []byte
+	if err := fields(anyBytes, func(num protowire.Number, v []byte) {
+		if num == fAnyValue {
+			value = v
+		}
+	}); err != nil {
+		return nil, err
+	}
+	var c endpointv3.ClusterLoadAssignment
+	if err := proto.Unmarshal(value, &c); err != nil {
+		return nil, fmt.Errorf("bench: delta EDS resource: %w", err)
+	}
+	return map[string]cla{c.GetClusterName(): decodeCLA(&c)}, nil
+}
+
+func decodeCLA(c *endpointv3.ClusterLoadAssignment) cla {
+	out := cla{}
+	for _, l := range c.GetEndpoints() {
+		for _, le := range l.GetLbEndpoints() {
+			sa := le.GetEndpoint().GetAddress().GetSocketAddress()
+			out[net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue())))] = le.GetHealthStatus()
+		}
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+var (
+	flagNodes          = flag.Int("nodes", 1000, "simulated xDS nodes (one ADS stream each)")
+	flagServices       = flag.Int("services", 50, "services registered in Consul")
+	flagEndpoints      = flag.Int("endpoints", 20, "endpoints per service")
+	flagStreamsPerConn = flag.Int("streams-per-conn", 1, "nodes sharing one gRPC connection (1: a connection per node)")
+	flagChanges        = flag.Int("changes", 20, "single-endpoint changes per run (propagation latency)")
+	flagPushes         = flag.Int("pushes", 5, "full pushes per run (one endpoint of every service flipped at once)")
+	flagGap            = flag.Duration("gap", 500*time.Millisecond, "quiet time between two changes, so they never coalesce")
+	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
+	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
+)
+
+// Timeouts of the phases of a run.
+const (
+	catalogTimeout = 60 * time.Second  // server sees every registered endpoint
+	syncTimeout    = 180 * time.Second // every node has its first full config
+	changeTimeout  = 30 * time.Second  // every node has a change
+	settle         = 2 * time.Second   // before a memory reading
+	cpuSettle      = 250 * time.Millisecond
+)
+
+// BenchmarkConsulFleet measures, against a real Consul agent and the real
+// xds-server binary, the propagation of a Consul health change to every
+// node, the server's memory per connected node and its CPU per full push.
+// Run it with -benchtime 1x; each iteration is a whole run with a fresh
+// Consul and server (about a minute at the defaults).
+func BenchmarkConsulFleet(b *testing.B) {
+	for _, mode := range strings.Split(*flagModes, ",") {
+		b.Run(mode, func(b *testing.B) {
+			for range b.N {
+				r := runConsulFleet(b, mode)
+				b.ReportMetric(Percentile(r.Latencies, 50)*1e3, "p50-ms")
+				b.ReportMetric(Percentile(r.Latencies, 99)*1e3, "p99-ms")
+				b.ReportMetric((r.RSSAfter-r.RSSBefore)/float64(r.Nodes)/1024, "rss-KiB/node")
+				cpu := make([]float64, 0, len(r.Pushes))
+				for _, p := range r.Pushes {
+					cpu = append(cpu, p.CPUSeconds)
+				}
+				b.ReportMetric(Median(cpu), "cpu-s/push")
+				if *flagResults != "" {
+					if err := AppendRun(*flagResults, r); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// runConsulFleet is one run: fresh Consul, catalog, server and fleet.
+func runConsulFleet(b *testing.B, mode string) Run {
+	b.StopTimer()
+	ctx := b.Context()
+	cat := Catalog{Services: *flagServices, Endpoints: *flagEndpoints}
+	if err := cat.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	r := Run{Mode: mode, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints, StreamsPerConn: *flagStreamsPerConn}
+
+	consul := harness.Consul(b)
+	agent := consul.Client().Agent()
+	if err := cat.Register(ctx, agent, 16); err != nil {
+		b.Fatal(err)
+	}
+	srv := harness.StartServer(b, "--discovery.source", "consul", "--discovery.consul.address", consul.Addr())
+	srv.WaitReady(b)
+	metrics := "http://" + srv.AdminAddr + "/metrics"
+	if err := awaitCatalog(ctx, metrics, cat.Size()); err != nil {
+		b.Fatal(err)
+	}
+	before := settled(b, metrics)
+	r.RSSBefore, r.HeapBefore = before[MetricRSS], before[MetricHeapInuse]
+
+	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, StreamsPerConn: r.StreamsPerConn, Delta: mode == "delta"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := fleet.Close(); err != nil {
+			b.Errorf("fleet close: %v", err)
+		}
+	})
+	b.StartTimer()
+	w := fleet.Install(cat.Healthy())
+	if err := fleet.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := fleet.Await(ctx, w, syncTimeout); err != nil {
+		b.Fatal(err)
+	}
+	if err := awaitChan(ctx, fleet.AllTypes(), syncTimeout); err != nil {
+		b.Fatalf("not every node received every type: %v", err)
+	}
+	r.ConnectSeconds = time.Since(w.start).Seconds()
+	after := settled(b, metrics)
+	r.RSSAfter, r.HeapAfter, r.Goroutines = after[MetricRSS], after[MetricHeapInuse], after[MetricGoroutines]
+	if got := after[MetricNodes]; int(got) != r.Nodes {
+		b.Fatalf("server reports %v connected nodes, want %d", got, r.Nodes)
+	}
+
+	flip := NewFlipper(cat, agent)
+	for k := range *flagChanges {
+		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
+		w := fleet.Install([]Want{flip.Next(s, e)})
+		if err := flip.Flip(ctx, s, e); err != nil {
+			b.Fatal(err)
+		}
+		if err := fleet.Await(ctx, w, changeTimeout); err != nil {
+			b.Fatalf("change %d: %v", k, err)
+		}
+		for _, d := range w.Latencies() {
+			r.Latencies = append(r.Latencies, d.Seconds())
+		}
+		r.ChangeEDS = append(r.ChangeEDS, float64(w.EDSResponses())/float64(r.Nodes))
+		r.Changes++
+		sleep(ctx, *flagGap)
+	}
+
+	for k := range *flagPushes {
+		r.Pushes = append(r.Pushes, fullPush(b, fleet, flip, cat, metrics, k))
+		sleep(ctx, *flagGap)
+	}
+	b.StopTimer()
+	return r
+}
+
+// fullPush flips one endpoint of every service at once and measures the
+// server's CPU until every node has all the changes.
+func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics string, k int) Push {
+	ctx := b.Context()
+	e := (k + 1) % cat.Endpoints
+	m0, err := Scrape(ctx, metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wants := make([]Want, cat.Services)
+	for s := range cat.Services {
+		wants[s] = flip.Next(s, e)
+	}
+	w := fleet.Install(wants)
+	var wg sync.WaitGroup
+	errs := make([]error, cat.Services)
+	for s := range cat.Services {
+		wg.Go(func() { errs[s] = flip.Flip(ctx, s, e) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := fleet.Await(ctx, w, changeTimeout); err != nil {
+		b.Fatalf("full push %d: %v", k, err)
+	}
+	lat := w.Latencies()
+	sleep(ctx, cpuSettle)
+	m1, err := Scrape(ctx, metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	secs := make([]float64, len(lat))
+	for i, d := range lat {
+		secs[i] = d.Seconds()
+	}
+	return Push{
+		CPUSeconds: m1[MetricCPU] - m0[MetricCPU], WallSeconds: Percentile(secs, 100), P99Seconds: Percentile(secs, 99),
+		EDSPerNode: float64(w.EDSResponses()) / float64(fleet.cfg.Nodes),
+		Reconciles: m1[MetricReconciles] - m0[MetricReconciles], EDSPushes: m1[MetricEDSPushes] - m0[MetricEDSPushes],
+	}
+}
+
+// awaitCatalog polls the server's metrics until it counts want healthy
+// endpoints: registration reaches the catalog asynchronously.
+func awaitCatalog(ctx context.Context, url string, want int) error {
+	deadline := time.Now().Add(catalogTimeout)
+	got := 0.0
+	for time.Now().Before(deadline) {
+		m, err := Scrape(ctx, url)
+		if err != nil {
+			return err
+		}
+		got = 0
+		for series, v := range m {
+			if strings.HasPrefix(series, "xds_service_endpoints{") && strings.Contains(series, `health="healthy"`) {
+				got += v
+			}
+		}
+		if int(got) == want {
+			return nil
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
+	return fmt.Errorf("server counts %v healthy endpoints after %v, want %d", got, catalogTimeout, want)
+}
+
+// settled scrapes the metrics after a quiet moment.
+func settled(b *testing.B, url string) Metrics {
+	sleep(b.Context(), settle)
+	m, err := Scrape(b.Context(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+func awaitChan(ctx context.Context, c <-chan struct{}, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("timed out after %v", timeout)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,20 @@
+// Package bench holds the performance benchmarks of the design guide (§6)
+// and the light xDS client fleet they drive.
+//
+// The system benchmark (BenchmarkConsulFleet) runs a real Consul agent and
+// the real xds-server binary, registers a synthetic catalog in Consul,
+// connects a Fleet of raw ADS streams, flips TTL checks and measures how long
+// every node takes to receive the change, the server's memory per connected
+// node and its CPU per full push. The in-process benchmark
+// (BenchmarkInProcessPush) measures the same propagation through xds.Server
+// alone. scripts/bench.sh runs both and renders BENCHMARKS.md with
+// bench/report.
+//
+// A Fleet is built for density: each node is one goroutine on a plain gRPC
+// stream whose codec reads only the top-level fields of a response
+// (version, type, nonce) and decodes an EDS payload once per distinct
+// version for the whole fleet, never once per node.
+//
+// bench may import discovery, xds and the e2e harness (in tests); nothing
+// in this module may import bench.
+package bench

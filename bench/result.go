@@ -1,0 +1,113 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+)
+
+// Run is the record of one system benchmark run (one JSON line of the
+// results file).
+type Run struct {
+	Mode           string `json:"mode"` // "sotw" or "delta"
+	Nodes          int    `json:"nodes"`
+	Services       int    `json:"services"`
+	Endpoints      int    `json:"endpoints"` // per service
+	StreamsPerConn int    `json:"streams_per_conn"`
+
+	ConnectSeconds float64 `json:"connect_seconds"` // first stream opened -> every node has every type and every endpoint
+	// Server memory in bytes with the catalog loaded and no node connected
+	// (before), and with every node connected and synced (after).
+	RSSBefore  float64 `json:"rss_before"`
+	RSSAfter   float64 `json:"rss_after"`
+	HeapBefore float64 `json:"heap_inuse_before"`
+	HeapAfter  float64 `json:"heap_inuse_after"`
+	Goroutines float64 `json:"goroutines_after"`
+
+	// Latencies are the propagation samples in seconds, one per node and
+	// single-endpoint change: TTL flip call -> EDS response showing it.
+	Latencies []float64 `json:"latencies"`
+	Changes   int       `json:"changes"`
+	// ChangeEDS is, per change, the EDS responses received per node.
+	ChangeEDS []float64 `json:"change_eds_per_node"`
+	Pushes    []Push    `json:"pushes"`
+}
+
+// Push is one full push: one endpoint of every service flipped at once.
+type Push struct {
+	CPUSeconds  float64 `json:"cpu_seconds"`   // server CPU (user+system) from the first flip to every node updated, plus a settle
+	WallSeconds float64 `json:"wall_seconds"`  // first flip -> last node updated
+	P99Seconds  float64 `json:"p99_seconds"`   // of the node arrival latencies
+	EDSPerNode  float64 `json:"eds_per_node"`  // EDS responses per node in that time
+	Reconciles  float64 `json:"reconciles"`    // server reconcile passes in that time
+	EDSPushes   float64 `json:"server_pushes"` // EDS responses the server counted in that time
+}
+
+// AppendRun appends r as one JSON line to the file at path.
+func AppendRun(path string, r Run) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: %w", err)
+	}
+	return f.Close()
+}
+
+// ReadRuns reads a results file written by AppendRun.
+func ReadRuns(path string) ([]Run, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer f.Close()
+	var out []Run
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		var r Run
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("bench: %s: %w", path, err)
+		}
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("bench: %s: %w", path, err)
+	}
+	return out, nil
+}
+
+// Percentile is the nearest-rank p-th percentile of xs, p in (0, 100];
+// NaN for no samples.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
+
+// Median is the middle value of xs (the mean of the two middle ones for an
+// even count); NaN for no samples.
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Metric names read from the server's /metrics.
+const (
+	MetricCPU        = "process_cpu_seconds_total"
+	MetricRSS        = "process_resident_memory_bytes"
+	MetricHeapInuse  = "go_memstats_heap_inuse_bytes"
+	MetricGoroutines = "go_goroutines"
+	MetricNodes      = "xds_connected_nodes"
+	MetricReconciles = "xds_reconciles_total"
+	MetricEDSPushes  = `xds_pushes_total{type="endpoint"}`
+)
+
+// Metrics are the samples of one Prometheus text exposition, by series
+// (the name followed by its labels as exposed, e.g. `a_total{type="x"}`).
+type Metrics map[string]float64
+
+// Scrape reads the Prometheus text exposition at url.
+func Scrape(ctx context.Context, url string) (Metrics, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("bench: scrape: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("bench: scrape: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("bench: scrape %s: %s", url, resp.Status)
+	}
+	return ParseMetrics(resp.Body)
+}
+
+// ParseMetrics parses the samples of a Prometheus text exposition; comments
+// and timestamps are ignored.
+func ParseMetrics(r io.Reader) (Metrics, error) {
+	out := Metrics{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		// The series may contain spaces inside label values: split after
+		// the closing brace when there is one.
+		series, rest := line, ""
+		if i := strings.LastIndexByte(line, '}'); i >= 0 {
+			series, rest = line[:i+1], strings.TrimSpace(line[i+1:])
+		} else if i := strings.IndexByte(line, ' '); i >= 0 {
+			series, rest = line[:i], strings.TrimSpace(line[i+1:])
+		}
+		value, _, _ := strings.Cut(rest, " ")
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bench: metrics line %q: %w", line, err)
+		}
+		out[series] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("bench: metrics: %w", err)
+	}
+	return out, nil
+}

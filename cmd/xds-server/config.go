@@ -1,0 +1,180 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/xds"
+)
+
+// Config is the whole configuration: file, env and flags decode into it.
+type Config struct {
+	XDS       XDSConfig                `mapstructure:"xds"`
+	Admin     AdminConfig              `mapstructure:"admin"`
+	Discovery DiscoveryConfig          `mapstructure:"discovery"`
+	Services  map[string]ServiceConfig `mapstructure:"services"`
+	Log       LogConfig                `mapstructure:"log"`
+}
+
+// XDSConfig configures the xDS gRPC listener and reconcile loop.
+type XDSConfig struct {
+	Address         string          `mapstructure:"address"`          // host:port of the ADS listener
+	Debounce        time.Duration   `mapstructure:"debounce"`         // quiet time that ends a burst of changes
+	MaxDelay        time.Duration   `mapstructure:"max_delay"`        // longest a burst may postpone a rebuild
+	NodeGrace       time.Duration   `mapstructure:"node_grace"`       // keep a departed node's snapshot this long
+	MaxStreams      uint32          `mapstructure:"max_streams"`      // concurrent streams per connection
+	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"` // graceful shutdown limit
+	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
+}
+
+// KeepaliveConfig are the gRPC keepalive settings of the xDS listener.
+type KeepaliveConfig struct {
+	Time    time.Duration `mapstructure:"time"`
+	Timeout time.Duration `mapstructure:"timeout"`
+	MinTime time.Duration `mapstructure:"min_time"`
+}
+
+// AdminConfig configures the admin HTTP listener.
+type AdminConfig struct {
+	Address string `mapstructure:"address"`
+}
+
+// DiscoveryConfig selects and configures the discovery source.
+type DiscoveryConfig struct {
+	Source string       `mapstructure:"source"` // static | consul
+	Static StaticConfig `mapstructure:"static"`
+	Consul ConsulConfig `mapstructure:"consul"`
+}
+
+// StaticConfig configures the static file source.
+type StaticConfig struct {
+	File         string        `mapstructure:"file"`
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+}
+
+// ConsulConfig configures the Consul source.
+type ConsulConfig struct {
+	Address     string        `mapstructure:"address"`
+	Token       string        `mapstructure:"token"`
+	Datacenter  string        `mapstructure:"datacenter"`
+	Services    []string      `mapstructure:"services"`
+	Tags        []string      `mapstructure:"tags"`
+	Wait        time.Duration `mapstructure:"wait"`
+	MinInterval time.Duration `mapstructure:"min_interval"`
+	BackoffBase time.Duration `mapstructure:"backoff_base"`
+	BackoffMax  time.Duration `mapstructure:"backoff_max"`
+	WarningAs   string        `mapstructure:"warning_as"`
+}
+
+// ServiceConfig holds per-service settings; "*" gives the defaults.
+type ServiceConfig struct {
+	LBPolicy       string        `mapstructure:"lb_policy"`
+	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Level  string `mapstructure:"level"`  // debug | info | warn | error
+	Format string `mapstructure:"format"` // text | json
+}
+
+// Validate checks every key and names the bad ones.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	checkAddr(bad, "xds.address", c.XDS.Address)
+	checkAddr(bad, "admin.address", c.Admin.Address)
+	xc := c.xdsConfig()
+	if err := xc.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.XDS.ShutdownTimeout < 0 {
+		bad("xds.shutdown_timeout", "%v is negative", c.XDS.ShutdownTimeout)
+	}
+	switch c.Discovery.Source {
+	case "static":
+		if c.Discovery.Static.PollInterval < 0 {
+			bad("discovery.static.poll_interval", "%v is negative", c.Discovery.Static.PollInterval)
+		}
+	case "consul":
+		if err := c.consulConfig(nil, nil).Validate(); err != nil {
+			errs = append(errs, errors.New(consulKeys.Replace(err.Error())))
+		}
+	default:
+		bad("discovery.source", "%q is not one of static, consul", c.Discovery.Source)
+	}
+	for name, s := range c.Services {
+		if s.LBPolicy != "" {
+			if _, err := envoy.ParseLBPolicy(s.LBPolicy); err != nil {
+				bad(fmt.Sprintf("services.%s.lb_policy", name), "%v", err)
+			}
+		}
+		if s.ConnectTimeout < 0 {
+			bad(fmt.Sprintf("services.%s.connect_timeout", name), "%v is negative", s.ConnectTimeout)
+		}
+	}
+	if _, err := parseLevel(c.Log.Level); err != nil {
+		bad("log.level", "%v", err)
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		bad("log.format", "%q is not one of text, json", f)
+	}
+	return errors.Join(errs...)
+}
+
+// consulKeys renames the discovery package's field names to config keys.
+var consulKeys = strings.NewReplacer(
+	"discovery: consul: Address:", "discovery.consul.address:",
+	"discovery: consul: Wait:", "discovery.consul.wait:",
+	"discovery: consul: MinInterval:", "discovery.consul.min_interval:",
+	"discovery: consul: BackoffBase:", "discovery.consul.backoff_base:",
+	"discovery: consul: BackoffMax:", "discovery.consul.backoff_max:",
+	"discovery: consul: WarningAs:", "discovery.consul.warning_as:",
+	"discovery: consul: Services:", "discovery.consul.services:",
+	"discovery: consul: Tags:", "discovery.consul.tags:",
+	"BackoffBase", "discovery.consul.backoff_base",
+)
+
+func checkAddr(bad func(string, string, ...any), key, addr string) {
+	if _, port, err := net.SplitHostPort(addr); err != nil {
+		bad(key, "%q is not host:port: %v", addr, err)
+	} else if port == "" {
+		bad(key, "%q has no port", addr)
+	}
+}
+
+// settings returns the effective settings of a service: the "*" entry
+// overlaid with the service's own (names match case-insensitively, as the
+// config loader lower-cases keys).
+func (c Config) settings(service string) xds.ServiceSettings {
+	eff := c.Services["*"]
+	if own, ok := c.Services[strings.ToLower(service)]; ok {
+		if own.LBPolicy != "" {
+			eff.LBPolicy = own.LBPolicy
+		}
+		if own.ConnectTimeout != 0 {
+			eff.ConnectTimeout = own.ConnectTimeout
+		}
+	}
+	p, _ := envoy.ParseLBPolicy(eff.LBPolicy)
+	return xds.ServiceSettings{LBPolicy: p, ConnectTimeout: eff.ConnectTimeout}
+}
+
+func (c Config) xdsConfig() xds.Config {
+	return xds.Config{
+		Debounce:   c.XDS.Debounce,
+		MaxDelay:   c.XDS.MaxDelay,
+		NodeGrace:  c.XDS.NodeGrace,
+		MaxStreams: c.XDS.MaxStreams,
+		Keepalive: xds.Keepalive{
+			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
+		},
+		Settings: c.settings,
+	}
+}

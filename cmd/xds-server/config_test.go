@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "xds-server.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func loadArgs(t *testing.T, args ...string) (Config, error) {
+	t.Helper()
+	fs := newFlagSet("test")
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return load(fs)
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.XDS.Address != ":18000" || cfg.Admin.Address != "127.0.0.1:19000" || cfg.Discovery.Source != "static" ||
+		cfg.Discovery.Static.File != "examples/endpoints.yaml" || cfg.Discovery.Consul.Address != "127.0.0.1:8500" {
+		t.Errorf("defaults: %+v", cfg)
+	}
+	star := cfg.Services["*"]
+	if star.LBPolicy != "round_robin" || star.ConnectTimeout != time.Second {
+		t.Errorf(`services."*" = %+v`, star)
+	}
+}
+
+// TestPrecedence sets the same key in the file, the environment and a flag
+// and checks that flag > env > file > default, key by key.
+func TestPrecedence(t *testing.T) {
+	file := writeConfig(t, `
+xds: { address: "127.0.0.1:1001" }
+admin: { address: "127.0.0.1:2001" }
+discovery:
+  source: consul
+  consul: { address: "consul-file:8500", services: [a, b], wait: 1m }
+log: { level: debug }
+`)
+	t.Setenv("XDS_SERVER_XDS_ADDRESS", "127.0.0.1:1002")
+	t.Setenv("XDS_SERVER_DISCOVERY_CONSUL_ADDRESS", "consul-env:8500")
+	t.Setenv("XDS_SERVER_DISCOVERY_CONSUL_TAGS", "x,y")
+	t.Setenv("XDS_SERVER_LOG_FORMAT", "json")
+	cfg, err := loadArgs(t, "--config", file, "--xds.address", "127.0.0.1:1003", "--discovery.consul.wait=2m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct{ got, want any }{
+		"flag beats env and file":   {cfg.XDS.Address, "127.0.0.1:1003"},
+		"flag beats file (dur)":     {cfg.Discovery.Consul.Wait, 2 * time.Minute},
+		"env beats file":            {cfg.Discovery.Consul.Address, "consul-env:8500"},
+		"env list":                  {strings.Join(cfg.Discovery.Consul.Tags, ","), "x,y"},
+		"env beats default":         {cfg.Log.Format, "json"},
+		"file beats default":        {cfg.Admin.Address, "127.0.0.1:2001"},
+		"file list":                 {strings.Join(cfg.Discovery.Consul.Services, ","), "a,b"},
+		"file level":                {cfg.Log.Level, "debug"},
+		"default when nothing sets": {cfg.XDS.NodeGrace, 5 * time.Minute},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: got %v, want %v", name, tc.got, tc.want)
+		}
+	}
+}
+
+func TestServiceSettings(t *testing.T) {
+	file := writeConfig(t, `
+services:
+  "*": { lb_policy: least_request }
+  echo: { lb_policy: ring_hash, connect_timeout: 3s }
+`)
+	cfg, err := loadArgs(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.settings("echo"); s.LBPolicy != "ring_hash" || s.ConnectTimeout != 3*time.Second {
+		t.Errorf("echo: %+v", s)
+	}
+	if s := cfg.settings("other"); s.LBPolicy != "least_request" || s.ConnectTimeout != time.Second {
+		t.Errorf("other (defaults): %+v", s)
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file string
+		args []string
+		want []string
+	}{
+		"unknown top-level key":    {file: "xdss: {}\n", want: []string{"xdss: unknown key"}},
+		"unknown nested key":       {file: "xds: { adress: ':1' }\n", want: []string{"xds.adress: unknown key", "xds.address"}},
+		"unknown service key":      {file: "services: { echo: { lb: x } }\n", want: []string{"services.echo.lb: unknown key"}},
+		"bad source":               {file: "discovery: { source: etcd }\n", want: []string{"discovery.source", "etcd"}},
+		"bad lb policy":            {file: "services: { echo: { lb_policy: fastest } }\n", want: []string{"services.echo.lb_policy", "fastest"}},
+		"bad address":              {args: []string{"--xds.address", "nope"}, want: []string{"xds.address"}},
+		"bad log level":            {args: []string{"--log.level", "loud"}, want: []string{"log.level", "loud"}},
+		"bad log format":           {file: "log: { format: xml }\n", want: []string{"log.format", "xml"}},
+		"bad duration":             {file: "xds: { debounce: soon }\n", want: []string{"debounce"}},
+		"negative duration":        {args: []string{"--xds.node_grace=-1s"}, want: []string{"xds.node_grace", "negative"}},
+		"bad consul warning_as":    {file: "discovery: { source: consul, consul: { warning_as: sick } }\n", want: []string{"warning_as"}},
+		"two errors both reported": {file: "log: { format: xml, level: loud }\n", want: []string{"log.format", "log.level"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"--config", writeConfig(t, tc.file)}, args...)
+			}
+			_, err := loadArgs(t, args...)
+			if err == nil {
+				t.Fatal("invalid configuration accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"validate", "--config", writeConfig(t, "xds: { address: ':18000' }\n")}, &out, &errOut); code != 0 {
+		t.Fatalf("valid config: exit %d, stderr %s", code, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	code := run([]string{"validate", "--config", writeConfig(t, "discovery: { sorce: consul }\n")}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "discovery.sorce: unknown key") {
+		t.Fatalf("invalid config: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("--help exit %d", code)
+	}
+	for _, o := range options {
+		if !strings.Contains(out.String(), "--"+o.key) {
+			t.Errorf("--help does not list --%s", o.key)
+		}
+	}
+}
+
+// TestExampleConfig keeps examples/xds-server.yaml valid and equal to the defaults.
+func TestExampleConfig(t *testing.T) {
+	cfg, err := loadArgs(t, "--config", "../../examples/xds-server.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(cfg, def) {
+		t.Errorf("examples/xds-server.yaml differs from the defaults:\n file     %+v\n defaults %+v", cfg, def)
+	}
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"gopkg.in/yaml.v3"
+)
+
+// envPrefix prefixes every environment variable: xds.address is
+// XDS_SERVER_XDS_ADDRESS.
+const envPrefix = "XDS_SERVER"
+
+// option is one configuration key: its default and its help text. Every
+// option is a file key, a flag (--key) and an env var.
+type option struct {
+	key  string
+	def  any
+	help string
+}
+
+// options lists every scalar key; services.<name>.* are file-only.
+var options = []option{
+	{"xds.address", ":18000", "host:port of the xDS (ADS) gRPC listener"},
+	{"xds.debounce", 50 * time.Millisecond, "quiet time that ends a burst of discovery changes before nodes are updated"},
+	{"xds.max_delay", time.Second, "longest a burst of changes may postpone an update"},
+	{"xds.node_grace", 5 * time.Minute, "keep the snapshot of a disconnected node this long"},
+	{"xds.max_streams", uint32(1000), "concurrent gRPC streams per client connection"},
+	{"xds.shutdown_timeout", 10 * time.Second, "how long a graceful shutdown may take before streams are cut"},
+	{"xds.keepalive.time", 30 * time.Second, "ping a client connection idle this long"},
+	{"xds.keepalive.timeout", 10 * time.Second, "close a connection whose ping is not answered in this time"},
+	{"xds.keepalive.min_time", 10 * time.Second, "reject clients that ping more often than this"},
+	{"admin.address", "127.0.0.1:19000", "host:port of the admin HTTP listener (/healthz, /readyz, /metrics, /debug/*)"},
+	{"discovery.source", "static", "discovery source: static or consul"},
+	{"discovery.static.file", "examples/endpoints.yaml", "YAML file of services and endpoints, reloaded on change (the built-in example if this default path does not exist)"},
+	{"discovery.static.poll_interval", time.Second, "how often the static file is checked for changes"},
+	{"discovery.consul.address", "127.0.0.1:8500", "host:port of the Consul HTTP API"},
+	{"discovery.consul.token", "", "Consul ACL token (default: the CONSUL_HTTP_TOKEN env var)"},
+	{"discovery.consul.datacenter", "", "Consul datacenter (default: the agent's)"},
+	{"discovery.consul.services", []string{}, "only these Consul services (default: all)"},
+	{"discovery.consul.tags", []string{}, "only service instances with all these tags"},
+	{"discovery.consul.wait", 5 * time.Minute, "blocking query wait time"},
+	{"discovery.consul.min_interval", 100 * time.Millisecond, "minimum time between two discovery updates"},
+	{"discovery.consul.backoff_base", 250 * time.Millisecond, "first retry delay after a Consul error (doubles up to backoff_max, with jitter)"},
+	{"discovery.consul.backoff_max", 30 * time.Second, "longest retry delay after Consul errors"},
+	{"discovery.consul.warning_as", "healthy", "endpoints with a warning check: healthy (with the service's Weights.Warning) or degraded"},
+	{"log.level", "info", "log level: debug, info, warn, error"},
+	{"log.format", "text", "log format: text or json"},
+}
+
+// serviceDefaults are the built-in settings of services."*".
+var serviceDefaults = map[string]any{"lb_policy": "round_robin", "connect_timeout": "1s"}
+
+// serviceKeys are the keys allowed under services.<name>.
+var serviceKeys = []string{"lb_policy", "connect_timeout"}
+
+// newFlagSet declares --config and one flag per option.
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.String("config", "", "YAML config file (flags override env, env overrides the file)")
+	for _, o := range options {
+		switch d := o.def.(type) {
+		case string:
+			fs.String(o.key, d, o.help)
+		case time.Duration:
+			fs.Duration(o.key, d, o.help)
+		case uint32:
+			fs.Uint32(o.key, d, o.help)
+		case []string:
+			fs.StringSlice(o.key, d, o.help)
+		default:
+			panic(fmt.Sprintf("option %s: unsupported default type %T", o.key, d))
+		}
+	}
+	return fs
+}
+
+// load builds the configuration from defaults, the --config file,
+// XDS_SERVER_* env vars and the flags that were set, in increasing
+// precedence, and validates it.
+func load(fs *pflag.FlagSet) (Config, error) {
+	v := viper.New()
+	for _, o := range options {
+		v.SetDefault(o.key, o.def)
+	}
+	v.SetDefault("services", map[string]any{"*": serviceDefaults})
+	v.SetEnvPrefix(envPrefix)
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	path, _ := fs.GetString("config")
+	if path != "" {
+		v.SetConfigFile(path)
+		v.SetConfigType("yaml")
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, fmt.Errorf("config: read %s: %w", path, err)
+		}
+		if err := checkKeys(path); err != nil {
+			return Config{}, err
+		}
+	}
+	var flagErr error
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		if err := v.BindPFlag(f.Name, f); err != nil {
+			flagErr = errors.Join(flagErr, err)
+		}
+	})
+	if flagErr != nil {
+		return Config{}, fmt.Errorf("config: %w", flagErr)
+	}
+	cfg, err := decode(v)
+	if err != nil {
+		return Config{}, err
+	}
+	return cfg, cfg.Validate()
+}
+
+// checkKeys rejects keys in the file that no option or service setting
+// knows, including empty sections.
+func checkKeys(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	known := make(map[string]bool, len(options))
+	for _, o := range options {
+		known[o.key] = true
+	}
+	var errs []error
+	for _, k := range fileKeys("", doc) {
+		if known[k] {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(k, "services."); ok {
+			i := strings.LastIndexByte(rest, '.')
+			if i > 0 && slices.Contains(serviceKeys, rest[i+1:]) {
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: unknown key%s", k, hint(k, known)))
+	}
+	return errors.Join(errs...)
+}
+
+// fileKeys lists the leaf keys of a YAML document as dotted paths, sorted;
+// an empty section counts as a leaf. Service names under "services" are
+// kept whole even when they contain dots.
+func fileKeys(prefix string, m map[string]any) []string {
+	var out []string
+	for k, v := range m {
+		key := strings.ToLower(k)
+		if prefix != "" {
+			key = prefix + "." + key
+		}
+		sub, ok := v.(map[string]any)
+		if !ok || len(sub) == 0 {
+			out = append(out, key)
+			continue
+		}
+		out = append(out, fileKeys(key, sub)...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hint suggests a known key that shares the unknown key's parent section.
+func hint(k string, known map[string]bool) string {
+	if strings.HasPrefix(k, "services.") {
+		return " (allowed under services.<name>: " + strings.Join(serviceKeys, ", ") + ")"
+	}
+	parent := k[:max(strings.LastIndexByte(k, '.'), 0)]
+	var sib []string
+	for o := range known {
+		if parent != "" && strings.HasPrefix(o, parent+".") {
+			sib = append(sib, o)
+		}
+	}
+	if len(sib) == 0 {
+		return ""
+	}
+	slices.Sort(sib)
+	return " (known keys here: " + strings.Join(sib, ", ") + ")"
+}
+
+func decode(v *viper.Viper) (Config, error) {
+	var cfg Config
+	err := v.Unmarshal(&cfg, func(dc *mapstructure.DecoderConfig) {
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		)
+		dc.ErrorUnused = true
+	})
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if _, ok := cfg.Services["*"]; !ok {
+		cfg.Services["*"] = ServiceConfig{}
+	}
+	star := cfg.Services["*"]
+	if star.LBPolicy == "" {
+		star.LBPolicy = "round_robin"
+	}
+	if star.ConnectTimeout == 0 {
+		star.ConnectTimeout = time.Second
+	}
+	cfg.Services["*"] = star
+	return cfg, nil
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/examples"
+	"github.com/xds-server/xds-server/xds"
+)
+
+// defaultStaticFile is the default of discovery.static.file; when it does
+// not exist the embedded copy of the example is served instead.
+const defaultStaticFile = "examples/endpoints.yaml"
+
+// serve runs the server until SIGTERM or SIGINT, then shuts down gracefully.
+func serve(cfg Config, logOut io.Writer) error {
+	log := newLogger(cfg.Log, logOut)
+	slog.SetDefault(log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	dm := discovery.NewMetrics(reg)
+	src, err := newSource(cfg, log, dm)
+	if err != nil {
+		return err
+	}
+	xc := cfg.xdsConfig()
+	xc.Logger, xc.Registerer = log, reg
+	srv, err := xds.New(xc)
+	if err != nil {
+		return err
+	}
+	xdsLis, err := net.Listen("tcp", cfg.XDS.Address)
+	if err != nil {
+		return fmt.Errorf("xds listener: %w", err)
+	}
+	adminLis, err := net.Listen("tcp", cfg.Admin.Address)
+	if err != nil {
+		xdsLis.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	admin := &http.Server{Handler: adminHandler(srv, reg), ReadHeaderTimeout: 10 * time.Second}
+
+	bg, cancelBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Go(func() { srv.Run(bg) })
+	wg.Go(func() {
+		if err := src.Run(bg, srv.Update); err != nil {
+			errc <- fmt.Errorf("discovery: %w", err)
+		}
+	})
+	go func() { errc <- srv.Serve(xdsLis) }()
+	go func() {
+		if err := admin.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin: %w", err)
+		}
+	}()
+	log.Info("xds-server started", "xds_address", xdsLis.Addr().String(), "admin_address", adminLis.Addr().String(),
+		"discovery", cfg.Discovery.Source)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.XDS.ShutdownTimeout)
+	case runErr = <-errc:
+		log.Error("fatal error; shutting down", "error", runErr)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.XDS.ShutdownTimeout)
+	defer cancel()
+	srv.Shutdown(sctx)
+	_ = admin.Shutdown(sctx)
+	cancelBG()
+	wg.Wait()
+	log.Info("stopped")
+	return runErr
+}
+
+func newSource(cfg Config, log *slog.Logger, m *discovery.Metrics) (discovery.Source, error) {
+	switch cfg.Discovery.Source {
+	case "consul":
+		return discovery.NewConsul(cfg.consulConfig(log, m))
+	default:
+		sc := discovery.StaticConfig{
+			File: cfg.Discovery.Static.File, PollInterval: cfg.Discovery.Static.PollInterval,
+			Logger: log, Metrics: m,
+		}
+		if sc.File == defaultStaticFile {
+			if _, err := os.Stat(sc.File); errors.Is(err, os.ErrNotExist) {
+				log.Info("default static file not found; serving the built-in example", "file", sc.File)
+				sc.File, sc.Embedded = "", examples.Endpoints
+			}
+		}
+		return discovery.NewStatic(sc)
+	}
+}
+
+func (c Config) consulConfig(log *slog.Logger, m *discovery.Metrics) discovery.ConsulConfig {
+	cc := c.Discovery.Consul
+	return discovery.ConsulConfig{
+		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter,
+		Services: cc.Services, Tags: cc.Tags, Wait: cc.Wait, MinInterval: cc.MinInterval,
+		BackoffBase: cc.BackoffBase, BackoffMax: cc.BackoffMax, WarningAs: cc.WarningAs,
+		Logger: log, Metrics: m,
+	}
+}

@@ -1,0 +1,209 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Defaults of ConsulConfig.
+const (
+	DefaultConsulAddress     = "127.0.0.1:8500"
+	DefaultConsulWait        = 5 * time.Minute
+	DefaultConsulMinInterval = 100 * time.Millisecond
+	DefaultConsulBackoffBase = 250 * time.Millisecond
+	DefaultConsulBackoffMax  = 30 * time.Second
+
+	// maxConsulWait is the longest wait Consul honors for a blocking query.
+	maxConsulWait = 10 * time.Minute
+	consulSource  = "consul" // the source label of the metrics
+)
+
+// ConsulConfig configures the Consul source. The zero value watches every
+// service of the local agent's datacenter at 127.0.0.1:8500.
+type ConsulConfig struct {
+	// Address is the host:port of the Consul HTTP API, optionally with an
+	// "http://", "https://" or "unix://" scheme; "" means 127.0.0.1:8500.
+	Address string
+	// Token is the ACL token; "" falls back to the CONSUL_HTTP_TOKEN env var.
+	Token string
+	// Datacenter to read; "" means the agent's datacenter.
+	Datacenter string
+	// Services lists the service names to watch; empty means all. The
+	// "consul" service itself is always skipped.
+	Services []string
+	// Tags keeps only the service instances carrying all of these tags.
+	Tags []string
+	// Wait is the blocking query wait, in (0, 10m]; 0 means 5m.
+	Wait time.Duration
+	// MinInterval is the minimum time between two emitted snapshots (bursts
+	// of changes are coalesced into one snapshot) and between two queries of
+	// one blocking loop; 0 means 100ms.
+	MinInterval time.Duration
+	// BackoffBase is the first retry delay after an error; 0 means 250ms.
+	BackoffBase time.Duration
+	// BackoffMax caps the retry delay, >= BackoffBase; 0 means 30s.
+	BackoffMax time.Duration
+	// WarningAs is the state of an instance with a warning check: "healthy"
+	// (the default; its weight is the service's Weights.Warning) or
+	// "degraded" (same weight).
+	WarningAs string
+	// Logger receives the source's logs; nil means slog.Default(). The
+	// attribute component=discovery.consul is added.
+	Logger *slog.Logger
+	// Metrics records errors, staleness and snapshots; may be nil.
+	Metrics *Metrics
+	// Now is the clock of the last-update metric; nil means time.Now.
+	// Timers (rate limit, backoff) always use real time.
+	Now func() time.Time
+}
+
+// Validate reports every problem of c, joined.
+func (c ConsulConfig) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("discovery: consul: %s: "+format, append([]any{field}, args...)...))
+	}
+	if err := checkConsulAddress(c.Address); err != nil {
+		bad("Address", "%v", err)
+	}
+	if c.Wait < 0 || c.Wait > maxConsulWait {
+		bad("Wait", "%v outside [0, %v]", c.Wait, maxConsulWait)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"MinInterval", c.MinInterval}, {"BackoffBase", c.BackoffBase}, {"BackoffMax", c.BackoffMax}} {
+		if f.d < 0 {
+			bad(f.name, "%v is negative", f.d)
+		}
+	}
+	if base, ceiling := cmp.Or(c.BackoffBase, DefaultConsulBackoffBase), cmp.Or(c.BackoffMax, DefaultConsulBackoffMax); c.BackoffBase >= 0 && c.BackoffMax >= 0 && ceiling < base {
+		bad("BackoffMax", "%v is below BackoffBase %v", ceiling, base)
+	}
+	switch c.WarningAs {
+	case "", "healthy", "degraded":
+	default:
+		bad("WarningAs", "%q is not one of healthy, degraded", c.WarningAs)
+	}
+	for i, s := range c.Services {
+		if strings.TrimSpace(s) == "" {
+			bad("Services", "entry %d is empty", i)
+		}
+	}
+	for i, t := range c.Tags {
+		if strings.TrimSpace(t) == "" {
+			bad("Tags", "entry %d is empty", i)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkConsulAddress accepts "", host:port, or a URL with scheme http,
+// https (host:port) or unix (a socket path).
+func checkConsulAddress(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	scheme, rest, ok := strings.Cut(addr, "://")
+	if !ok {
+		scheme, rest = "http", addr
+	}
+	switch scheme {
+	case "unix":
+		if rest == "" {
+			return fmt.Errorf("%q has no socket path", addr)
+		}
+		return nil
+	case "http", "https":
+	default:
+		return fmt.Errorf("%q: unknown scheme %q (want http, https or unix)", addr, scheme)
+	}
+	rest, _, _ = strings.Cut(rest, "/") // a path prefix is allowed
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || host == "" {
+		return fmt.Errorf("%q needs a host and a port in [1, 65535]", addr)
+	}
+	return nil
+}
+
+// Consul is the Consul discovery source: one blocking query loop on the
+// catalog's service list and one on the health of each watched service (all
+// instances, passing or not). Each instance becomes an Endpoint: ID is the
+// Consul service ID, or "<node>/<service ID>" for every instance whose
+// service ID is registered on several nodes; Address is the service address,
+// else the node address; Meta and Tags are the service's; Locality comes from
+// LocalityFrom with the node's datacenter as the default region; Health and
+// Weight follow the checks (maintenance: draining; critical: unhealthy;
+// warning: healthy or degraded with Weights.Warning; else healthy with
+// Weights.Passing). A listed service without matching instances has no
+// endpoints. See Run.
+type Consul struct {
+	cfg       ConsulConfig // defaults applied
+	client    *api.Client
+	log       *slog.Logger
+	warningAs Health
+	rnd       func() float64 // in [0, 1): backoff jitter
+}
+
+var _ Source = (*Consul)(nil)
+
+// NewConsul validates cfg, applies its defaults and creates the source. It
+// does not contact Consul.
+func NewConsul(cfg ConsulConfig) (*Consul, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Address = cmp.Or(cfg.Address, DefaultConsulAddress)
+	cfg.Token = cmp.Or(cfg.Token, os.Getenv("CONSUL_HTTP_TOKEN"))
+	cfg.Wait = cmp.Or(cfg.Wait, DefaultConsulWait)
+	cfg.MinInterval = cmp.Or(cfg.MinInterval, DefaultConsulMinInterval)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultConsulBackoffBase)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultConsulBackoffMax)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default()).With("component", "discovery.consul")
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	client, err := api.NewClient(&api.Config{Address: cfg.Address, Token: cfg.Token, Datacenter: cfg.Datacenter})
+	if err != nil {
+		return nil, fmt.Errorf("discovery: consul: client for %s: %w", cfg.Address, err)
+	}
+	c := &Consul{cfg: cfg, client: client, log: cfg.Logger, warningAs: HealthHealthy, rnd: rand.Float64}
+	if cfg.WarningAs == "degraded" {
+		c.warningAs = HealthDegraded
+	}
+	return c, nil
+}
+
+// Run watches Consul until ctx is done, then returns nil. It emits a
+// snapshot once every watched service has been read once (never a partial
+// first view), and afterwards whenever the content changes, at most once per
+// MinInterval (changes in between are coalesced). Services appear and
+// disappear as the catalog lists them; a service added later joins the
+// snapshots once its health has been read. Errors are retried with backoff
+// and never remove endpoints: the last known state is kept (and the source
+// marked stale in the metrics) until Consul answers again. Run must not be
+// called again before it returned.
+func (c *Consul) Run(ctx context.Context, emit func(Snapshot)) error {
+	if emit == nil {
+		return errors.New("discovery: consul: Run: emit is nil")
+	}
+	r := newConsulRun(ctx, c, emit)
+	defer r.stop()
+	r.wg.Go(func() { c.watchCatalog(r.ctx, r.events) })
+	r.loop()
+	return nil
+}

@@ -1,0 +1,143 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Blocking query kinds: the label of Metrics.BlockingReqs and of the logs.
+const (
+	consulKindCatalog = "catalog"
+	consulKindHealth  = "health"
+)
+
+// watchCatalog runs the blocking loop on the catalog's service list and
+// reports the (filtered, sorted) names to watch until ctx is done.
+func (c *Consul) watchCatalog(ctx context.Context, out chan<- consulEvent) {
+	fetch := func(q *api.QueryOptions) (map[string][]string, *api.QueryMeta, error) {
+		svcs, meta, err := c.client.Catalog().Services(q)
+		if err != nil {
+			return nil, nil, fmt.Errorf("discovery: consul: list services: %w", err)
+		}
+		return svcs, meta, nil
+	}
+	deliver := func(svcs map[string][]string, err error) bool {
+		ev := consulEvent{err: err}
+		if err == nil {
+			ev.names = consulServiceNames(svcs, c.cfg.Services, c.cfg.Tags)
+		}
+		return consulSend(ctx, out, ev)
+	}
+	poll(ctx, c, consulKindCatalog, "", fetch, deliver)
+}
+
+// watchService runs the blocking loop on the health of one service (all
+// instances, whatever their checks) and reports its endpoints until ctx is
+// done. gen identifies this loop to the coordinator.
+func (c *Consul) watchService(ctx context.Context, name string, gen uint64, out chan<- consulEvent) {
+	fetch := func(q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
+		entries, meta, err := c.client.Health().ServiceMultipleTags(name, c.cfg.Tags, false, q)
+		if err != nil {
+			return nil, nil, fmt.Errorf("discovery: consul: health of service %q: %w", name, err)
+		}
+		return entries, meta, nil
+	}
+	deliver := func(entries []*api.ServiceEntry, err error) bool {
+		ev := consulEvent{service: name, gen: gen, err: err}
+		if err == nil {
+			ev.endpoints = consulEndpoints(entries, c.cfg.Tags, c.warningAs, c.cfg.Datacenter)
+		}
+		return consulSend(ctx, out, ev)
+	}
+	poll(ctx, c, consulKindHealth, name, fetch, deliver)
+}
+
+// poll runs one blocking query loop until ctx is done: it passes the last
+// index back (see nextIndex), starts queries at most once per MinInterval,
+// hands every changed result and every error to deliver, and backs off
+// after errors (see backoff; reset on success). After an error the index
+// is reset to 0, so the first answer after an outage (maybe from a
+// restarted Consul whose indexes went backwards) arrives at once. deliver
+// returns false when ctx is done. Errors are logged here: a warning on the
+// first failure, debug on the following ones, info on recovery.
+func poll[T any](ctx context.Context, c *Consul, kind, service string,
+	fetch func(*api.QueryOptions) (T, *api.QueryMeta, error), deliver func(T, error) bool) {
+	var (
+		index     uint64
+		lastStart time.Time
+		failures  int
+	)
+	for {
+		if !consulSleep(ctx, c.cfg.MinInterval-time.Since(lastStart)) {
+			return
+		}
+		lastStart = time.Now()
+		if m := c.cfg.Metrics; m != nil {
+			m.BlockingReqs.WithLabelValues(kind).Inc()
+		}
+		qctx, cancel := context.WithTimeout(ctx, c.queryTimeout())
+		q := (&api.QueryOptions{Datacenter: c.cfg.Datacenter, WaitIndex: index, WaitTime: c.cfg.Wait}).WithContext(qctx)
+		res, meta, err := fetch(q)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures++
+			index = 0
+			delay := backoff(failures, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
+			level := c.log.Debug
+			if failures == 1 {
+				level = c.log.Warn
+			}
+			level("consul query failed; retrying", "kind", kind, "service", service,
+				"attempt", failures, "retry_in", delay, "error", err)
+			if !deliver(res, err) || !consulSleep(ctx, delay) {
+				return
+			}
+			continue
+		}
+		if failures > 0 {
+			c.log.Info("consul query recovered", "kind", kind, "service", service, "failures", failures)
+			failures = 0
+		}
+		var changed bool
+		if index, changed = nextIndex(index, meta.LastIndex); changed && !deliver(res, nil) {
+			return
+		}
+	}
+}
+
+// queryTimeout bounds one blocking query: Consul answers within Wait plus
+// up to Wait/16 of jitter; the rest is slack for the network.
+func (c *Consul) queryTimeout() time.Duration {
+	return c.cfg.Wait + c.cfg.Wait/16 + 10*time.Second
+}
+
+// consulSend hands ev to the coordinator; false when ctx is done first.
+func consulSend(ctx context.Context, out chan<- consulEvent, ev consulEvent) bool {
+	select {
+	case out <- ev:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// consulSleep waits for d (nothing when d <= 0); false when ctx is done first.
+func consulSleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,180 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3" // resource types for Any
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// ADSUpdate is one response an ADSClient accepted.
+type ADSUpdate struct {
+	TypeURL   string
+	Version   string // SotW version_info, or delta system_version_info
+	Resources map[string]*anypb.Any
+	Removed   []string // delta only
+	At        time.Time
+}
+
+// ADSConfig configures a raw ADS client: a plain gRPC stream, as a node
+// would open it, without any xDS client library.
+type ADSConfig struct {
+	Conn    *grpc.ClientConn
+	NodeID  string
+	Cluster string
+	Delta   bool     // incremental (delta) protocol instead of state of the world
+	Types   []string // type URLs to subscribe to, as wildcards
+	// Reject, if set, decides whether to NACK a response (with that error).
+	Reject func(ADSUpdate) error
+}
+
+// ADSClient is a minimal ADS client that subscribes to whole types,
+// ACKs (or NACKs) every response and publishes what it accepted.
+type ADSClient struct {
+	cfg     ADSConfig
+	updates chan ADSUpdate
+	cancel  context.CancelFunc
+	done    chan error
+	mu      sync.Mutex
+	err     error
+}
+
+// StartADS opens the stream and sends the initial subscriptions.
+func StartADS(ctx context.Context, cfg ADSConfig) (*ADSClient, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	c := &ADSClient{cfg: cfg, updates: make(chan ADSUpdate, 64), cancel: cancel, done: make(chan error, 1)}
+	cli := discoverygrpc.NewAggregatedDiscoveryServiceClient(cfg.Conn)
+	node := &core.Node{Id: cfg.NodeID, Cluster: cfg.Cluster, UserAgentName: "xds-server-harness"}
+	if cfg.Delta {
+		st, err := cli.DeltaAggregatedResources(ctx)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("harness: open delta stream: %w", err)
+		}
+		for i, t := range cfg.Types {
+			req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: t, ResourceNamesSubscribe: []string{"*"}}
+			if i == 0 {
+				req.Node = node
+			}
+			if err := st.Send(req); err != nil {
+				cancel()
+				return nil, fmt.Errorf("harness: subscribe: %w", err)
+			}
+		}
+		go func() { c.done <- c.runDelta(st) }()
+		return c, nil
+	}
+	st, err := cli.StreamAggregatedResources(ctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("harness: open stream: %w", err)
+	}
+	for i, t := range cfg.Types {
+		req := &discoverygrpc.DiscoveryRequest{TypeUrl: t}
+		if i == 0 {
+			req.Node = node
+		}
+		if err := st.Send(req); err != nil {
+			cancel()
+			return nil, fmt.Errorf("harness: subscribe: %w", err)
+		}
+	}
+	go func() { c.done <- c.runSotW(st) }()
+	return c, nil
+}
+
+// Updates delivers accepted responses. Slow readers lose nothing: the
+// client stops reading the stream while the channel is full.
+func (c *ADSClient) Updates() <-chan ADSUpdate { return c.updates }
+
+// Close ends the stream and waits for the client to stop.
+func (c *ADSClient) Close() error {
+	c.cancel()
+	return <-c.done
+}
+
+func (c *ADSClient) runSotW(st discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient) error {
+	versions := map[string]string{}
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		u := ADSUpdate{TypeURL: resp.GetTypeUrl(), Version: resp.GetVersionInfo(), At: time.Now(),
+			Resources: make(map[string]*anypb.Any, len(resp.GetResources()))}
+		for _, r := range resp.GetResources() {
+			u.Resources[resourceName(r)] = r
+		}
+		ack := &discoverygrpc.DiscoveryRequest{TypeUrl: u.TypeURL, ResponseNonce: resp.GetNonce(), VersionInfo: u.Version}
+		if c.cfg.Reject != nil {
+			if rerr := c.cfg.Reject(u); rerr != nil {
+				ack.VersionInfo = versions[u.TypeURL]
+				ack.ErrorDetail = &statuspb.Status{Code: 3, Message: rerr.Error()}
+			}
+		}
+		if ack.ErrorDetail == nil {
+			versions[u.TypeURL] = u.Version
+		}
+		if err := st.Send(ack); err != nil {
+			return err
+		}
+		if ack.ErrorDetail == nil {
+			c.updates <- u
+		}
+	}
+}
+
+func (c *ADSClient) runDelta(st discoverygrpc.AggregatedDiscoveryService_DeltaAggregatedResourcesClient) error {
+	for {
+		resp, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		u := ADSUpdate{TypeURL: resp.GetTypeUrl(), Version: resp.GetSystemVersionInfo(), At: time.Now(),
+			Resources: make(map[string]*anypb.Any, len(resp.GetResources())), Removed: resp.GetRemovedResources()}
+		for _, r := range resp.GetResources() {
+			u.Resources[r.GetName()] = r.GetResource()
+		}
+		ack := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: u.TypeURL, ResponseNonce: resp.GetNonce()}
+		if c.cfg.Reject != nil {
+			if rerr := c.cfg.Reject(u); rerr != nil {
+				ack.ErrorDetail = &statuspb.Status{Code: 3, Message: rerr.Error()}
+			}
+		}
+		if err := st.Send(ack); err != nil {
+			return err
+		}
+		if ack.ErrorDetail == nil {
+			c.updates <- u
+		}
+	}
+}
+
+// resourceName reads the name of a SotW resource without knowing its type.
+func resourceName(a *anypb.Any) string {
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		return ""
+	}
+	type named interface{ GetName() string }
+	type clusterNamed interface{ GetClusterName() string }
+	switch r := m.(type) {
+	case clusterNamed:
+		return r.GetClusterName()
+	case named:
+		return r.GetName()
+	}
+	return ""
+}

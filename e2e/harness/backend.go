@@ -1,0 +1,48 @@
+package harness
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+
+	"google.golang.org/grpc"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+)
+
+// Backend is a real gRPC server implementing grpc.testing.TestService; its
+// UnaryCall answers with its own id in server_id.
+type Backend struct {
+	testgrpc.UnimplementedTestServiceServer
+	ID   string
+	Host string
+	Port int
+	srv  *grpc.Server
+}
+
+// StartBackend serves a backend on a free loopback port until cleanup.
+func StartBackend(t testing.TB, id string) *Backend {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Backend{ID: id, Host: "127.0.0.1", Port: lis.Addr().(*net.TCPAddr).Port, srv: grpc.NewServer()}
+	testgrpc.RegisterTestServiceServer(b.srv, b)
+	go func() { _ = b.srv.Serve(lis) }()
+	t.Cleanup(b.srv.Stop)
+	return b
+}
+
+// Addr is host:port.
+func (b *Backend) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
+
+// UnaryCall answers with the backend's id.
+func (b *Backend) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return &testgrpc.SimpleResponse{ServerId: b.ID}, nil
+}
+
+// EmptyCall answers nothing.
+func (b *Backend) EmptyCall(context.Context, *testgrpc.Empty) (*testgrpc.Empty, error) {
+	return &testgrpc.Empty{}, nil
+}

@@ -1,0 +1,12 @@
+// Package harness starts the real parts that integration and end-to-end
+// tests run against, each on free loopback ports and stopped when the test
+// ends: among them a Consul agent (`consul agent -dev`, see Consul) with its
+// own temporary config dir.
+//
+// A test whose external binary is missing is skipped, unless the
+// environment variable XDS_SERVER_REQUIRE_INTEGRATION=1 is set (as in CI),
+// which fails it instead. scripts/install-consul.sh installs consul.
+//
+// harness is imported by tests only. It must not import the packages under
+// test (discovery, xds, envoy, ...): their own tests import harness.
+package harness

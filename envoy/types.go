@@ -1,0 +1,55 @@
+package envoy
+
+import "time"
+
+// HealthStatus is the EDS health status of an endpoint.
+type HealthStatus int
+
+// Health statuses, mapped one to one onto envoy.config.core.v3.HealthStatus.
+const (
+	HealthUnknown HealthStatus = iota
+	HealthHealthy
+	HealthUnhealthy
+	HealthDraining
+	HealthDegraded
+)
+
+// Locality is the region/zone/sub-zone of an endpoint; all may be empty.
+type Locality struct {
+	Region  string
+	Zone    string
+	SubZone string
+}
+
+// Endpoint is one address of a service as a node should see it.
+type Endpoint struct {
+	Address  string       // IP or host name
+	Port     uint32       // in [1, 65535]
+	Health   HealthStatus // EDS health_status
+	Weight   uint32       // load_balancing_weight; 0 is sent as 1
+	Locality Locality
+	Meta     map[string]string // sent as filter metadata under "xds-server"; may be nil
+	ID       string            // endpoint id, sent as filter metadata "id" (and hostname for debugging)
+}
+
+// LBPolicy names a cluster load-balancing policy.
+type LBPolicy string
+
+// Supported policies (the ones both Envoy and grpc-go understand, plus
+// random and maglev for Envoy).
+const (
+	RoundRobin   LBPolicy = "round_robin"
+	LeastRequest LBPolicy = "least_request"
+	RingHash     LBPolicy = "ring_hash"
+	Random       LBPolicy = "random"
+	Maglev       LBPolicy = "maglev"
+)
+
+// Service is everything the translation needs to know about one service
+// for one node.
+type Service struct {
+	Name           string        // cluster, listener, route and EDS resource name
+	LBPolicy       LBPolicy      // "" means round_robin
+	ConnectTimeout time.Duration // > 0; 0 means 1s
+	Endpoints      []Endpoint    // in the order they should appear; grouped by locality on output
+}

@@ -1,0 +1,85 @@
+package xds
+
+import (
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/envoy"
+)
+
+// ServiceSettings are the per-service knobs from configuration.
+type ServiceSettings struct {
+	LBPolicy       envoy.LBPolicy // "" means round_robin
+	ConnectTimeout time.Duration  // 0 means 1s
+}
+
+// SettingsFunc returns the settings for a service (the "*" defaults merged
+// with the service's own).
+type SettingsFunc func(service string) ServiceSettings
+
+// Service converts a discovered service into translation input: every
+// registered endpoint, with its discovery health mapped to an EDS health
+// status.
+func Service(svc discovery.Service, set ServiceSettings) envoy.Service {
+	eps := make([]envoy.Endpoint, 0, len(svc.Endpoints))
+	for _, ep := range svc.Endpoints {
+		eps = append(eps, envoy.Endpoint{
+			ID:      ep.ID,
+			Address: ep.Address,
+			Port:    uint32(ep.Port),
+			Health:  healthStatus(ep.Health),
+			Weight:  ep.Weight,
+			Locality: envoy.Locality{
+				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.SubZone,
+			},
+			Meta: ep.Meta,
+		})
+	}
+	return envoy.Service{
+		Name:           svc.Name,
+		LBPolicy:       set.LBPolicy,
+		ConnectTimeout: set.ConnectTimeout,
+		Endpoints:      eps,
+	}
+}
+
+func healthStatus(h discovery.Health) envoy.HealthStatus {
+	switch h {
+	case discovery.HealthHealthy:
+		return envoy.HealthHealthy
+	case discovery.HealthDegraded:
+		return envoy.HealthDegraded
+	case discovery.HealthUnhealthy:
+		return envoy.HealthUnhealthy
+	case discovery.HealthDraining:
+		return envoy.HealthDraining
+	default:
+		return envoy.HealthUnknown
+	}
+}
+
+// Assembly keys: nodes with the same key receive identical resources and
+// share one cache snapshot. Per-node subsets and weights will refine them.
+const (
+	// keyProxyless: proxyless gRPC (and any other non-Envoy client) gets
+	// clusters, endpoints, and an api_listener with its route per service.
+	keyProxyless = "proxyless"
+	// keyEnvoy: Envoy gets clusters and endpoints; it accepts api_listeners
+	// only from its bootstrap, so they are not sent over LDS.
+	keyEnvoy = "envoy"
+)
+
+// assemblyKey groups nodes that receive identical resources.
+func assemblyKey(n Node) string {
+	if isEnvoy(n) {
+		return keyEnvoy
+	}
+	return keyProxyless
+}
+
+// isEnvoy reports whether the node is an Envoy proxy (user_agent_name "envoy").
+func isEnvoy(n Node) bool {
+	name, _, _ := strings.Cut(n.UserAgent, " ")
+	return strings.EqualFold(name, "envoy")
+}

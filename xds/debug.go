@@ -1,0 +1,91 @@
+package xds
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// Nodes returns every known node (connected, or gone within the grace
+// period), sorted by id.
+func (s *Server) Nodes() []Node { return s.reg.list() }
+
+// NodeConfig is what a node was last sent, per resource type.
+type NodeConfig struct {
+	Node      Node                  `json:"node"`
+	Resources map[string]TypeConfig `json:"resources"` // by short type name
+}
+
+// TypeConfig is one resource type of a node's config.
+type TypeConfig struct {
+	Version   string            `json:"version"`
+	Resources []json.RawMessage `json:"resources"` // protojson, sorted by name
+}
+
+// Config returns what node id was last sent, or false if it is unknown.
+func (s *Server) Config(id string) (NodeConfig, bool, error) {
+	node, ok := s.reg.get(id)
+	if !ok {
+		return NodeConfig{}, false, nil
+	}
+	out := NodeConfig{Node: node, Resources: map[string]TypeConfig{}}
+	snap, ok := s.rec.snapshotOf(id)
+	if !ok {
+		return out, true, nil
+	}
+	for _, kind := range kinds {
+		url, _ := cache.GetResponseTypeURL(kind)
+		res := snap.Resources[kind]
+		names := make([]string, 0, len(res.Items))
+		for n := range res.Items {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		tc := TypeConfig{Version: res.Version, Resources: make([]json.RawMessage, 0, len(names))}
+		for _, n := range names {
+			b, err := protojson.Marshal(res.Items[n].Resource)
+			if err != nil {
+				return NodeConfig{}, true, err
+			}
+			tc.Resources = append(tc.Resources, b)
+		}
+		out.Resources[typeName(url)] = tc
+	}
+	return out, true, nil
+}
+
+// Handler serves /debug/nodes and /debug/config?node=ID as JSON.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/nodes", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"nodes": s.Nodes()})
+	})
+	mux.HandleFunc("GET /debug/config", func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("node")
+		if id == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter: node"})
+			return
+		}
+		cfg, ok, err := s.Config(id)
+		switch {
+		case err != nil:
+			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		case !ok:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown node: " + id})
+		default:
+			writeJSON(w, http.StatusOK, cfg)
+		}
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,64 @@
+package xds
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the xDS collectors.
+type metrics struct {
+	nodes        prometheus.Gauge
+	streams      *prometheus.GaugeVec
+	pushes       *prometheus.CounterVec
+	pushLatency  *prometheus.HistogramVec
+	nacks        *prometheus.CounterVec
+	reconciles   prometheus.Counter
+	reconcileDur prometheus.Histogram
+	snapshotSets prometheus.Counter
+	buildErrors  prometheus.Counter
+	endpoints    *prometheus.GaugeVec
+	expired      prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "xds_connected_nodes", Help: "Nodes with at least one open xDS stream.",
+		}),
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xds_streams", Help: "Open xDS streams, by protocol (sotw or delta).",
+		}, []string{"protocol"}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xds_pushes_total", Help: "Discovery responses sent, by resource type.",
+		}, []string{"type"}),
+		pushLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "xds_push_latency_seconds",
+			Help:    "Time from a discovery change reaching the server to the response carrying it being sent to a node, by resource type.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"type"}),
+		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xds_nacks_total", Help: "Responses rejected by nodes (NACKs), by resource type.",
+		}, []string{"type"}),
+		reconciles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_reconciles_total", Help: "Reconcile passes (rebuilds of node snapshots).",
+		}),
+		reconcileDur: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "xds_reconcile_duration_seconds", Help: "Time spent in one reconcile pass.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		snapshotSets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_snapshot_updates_total", Help: "Per-node cache snapshots replaced because their content changed.",
+		}),
+		buildErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_translation_errors_total", Help: "Services that failed translation or validation (their previous resources are kept).",
+		}),
+		endpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xds_service_endpoints", Help: "Endpoints per service, by health.",
+		}, []string{"service", "health"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_nodes_expired_total", Help: "Nodes whose snapshots were dropped after the grace period.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
+			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired)
+	}
+	return m
+}

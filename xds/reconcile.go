@@ -1,0 +1,274 @@
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+
+	"github.com/xds-server/xds-server/discovery"
+)
+
+// memoEntry is the translation of one service, kept while its input is unchanged.
+type memoEntry struct {
+	src   discovery.Service
+	set   ServiceSettings
+	items serviceItems
+}
+
+// reconciler turns discovery snapshots into per-node cache snapshots.
+// Update and kick may be called from any goroutine; rebuilds happen on the
+// loop goroutine, debounced.
+type reconciler struct {
+	cache    cache.SnapshotCache
+	reg      *registry
+	m        *metrics
+	log      *slog.Logger
+	settings SettingsFunc
+	now      func() time.Time
+	debounce time.Duration
+	maxDelay time.Duration
+
+	kick chan struct{} // buffered(1): "something changed"
+
+	inMu      sync.Mutex
+	input     *discovery.Snapshot // latest unprocessed discovery snapshot
+	changedAt time.Time           // when the oldest unprocessed change arrived
+
+	mu       sync.Mutex                 // guards the fields below
+	memo     map[string]memoEntry       // service name -> translation
+	shared   map[string]*cache.Snapshot // assembly key -> snapshot
+	nodeSnap map[string]*cache.Snapshot // node id -> snapshot it was last given
+	ready    bool                       // a first snapshot has been built
+
+	afterReconcile func() // test hook, called after each reconcile pass
+
+	pushMu    sync.Mutex
+	pushStart map[string]map[string]time.Time // node -> type URL -> change time awaiting push
+}
+
+func newReconciler(c cache.SnapshotCache, reg *registry, m *metrics, cfg Config) *reconciler {
+	return &reconciler{
+		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, now: cfg.Now,
+		debounce: cfg.Debounce, maxDelay: cfg.MaxDelay,
+		kick:      make(chan struct{}, 1),
+		memo:      map[string]memoEntry{},
+		shared:    map[string]*cache.Snapshot{},
+		nodeSnap:  map[string]*cache.Snapshot{},
+		pushStart: map[string]map[string]time.Time{},
+	}
+}
+
+// update queues a discovery snapshot; only the latest one is kept.
+func (r *reconciler) update(s discovery.Snapshot) {
+	r.inMu.Lock()
+	if r.input == nil {
+		r.changedAt = r.now()
+	}
+	r.input = &s
+	r.inMu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run rebuilds after each burst of updates until ctx is done. A burst ends
+// after debounce without updates, or at maxDelay after its first update.
+func (r *reconciler) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+		}
+		deadline := time.Now().Add(r.maxDelay)
+		t := time.NewTimer(r.debounce)
+	burst:
+		for {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-r.kick:
+				t.Reset(min(r.debounce, max(time.Until(deadline), 0)))
+			case <-t.C:
+				break burst
+			}
+		}
+		r.reconcile()
+	}
+}
+
+// reconcile applies the latest discovery snapshot to every node.
+func (r *reconciler) reconcile() {
+	r.inMu.Lock()
+	in, changedAt := r.input, r.changedAt
+	r.input = nil
+	r.inMu.Unlock()
+	if in == nil {
+		return
+	}
+	start := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	items := r.translateAll(*in)
+	proxyless, err := newSnapshot(items, len(kinds))
+	var envoySnap *cache.Snapshot
+	if err == nil {
+		envoySnap, err = newSnapshot(items, 2)
+	}
+	if err != nil {
+		r.m.buildErrors.Inc()
+		r.log.Error("snapshot rejected; nodes keep their previous config", "error", err)
+		return
+	}
+	r.ready = true
+	r.shared = map[string]*cache.Snapshot{keyProxyless: proxyless, keyEnvoy: envoySnap}
+	for _, id := range r.reg.ids() {
+		node, _ := r.reg.get(id)
+		r.setLocked(node, changedAt)
+	}
+	r.recordEndpoints(*in)
+	r.m.reconciles.Inc()
+	r.m.reconcileDur.Observe(time.Since(start).Seconds())
+	if r.afterReconcile != nil {
+		r.afterReconcile()
+	}
+}
+
+// translateAll returns the items of every service, reusing the memo for
+// services whose input and settings did not change.
+func (r *reconciler) translateAll(in discovery.Snapshot) []serviceItems {
+	next := make(map[string]memoEntry, len(in.Services))
+	items := make([]serviceItems, 0, len(in.Services))
+	for _, svc := range in.Services {
+		set := r.settings(svc.Name)
+		if old, ok := r.memo[svc.Name]; ok && old.set == set && old.src.Equal(svc) {
+			next[svc.Name] = old
+			items = append(items, old.items)
+			continue
+		}
+		it, err := translate(Service(svc, set))
+		if err != nil {
+			r.m.buildErrors.Inc()
+			old, ok := r.memo[svc.Name]
+			r.log.Error("service translation failed; keeping its previous resources", "service", svc.Name, "had_previous", ok, "error", err)
+			if ok {
+				next[svc.Name] = old
+				items = append(items, old.items)
+			}
+			continue
+		}
+		e := memoEntry{src: svc, set: set, items: it}
+		next[svc.Name] = e
+		items = append(items, it)
+	}
+	r.memo = next
+	sortedByName(items)
+	return items
+}
+
+// setLocked gives node the snapshot of its assembly key, if its content
+// differs from what the node has. changedAt (zero for a first push) is
+// recorded per changed type for the push latency metric. r.mu must be held.
+func (r *reconciler) setLocked(node Node, changedAt time.Time) {
+	snap, ok := r.shared[assemblyKey(node)]
+	if !ok {
+		return
+	}
+	old := r.nodeSnap[node.ID]
+	if sameVersions(old, snap) {
+		return
+	}
+	if !changedAt.IsZero() && old != nil {
+		r.pushMu.Lock()
+		pending := r.pushStart[node.ID]
+		if pending == nil {
+			pending = map[string]time.Time{}
+			r.pushStart[node.ID] = pending
+		}
+		for _, kind := range kinds {
+			if old.Resources[kind].Version != snap.Resources[kind].Version {
+				url, _ := cache.GetResponseTypeURL(kind)
+				if _, waiting := pending[url]; !waiting {
+					pending[url] = changedAt
+				}
+			}
+		}
+		r.pushMu.Unlock()
+	}
+	r.nodeSnap[node.ID] = snap
+	if err := r.cache.SetSnapshot(context.Background(), node.ID, snap); err != nil {
+		r.log.Error("set snapshot", "node", node.ID, "error", err)
+		return
+	}
+	r.m.snapshotSets.Inc()
+}
+
+// connected gives a newly connected node its snapshot right away, before
+// its first watch is opened, so it never waits for the next rebuild.
+func (r *reconciler) connected(id string) {
+	node, ok := r.reg.get(id)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ready {
+		r.setLocked(node, time.Time{})
+	}
+}
+
+// forget drops a node's snapshot.
+func (r *reconciler) forget(id string) {
+	r.mu.Lock()
+	delete(r.nodeSnap, id)
+	r.mu.Unlock()
+	r.cache.ClearSnapshot(id)
+	r.pushMu.Lock()
+	delete(r.pushStart, id)
+	r.pushMu.Unlock()
+}
+
+// pushed records the latency of a change reaching a node.
+func (r *reconciler) pushed(id, typeURL string) {
+	r.pushMu.Lock()
+	t, ok := r.pushStart[id][typeURL]
+	if ok {
+		delete(r.pushStart[id], typeURL)
+	}
+	r.pushMu.Unlock()
+	if ok {
+		r.m.pushLatency.WithLabelValues(typeName(typeURL)).Observe(r.now().Sub(t).Seconds())
+	}
+}
+
+func (r *reconciler) isReady() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready
+}
+
+// snapshotOf returns what a node was last given.
+func (r *reconciler) snapshotOf(id string) (*cache.Snapshot, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.nodeSnap[id]
+	return s, ok
+}
+
+func (r *reconciler) recordEndpoints(in discovery.Snapshot) {
+	r.m.endpoints.Reset()
+	for _, svc := range in.Services {
+		counts := map[discovery.Health]int{}
+		for _, ep := range svc.Endpoints {
+			counts[ep.Health]++
+		}
+		for h := discovery.HealthUnknown; h <= discovery.HealthDraining; h++ {
+			r.m.endpoints.WithLabelValues(svc.Name, h.String()).Set(float64(counts[h]))
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"io"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/xds-server/xds-server/discovery"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func world(services, endpoints int) discovery.Snapshot {
+	var s discovery.Snapshot
+	for i := range services {
+		svc := discovery.Service{Name: fmt.Sprintf("svc-%03d", i)}
+		for j := range endpoints {
+			svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{
+				ID: fmt.Sprintf("svc-%03d-%03d", i, j), Address: fmt.Sprintf("10.%d.%d.%d", i/256, i%256, j),
+				Port: 8080, Health: discovery.HealthHealthy, Locality: discovery.Locality{Zone: fmt.Sprintf("z%d", j%3)},
+				Meta: map[string]string{},
+			})
+		}
+		s.Services = append(s.Services, svc)
+	}
+	return s
+}
+
+func newTestServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	cfg.Logger = quietLogger()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// connect registers a node as if its first stream request had arrived.
+func connect(s *Server, stream int64, id string) {
+	cb := &callbacks{reg: s.reg, rec: s.rec, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb.request(stream, &core.Node{Id: id, Cluster: "test"})
+}
+
+func versions(t *testing.T, s *Server, node string) map[types.ResponseType]string {
+	t.Helper()
+	snap, ok := s.rec.snapshotOf(node)
+	if !ok {
+		t.Fatalf("node %s has no snapshot", node)
+	}
+	out := map[types.ResponseType]string{}
+	for _, k := range kinds {
+		out[k] = snap.Resources[k].Version
+	}
+	return out
+}
+
+func TestVersionsFollowContent(t *testing.T) {
+	a, b := newTestServer(t, Config{}), newTestServer(t, Config{})
+	connect(a, 1, "n1")
+	connect(b, 1, "n1")
+	a.Update(world(3, 4))
+	a.rec.reconcile()
+	b.Update(world(3, 4))
+	b.rec.reconcile()
+	va, vb := versions(t, a, "n1"), versions(t, b, "n1")
+	for k, v := range va {
+		if vb[k] != v {
+			t.Errorf("type %d: equal content, versions %s vs %s (must not depend on process)", k, v, vb[k])
+		}
+	}
+
+	sets := testutil.ToFloat64(a.m.snapshotSets)
+	a.Update(world(3, 4)) // same content again
+	a.rec.reconcile()
+	if got := testutil.ToFloat64(a.m.snapshotSets); got != sets {
+		t.Errorf("unchanged content re-set the snapshot (%v -> %v sets)", sets, got)
+	}
+	if v := versions(t, a, "n1"); v[types.Endpoint] != va[types.Endpoint] {
+		t.Errorf("unchanged content changed the EDS version")
+	}
+
+	w := world(3, 4)
+	w.Services[1].Endpoints[2].Health = discovery.HealthUnhealthy
+	a.Update(w)
+	a.rec.reconcile()
+	vc := versions(t, a, "n1")
+	if vc[types.Endpoint] == va[types.Endpoint] {
+		t.Error("a health change did not change the EDS version")
+	}
+	for _, k := range []types.ResponseType{types.Cluster, types.Listener, types.Route} {
+		if vc[k] != va[k] {
+			t.Errorf("type %d version changed although only endpoints changed", k)
+		}
+	}
+}
+
+func TestOnlyChangedServicesAreRetranslated(t *testing.T) {
+	s := newTestServer(t, Config{})
+	s.Update(world(5, 2))
+	s.rec.reconcile()
+	before := s.rec.memo
+	w := world(5, 2)
+	w.Services[3].Endpoints[0].Port = 9999
+	s.Update(w)
+	s.rec.reconcile()
+	for name, e := range s.rec.memo {
+		same := e.items[0].res == before[name].items[0].res
+		if name == "svc-003" && same {
+			t.Errorf("%s changed but was not retranslated", name)
+		}
+		if name != "svc-003" && !same {
+			t.Errorf("%s did not change but was retranslated", name)
+		}
+	}
+}
+
+func TestNewNodeGetsSnapshotOnConnect(t *testing.T) {
+	s := newTestServer(t, Config{})
+	if s.Ready() {
+		t.Fatal("ready before any discovery snapshot")
+	}
+	s.Update(world(1, 1))
+	s.rec.reconcile()
+	if !s.Ready() {
+		t.Fatal("not ready after the first snapshot")
+	}
+	connect(s, 7, "late")
+	if _, ok := s.rec.snapshotOf("late"); !ok {
+		t.Fatal("a node connecting after the first snapshot got nothing")
+	}
+	if _, err := s.cache.GetSnapshot("late"); err != nil {
+		t.Fatalf("cache has no snapshot for the node: %v", err)
+	}
+}
+
+func TestDebounceCoalescesBursts(t *testing.T) {
+	s := newTestServer(t, Config{Debounce: 20 * time.Millisecond, MaxDelay: time.Second})
+	connect(s, 1, "n1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rebuilt := make(chan struct{}, 100)
+	s.rec.afterReconcile = func() { rebuilt <- struct{}{} }
+	go s.rec.run(ctx)
+	for i := range 100 {
+		s.Update(world(1, i+1))
+	}
+	for {
+		select {
+		case <-rebuilt:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no rebuild within 10s")
+		}
+		if snap, ok := s.rec.snapshotOf("n1"); ok && countEndpoints(snap) == 100 {
+			break
+		}
+	}
+	if n := testutil.ToFloat64(s.m.reconciles); n > 3 {
+		t.Errorf("100 updates in a burst caused %v rebuilds, want at most 3", n)
+	}
+}
+
+func TestNodeExpiry(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newTestServer(t, Config{NodeGrace: time.Minute, Now: func() time.Time { return now }})
+	s.Update(world(1, 1))
+	s.rec.reconcile()
+	connect(s, 1, "gone")
+	connect(s, 2, "stays")
+	cb := &callbacks{reg: s.reg, rec: s.rec, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb.OnStreamClosed(1, nil)
+	now = now.Add(59 * time.Second)
+	s.expire()
+	if _, err := s.cache.GetSnapshot("gone"); err != nil {
+		t.Fatal("snapshot dropped within the grace period")
+	}
+	now = now.Add(2 * time.Second)
+	s.expire()
+	if _, err := s.cache.GetSnapshot("gone"); err == nil {
+		t.Fatal("snapshot of a node gone longer than the grace period kept")
+	}
+	if _, err := s.cache.GetSnapshot("stays"); err != nil {
+		t.Fatal("connected node lost its snapshot")
+	}
+	if got := testutil.ToFloat64(s.m.expired); got != 1 {
+		t.Errorf("expired metric = %v, want 1", got)
+	}
+}
+
+func countEndpoints(snap *cache.Snapshot) int {
+	n := 0
+	for _, r := range snap.Resources[types.Endpoint].Items {
+		for _, l := range r.Resource.(*endpointv3.ClusterLoadAssignment).GetEndpoints() {
+			n += len(l.GetLbEndpoints())
+		}
+	}
+	return n
+}

@@ -1,0 +1,190 @@
+package xds
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// Node is what the registry knows about one xDS node.
+type Node struct {
+	ID             string            `json:"id"`
+	Cluster        string            `json:"cluster"`
+	UserAgent      string            `json:"user_agent,omitempty"`
+	Metadata       map[string]any    `json:"metadata,omitempty"`
+	Locality       map[string]string `json:"locality,omitempty"`
+	Streams        int               `json:"streams"`      // open streams now
+	ConnectedAt    time.Time         `json:"connected_at"` // first stream of the current session
+	DisconnectedAt time.Time         `json:"disconnected_at,omitzero"`
+	LastNACK       *NACK             `json:"last_nack,omitempty"`
+	// Versions holds, per resource type URL, the last version the node acknowledged.
+	Versions map[string]string `json:"acked_versions,omitempty"`
+}
+
+// NACK is the last rejection a node sent.
+type NACK struct {
+	At      time.Time `json:"at"`
+	TypeURL string    `json:"type_url"`
+	Version string    `json:"rejected_version"`
+	Error   string    `json:"error"`
+}
+
+// registry tracks connected nodes by stream. It is safe for concurrent use.
+type registry struct {
+	mu      sync.Mutex
+	nodes   map[string]*Node
+	streams map[int64]string // stream id -> node id, once the node is known
+}
+
+func newRegistry() *registry {
+	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{}}
+}
+
+// attach binds a stream to a node on the stream's first request. It
+// reports whether the node was not connected before (new, or back after
+// all its streams closed), and is a no-op for a stream already bound.
+func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id, ok := r.streams[stream]; ok {
+		return id, false
+	}
+	if n == nil {
+		return "", false
+	}
+	id = n.GetId()
+	r.streams[stream] = id
+	node, ok := r.nodes[id]
+	if !ok {
+		node = &Node{ID: id, Versions: map[string]string{}}
+		r.nodes[id] = node
+	}
+	fresh = node.Streams == 0
+	if fresh {
+		node.ConnectedAt, node.DisconnectedAt = now, time.Time{}
+	}
+	node.Streams++
+	node.Cluster = n.GetCluster()
+	node.UserAgent = strings.TrimSpace(n.GetUserAgentName() + " " + n.GetUserAgentVersion())
+	if md := n.GetMetadata(); md != nil {
+		node.Metadata = md.AsMap()
+	}
+	if l := n.GetLocality(); l != nil {
+		node.Locality = map[string]string{"region": l.GetRegion(), "zone": l.GetZone(), "sub_zone": l.GetSubZone()}
+	}
+	return id, fresh
+}
+
+// detach unbinds a stream; it reports the node id and whether that was the
+// node's last stream.
+func (r *registry) detach(stream int64, now time.Time) (id string, last bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.streams[stream]
+	if !ok {
+		return "", false
+	}
+	delete(r.streams, stream)
+	node := r.nodes[id]
+	node.Streams--
+	if node.Streams == 0 {
+		node.DisconnectedAt = now
+		return id, true
+	}
+	return id, false
+}
+
+// nodeOf returns the node id bound to a stream.
+func (r *registry) nodeOf(stream int64) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.streams[stream]
+}
+
+func (r *registry) nack(id string, n NACK) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if node, ok := r.nodes[id]; ok {
+		node.LastNACK = &n
+	}
+}
+
+func (r *registry) ack(id, typeURL, version string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if node, ok := r.nodes[id]; ok {
+		node.Versions[typeURL] = version
+	}
+}
+
+// expire forgets nodes disconnected for longer than grace and returns their ids.
+func (r *registry) expire(now time.Time, grace time.Duration) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var gone []string
+	for id, n := range r.nodes {
+		if n.Streams == 0 && now.Sub(n.DisconnectedAt) > grace {
+			gone = append(gone, id)
+			delete(r.nodes, id)
+		}
+	}
+	slices.Sort(gone)
+	return gone
+}
+
+// connected counts nodes with at least one open stream.
+func (r *registry) connected() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := 0
+	for _, n := range r.nodes {
+		if n.Streams > 0 {
+			c++
+		}
+	}
+	return c
+}
+
+// list returns copies of all known nodes, sorted by id.
+func (r *registry) list() []Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Node, 0, len(r.nodes))
+	for _, n := range r.nodes {
+		c := *n
+		c.Versions = make(map[string]string, len(n.Versions))
+		for k, v := range n.Versions {
+			c.Versions[k] = v
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// get returns a copy of one node.
+func (r *registry) get(id string) (Node, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.nodes[id]
+	if !ok {
+		return Node{}, false
+	}
+	return *n, true
+}
+
+// ids returns the ids of all known nodes (connected or within grace).
+func (r *registry) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.nodes))
+	for id := range r.nodes {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,180 @@
+package xds
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/xds-server/xds-server/discovery"
+)
+
+// Keepalive holds the gRPC keepalive settings of the xDS listener.
+type Keepalive struct {
+	Time    time.Duration // ping a client idle this long; 0 means 30s
+	Timeout time.Duration // close the connection if a ping is not answered in this time; 0 means 10s
+	MinTime time.Duration // reject clients pinging more often than this; 0 means 10s
+}
+
+// Config configures the xDS server.
+type Config struct {
+	Debounce   time.Duration // quiet time that ends a burst of changes; 0 means 50ms
+	MaxDelay   time.Duration // a burst never delays a rebuild longer than this; 0 means 1s
+	NodeGrace  time.Duration // snapshots of nodes gone longer than this are dropped; 0 means 5m
+	Keepalive  Keepalive
+	MaxStreams uint32       // concurrent streams per connection; 0 means 1000
+	Settings   SettingsFunc // per-service settings; nil means defaults for all
+	Logger     *slog.Logger // nil means slog.Default()
+	Registerer prometheus.Registerer
+	Now        func() time.Time // nil means time.Now
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"xds.debounce": c.Debounce, "xds.max_delay": c.MaxDelay, "xds.node_grace": c.NodeGrace,
+		"xds.keepalive.time": c.Keepalive.Time, "xds.keepalive.timeout": c.Keepalive.Timeout,
+		"xds.keepalive.min_time": c.Keepalive.MinTime,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("xds: %s: %v is negative", name, d))
+		}
+	}
+	if c.MaxDelay > 0 && c.Debounce > c.MaxDelay {
+		errs = append(errs, fmt.Errorf("xds: xds.debounce (%v) is longer than xds.max_delay (%v)", c.Debounce, c.MaxDelay))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	c.Debounce = cmp.Or(c.Debounce, 50*time.Millisecond)
+	c.MaxDelay = cmp.Or(c.MaxDelay, time.Second)
+	c.NodeGrace = cmp.Or(c.NodeGrace, 5*time.Minute)
+	c.Keepalive.Time = cmp.Or(c.Keepalive.Time, 30*time.Second)
+	c.Keepalive.Timeout = cmp.Or(c.Keepalive.Timeout, 10*time.Second)
+	c.Keepalive.MinTime = cmp.Or(c.Keepalive.MinTime, 10*time.Second)
+	c.MaxStreams = cmp.Or(c.MaxStreams, 1000)
+	if c.Settings == nil {
+		c.Settings = func(string) ServiceSettings { return ServiceSettings{} }
+	}
+	c.Logger = cmp.Or(c.Logger, slog.Default()).With("component", "xds")
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Server is the xDS control plane: a gRPC server with ADS (and the
+// per-type discovery services) backed by a per-node snapshot cache.
+type Server struct {
+	cfg    Config
+	cache  cache.SnapshotCache
+	reg    *registry
+	rec    *reconciler
+	m      *metrics
+	grpc   *grpc.Server
+	stop   context.CancelFunc // ends every open xDS stream
+	stopCt context.Context
+}
+
+// New creates a server. Feed it with Update, start its loop with Run and
+// its listener with Serve.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{cfg: cfg, reg: newRegistry(), m: newMetrics(cfg.Registerer)}
+	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
+	s.rec = newReconciler(s.cache, s.reg, s.m, cfg)
+	cb := &callbacks{reg: s.reg, rec: s.rec, m: s.m, log: cfg.Logger, now: cfg.Now}
+	s.stopCt, s.stop = context.WithCancel(context.Background())
+	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
+	s.grpc = grpc.NewServer(
+		grpc.MaxConcurrentStreams(cfg.MaxStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
+	)
+	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, xs)
+	clusterservice.RegisterClusterDiscoveryServiceServer(s.grpc, xs)
+	endpointservice.RegisterEndpointDiscoveryServiceServer(s.grpc, xs)
+	listenerservice.RegisterListenerDiscoveryServiceServer(s.grpc, xs)
+	routeservice.RegisterRouteDiscoveryServiceServer(s.grpc, xs)
+	return s, nil
+}
+
+// Update hands the server a new discovery snapshot. It returns at once;
+// nodes are updated by the reconcile loop after the debounce.
+func (s *Server) Update(snap discovery.Snapshot) { s.rec.update(snap) }
+
+// Ready reports whether a first snapshot has been built.
+func (s *Server) Ready() bool { return s.rec.isReady() }
+
+// Run runs the reconcile loop and the expiry of departed nodes until ctx is done.
+func (s *Server) Run(ctx context.Context) {
+	go s.rec.run(ctx)
+	t := time.NewTicker(min(s.cfg.NodeGrace/4, 30*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.expire()
+		}
+	}
+}
+
+// expire drops the snapshots of nodes disconnected for longer than the grace period.
+func (s *Server) expire() {
+	for _, id := range s.reg.expire(s.cfg.Now(), s.cfg.NodeGrace) {
+		s.rec.forget(id)
+		s.m.expired.Inc()
+		s.cfg.Logger.Info("node expired", "node", id, "grace", s.cfg.NodeGrace)
+	}
+}
+
+// Serve accepts xDS streams on lis until Shutdown.
+func (s *Server) Serve(lis net.Listener) error {
+	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("xds: serve: %w", err)
+	}
+	return nil
+}
+
+// GRPC exposes the underlying gRPC server, e.g. to register more services
+// on the same listener.
+func (s *Server) GRPC() *grpc.Server { return s.grpc }
+
+// Shutdown stops accepting streams, ends the open ones once their in-flight
+// responses are written, and waits for that until ctx is done (then it
+// closes everything at once).
+func (s *Server) Shutdown(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	s.stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+}

@@ -1,0 +1,133 @@
+package xds
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-server/xds-server/envoy"
+)
+
+// The resource kinds we serve, in snapshot order.
+var kinds = [...]types.ResponseType{types.Cluster, types.Endpoint, types.Listener, types.Route}
+
+// item is one translated resource with its content hash.
+type item struct {
+	name string
+	res  types.Resource
+	hash string // hex content hash of the deterministic marshaling
+}
+
+// serviceItems are the four resources of one service, in kinds order.
+type serviceItems [len(kinds)]item
+
+// translate builds and hashes the resources of one service.
+func translate(s envoy.Service) (serviceItems, error) {
+	var out serviceItems
+	c, err := envoy.Cluster(s)
+	if err != nil {
+		return out, err
+	}
+	e, err := envoy.LoadAssignment(s)
+	if err != nil {
+		return out, err
+	}
+	l, err := envoy.Listener(s)
+	if err != nil {
+		return out, err
+	}
+	r, err := envoy.RouteConfig(s)
+	if err != nil {
+		return out, err
+	}
+	for i, res := range [...]types.Resource{c, e, l, r} {
+		h, err := hashResource(res)
+		if err != nil {
+			return out, err
+		}
+		out[i] = item{name: s.Name, res: res, hash: h}
+	}
+	return out, nil
+}
+
+func hashResource(r types.Resource) (string, error) {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("xds: marshal %s: %w", cache.GetResourceName(r), err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+// newSnapshot assembles a cache snapshot from per-service items (sorted by
+// service name), with the first n kinds (all of them, or just clusters and
+// endpoints). Each type's version is a hash of its resources' names and
+// hashes, so equal content always gives equal versions; the delta version
+// map is filled from the same hashes.
+func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
+	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(kinds))}
+	for k, kind := range kinds[:n] {
+		items := make([]types.Resource, 0, len(services))
+		versions := make(map[string]string, len(services))
+		h := sha256.New()
+		for _, s := range services {
+			it := s[k]
+			items = append(items, it.res)
+			versions[it.name] = it.hash
+			h.Write([]byte(it.name))
+			h.Write([]byte{0})
+			h.Write([]byte(it.hash))
+		}
+		version := hex.EncodeToString(h.Sum(nil)[:8])
+		snap.Resources[kind] = cache.NewResources(version, items)
+		url, err := cache.GetResponseTypeURL(kind)
+		if err != nil {
+			return nil, fmt.Errorf("xds: %w", err)
+		}
+		snap.VersionMap[url] = versions
+	}
+	if err := consistent(snap); err != nil {
+		return nil, fmt.Errorf("xds: inconsistent snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// sameVersions reports whether two snapshots carry the same versions of
+// every kind (and so the same content).
+func sameVersions(a, b *cache.Snapshot) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	for _, kind := range kinds {
+		if a.Resources[kind].Version != b.Resources[kind].Version {
+			return false
+		}
+	}
+	return true
+}
+
+// typeName is a short label for a type URL ("cluster", "endpoint", ...).
+func typeName(url string) string {
+	switch url {
+	case resource.ClusterType:
+		return "cluster"
+	case resource.EndpointType:
+		return "endpoint"
+	case resource.ListenerType:
+		return "listener"
+	case resource.RouteType:
+		return "route"
+	}
+	return strings.ToLower(url[strings.LastIndexByte(url, '.')+1:])
+}
+
+func sortedByName(items []serviceItems) {
+	slices.SortFunc(items, func(a, b serviceItems) int { return strings.Compare(a[0].name, b[0].name) })
+}
