@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -26,6 +27,7 @@ const (
 	ReasonBadAddress   = "bad_address"
 	ReasonBadPort      = "bad_port"
 	ReasonDuplicateID  = "duplicate_id"
+	ReasonDuplicateAdr = "duplicate_address"
 	ReasonNoID         = "no_id"
 	ReasonNoName       = "no_service_name"
 	ReasonDuplicateSvc = "duplicate_service"
@@ -34,7 +36,8 @@ const (
 // Normalize turns raw services into a Snapshot: services sorted by name,
 // endpoints sorted by id, tags sorted, nil maps replaced by empty ones. Bad
 // entries (an endpoint without an address or id, a port outside [1, 65535],
-// a duplicate endpoint id, a nameless or duplicate service) are skipped and
+// a duplicate endpoint id or address:port, a nameless or duplicate service)
+// are skipped and
 // returned as problems; the rest of the service is kept. The input is not
 // modified.
 func Normalize(raw []Service) (Snapshot, []Problem) {
@@ -93,7 +96,21 @@ func normalizeEndpoints(service string, raw []Endpoint) ([]Endpoint, []Problem) 
 		}
 		eps = kept
 	}
-	return eps, problems
+	// Two ids on one address:port would be one backend counted twice (and
+	// grpc-go rejects such an assignment): keep the first id.
+	seen := make(map[string]string, len(eps))
+	kept := eps[:0]
+	for _, ep := range eps {
+		addr := net.JoinHostPort(ep.Address, strconv.Itoa(ep.Port))
+		if first, ok := seen[addr]; ok {
+			problems = append(problems, Problem{Service: service, Endpoint: ep.ID, Reason: ReasonDuplicateAdr,
+				Detail: fmt.Sprintf("address %s already used by endpoint %q; skipped", addr, first)})
+			continue
+		}
+		seen[addr] = ep.ID
+		kept = append(kept, ep)
+	}
+	return kept, problems
 }
 
 func checkEndpoint(service string, ep Endpoint) (Problem, bool) {

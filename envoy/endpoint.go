@@ -26,6 +26,11 @@ var healthStatuses = map[HealthStatus]corev3.HealthStatus{
 	HealthDegraded:  corev3.HealthStatus_DEGRADED,
 }
 
+// serving reports whether clients send new requests to an endpoint in state h.
+func (h HealthStatus) serving() bool {
+	return h == HealthHealthy || h == HealthDegraded || h == HealthUnknown
+}
+
 // LoadAssignment returns the ClusterLoadAssignment of s, named s.Name, that
 // Envoy and grpc-go both accept:
 //
@@ -35,8 +40,10 @@ var healthStatuses = map[HealthStatus]corev3.HealthStatus{
 //     empty (grpc-go NACKs a group without one);
 //   - endpoint weights are Endpoint.Weight, 0 sent as 1; a locality whose
 //     weights sum to 2^32-1 or more has them scaled down (see fitWeights);
-//   - a locality's weight is the sum of its endpoints' input weights (0
-//     counted as 1), scaled down the same way when the localities' sum would
+//   - a locality's weight is the sum of the input weights (0 counted as 1)
+//     of its serving endpoints (healthy, degraded or unknown), or 1 when none
+//     serves, so a locality's share follows the capacity that can take
+//     requests; scaled down the same way when the localities' sum would
 //     reach 2^32-1, every weight staying >= 1;
 //   - hostname is Endpoint.ID, and filter_metadata[MetadataNamespace] holds
 //     the Meta entries plus "id" (the ID wins over a Meta key "id"; no "id"
@@ -51,8 +58,11 @@ func LoadAssignment(s Service) (*endpointv3.ClusterLoadAssignment, error) {
 	raw := make([]uint64, len(groups))
 	for i, g := range groups {
 		for _, e := range g.endpoints {
-			raw[i] += uint64(max(e.Weight, 1))
+			if e.Health.serving() {
+				raw[i] += uint64(max(e.Weight, 1))
+			}
 		}
+		raw[i] = max(raw[i], 1)
 	}
 	weights, err := fitWeights(raw)
 	if err != nil {

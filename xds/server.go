@@ -122,6 +122,10 @@ func New(cfg Config) (*Server, error) {
 // nodes are updated by the reconcile loop after the debounce.
 func (s *Server) Update(snap discovery.Snapshot) { s.rec.update(snap) }
 
+// Reconcile applies the latest Update now, without waiting for the
+// debounce; the Run loop does the same after each burst.
+func (s *Server) Reconcile() { s.rec.reconcile() }
+
 // Ready reports whether a first snapshot has been built.
 func (s *Server) Ready() bool { return s.rec.isReady() }
 

@@ -67,17 +67,22 @@ func hashResource(r types.Resource) (string, error) {
 }
 
 // newSnapshot assembles a cache snapshot from per-service items (sorted by
-// service name), with the first n kinds (all of them, or just clusters and
-// endpoints). Each type's version is a hash of its resources' names and
-// hashes, so equal content always gives equal versions; the delta version
-// map is filled from the same hashes.
+// service name). Only the first n kinds carry resources (all of them, or
+// just clusters and endpoints); the others are empty but versioned, so a
+// node subscribing to them gets an empty answer rather than none. Each
+// type's version is a hash of its resources' names and hashes, so equal
+// content always gives equal versions; the delta version map is filled from
+// the same hashes.
 func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
 	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(kinds))}
-	for k, kind := range kinds[:n] {
+	for k, kind := range kinds {
 		items := make([]types.Resource, 0, len(services))
 		versions := make(map[string]string, len(services))
 		h := sha256.New()
 		for _, s := range services {
+			if k >= n {
+				break
+			}
 			it := s[k]
 			items = append(items, it.res)
 			versions[it.name] = it.hash

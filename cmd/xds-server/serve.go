@@ -33,8 +33,7 @@ func serve(cfg Config, logOut io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	dm := discovery.NewMetrics(reg)
 	src, err := newSource(cfg, log, dm)
 	if err != nil {
@@ -90,6 +89,14 @@ func serve(cfg Config, logOut io.Writer) error {
 	wg.Wait()
 	log.Info("stopped")
 	return runErr
+}
+
+// newRegistry is the process's metrics registry, with the Go runtime and
+// process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }
 
 func newSource(cfg Config, log *slog.Logger, m *discovery.Metrics) (discovery.Source, error) {

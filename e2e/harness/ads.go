@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -34,6 +35,7 @@ type ADSConfig struct {
 	Conn    *grpc.ClientConn
 	NodeID  string
 	Cluster string
+	Agent   string   // node user_agent_name; "" means "xds-server-harness"
 	Delta   bool     // incremental (delta) protocol instead of state of the world
 	Types   []string // type URLs to subscribe to, as wildcards
 	// Reject, if set, decides whether to NACK a response (with that error).
@@ -56,7 +58,7 @@ func StartADS(ctx context.Context, cfg ADSConfig) (*ADSClient, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &ADSClient{cfg: cfg, updates: make(chan ADSUpdate, 64), cancel: cancel, done: make(chan error, 1)}
 	cli := discoverygrpc.NewAggregatedDiscoveryServiceClient(cfg.Conn)
-	node := &core.Node{Id: cfg.NodeID, Cluster: cfg.Cluster, UserAgentName: "xds-server-harness"}
+	node := &core.Node{Id: cfg.NodeID, Cluster: cfg.Cluster, UserAgentName: cmp.Or(cfg.Agent, "xds-server-harness")}
 	if cfg.Delta {
 		st, err := cli.DeltaAggregatedResources(ctx)
 		if err != nil {

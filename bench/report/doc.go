@@ -1,0 +1,7 @@
+// Command report renders BENCHMARKS.md from the results of the benchmarks
+// in package bench: the JSON lines BenchmarkConsulFleet appends (-runs) and
+// the text output of BenchmarkInProcessPush (-inprocess). It prints medians
+// over runs, pooled percentiles and the ratio of each figure to its target
+// of the design guide (§6). scripts/bench.sh runs it; it imports only
+// package bench.
+package main

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/bench"
+)
+
+func main() {
+	var (
+		runs      = flag.String("runs", "", "JSON lines written by BenchmarkConsulFleet -results")
+		inprocess = flag.String("inprocess", "", "go test output of BenchmarkInProcessPush (optional)")
+		commands  = flag.String("commands", "", "file listing the commands that produced the results (optional)")
+		invoked   = flag.String("invoked", "make bench", "the one command that runs everything")
+		wall      = flag.Duration("wall", 0, "wall time of the whole benchmark")
+		out       = flag.String("out", "BENCHMARKS.md", "file to write")
+	)
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "bench.report")
+	if err := run(*runs, *inprocess, *commands, *invoked, *wall, *out); err != nil {
+		log.Error("report failed", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(runsPath, inprocessPath, commandsPath, invoked string, wall time.Duration, out string) error {
+	runs, err := bench.ReadRuns(runsPath)
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("report: no runs in %s", runsPath)
+	}
+	var inproc []goBench
+	if inprocessPath != "" {
+		if inproc, err = readGoBench(inprocessPath); err != nil {
+			return err
+		}
+	}
+	var cmds string
+	if commandsPath != "" {
+		b, err := os.ReadFile(commandsPath)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		cmds = strings.TrimSpace(string(b))
+	}
+	doc := render(report{machine: probeMachine(), invoked: invoked, commands: cmds, wall: wall,
+		modes: byMode(runs), inprocess: inproc, at: time.Now().UTC()})
+	tmp := out + ".tmp"
+	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// byMode groups runs by protocol, in first-seen order.
+func byMode(runs []bench.Run) [][]bench.Run {
+	var order []string
+	groups := map[string][]bench.Run{}
+	for _, r := range runs {
+		if _, ok := groups[r.Mode]; !ok {
+			order = append(order, r.Mode)
+		}
+		groups[r.Mode] = append(groups[r.Mode], r)
+	}
+	out := make([][]bench.Run, 0, len(order))
+	for _, m := range order {
+		out = append(out, groups[m])
+	}
+	return out
+}
+
+// machine describes where the benchmark ran.
+type machine struct {
+	cpu, memory, kernel, goVersion, consul string
+	cores                                  int
+}
+
+func probeMachine() machine {
+	m := machine{cores: runtime.NumCPU(), goVersion: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+		cpu: "unknown", memory: "unknown", kernel: "unknown", consul: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					m.memory = fmt.Sprintf("%.1f GiB", kb/(1<<20))
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	if b, err := exec.Command("consul", "version").Output(); err == nil {
+		m.consul, _, _ = strings.Cut(string(b), "\n")
+	}
+	return m
+}
+
+// goBench is one result line of `go test -bench`.
+type goBench struct {
+	name    string
+	n       int
+	metrics map[string]float64 // by unit
+}
+
+// readGoBench parses the result lines of a `go test -bench` output.
+func readGoBench(path string) ([]goBench, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	var out []goBench
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || len(f)%2 != 0 {
+			continue
+		}
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		gb := goBench{name: f[0], n: n, metrics: map[string]float64{}}
+		for i := 2; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				gb.metrics[f[i+1]] = v
+			}
+		}
+		out = append(out, gb)
+	}
+	return out, sc.Err()
+}
+
+// groupGoBench groups results by benchmark name, in first-seen order.
+func groupGoBench(results []goBench) (names []string, groups map[string][]goBench) {
+	groups = map[string][]goBench{}
+	for _, r := range results {
+		if !slices.Contains(names, r.name) {
+			names = append(names, r.name)
+		}
+		groups[r.name] = append(groups[r.name], r)
+	}
+	return names, groups
+}

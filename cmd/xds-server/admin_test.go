@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/xds"
+)
+
+func TestAdminEndpoints(t *testing.T) {
+	reg := newRegistry()
+	srv, err := xds.New(xds.Config{Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm := discovery.NewMetrics(reg)
+	h := adminHandler(srv, reg)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d", code)
+	}
+	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before the first snapshot = %d, want 503", code)
+	}
+
+	src, err := discovery.NewStatic(discovery.StaticConfig{File: "../../examples/endpoints.yaml", Metrics: dm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Update(src.Snapshot())
+	srv.Reconcile() // what the loop does after the debounce
+	if code, _ := get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after the first snapshot = %d, want 200", code)
+	}
+
+	code, body := get("/metrics")
+	for _, want := range []string{
+		`xds_service_endpoints{health="healthy",service="echo"} 3`,
+		`xds_service_endpoints{health="draining",service="greeter"} 1`,
+		"xds_connected_nodes 0", "xds_reconciles_total 1", "go_goroutines",
+	} {
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/metrics (%d) lacks %q", code, want)
+		}
+	}
+
+	code, body = get("/debug/nodes")
+	var nodes struct{ Nodes []xds.Node }
+	if err := json.Unmarshal([]byte(body), &nodes); code != http.StatusOK || err != nil || len(nodes.Nodes) != 0 {
+		t.Errorf("/debug/nodes = %d %q (%v)", code, body, err)
+	}
+	if code, _ := get("/debug/config"); code != http.StatusBadRequest {
+		t.Errorf("/debug/config without node = %d, want 400", code)
+	}
+	if code, _ := get("/debug/config?node=nobody"); code != http.StatusNotFound {
+		t.Errorf("/debug/config for an unknown node = %d, want 404", code)
+	}
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs the benchmarks of the design guide §6 (issue 2) and rewrites
+# BENCHMARKS.md. Needs Go and a consul binary on PATH (`make bench` installs
+# Consul and puts it there). Every process it starts listens on 127.0.0.1
+# free ports and is stopped before it exits.
+#
+# Knobs (environment): BENCH_RUNS (runs per protocol, default 3),
+# BENCH_MODES (default sotw,delta), BENCH_NODES (1000), BENCH_SERVICES (50),
+# BENCH_ENDPOINTS (20), BENCH_CHANGES (20), BENCH_PUSHES (3),
+# BENCH_STREAMS_PER_CONN (1), BENCH_INPROCESS (1: also run the in-process
+# benchmark), BENCH_OUT (BENCHMARKS.md).
+set -euo pipefail
+export GOTOOLCHAIN=local
+cd "$(dirname "$0")/.."
+
+runs=${BENCH_RUNS:-3}
+modes=${BENCH_MODES:-sotw,delta}
+nodes=${BENCH_NODES:-1000}
+services=${BENCH_SERVICES:-50}
+endpoints=${BENCH_ENDPOINTS:-20}
+changes=${BENCH_CHANGES:-20}
+pushes=${BENCH_PUSHES:-3}
+per_conn=${BENCH_STREAMS_PER_CONN:-1}
+inprocess=${BENCH_INPROCESS:-1}
+out=${BENCH_OUT:-BENCHMARKS.md}
+
+if ! command -v consul >/dev/null; then
+	echo "bench: no consul on PATH; run 'make bench' or scripts/install-consul.sh" >&2
+	exit 1
+fi
+
+# Each node is a connection on both sides (client and server are separate
+# processes): ask for twice the nodes plus slack.
+want_files=$((2 * nodes + 1024))
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$want_files" ]; then
+	ulimit -n "$want_files" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/xds-bench.XXXXXX")
+cleanup() {
+	# The benchmark stops its Consul and server itself; if it was killed
+	# before its cleanups ran, stop what it left behind: processes whose
+	# command line holds this run's private directory (the server binary,
+	# Consul's config dir), by pid.
+	local pids
+	pids=$(pgrep -f -- "$tmp/" || true)
+	for pid in $pids; do
+		kill "$pid" 2>/dev/null || true
+	done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+mkdir -p "$tmp/go-tmp"
+
+start=$SECONDS
+echo "bench: building xds-server" >&2
+go build -o "$tmp/xds-server" ./cmd/xds-server
+go test -c -o "$tmp/bench.test" ./bench
+
+fleet_cmd=(env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
+	-test.run '^$' -test.bench '^BenchmarkConsulFleet$' -test.benchtime 1x -test.count "$runs" -test.timeout 30m
+	-modes "$modes" -nodes "$nodes" -services "$services" -endpoints "$endpoints"
+	-changes "$changes" -pushes "$pushes" -streams-per-conn "$per_conn" -results "$tmp/runs.jsonl")
+inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
+	-test.run '^$' -test.bench '^BenchmarkInProcessPush$' -test.benchtime 10x -test.count "$runs" -test.timeout 15m
+	-nodes "$nodes" -services "$services" -endpoints "$endpoints")
+
+{
+	echo "make bench   # = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" bash scripts/bench.sh, which runs:"
+	echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
+	echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' \\"
+	echo "  -test.benchtime 1x -test.count $runs -modes $modes -nodes $nodes -services $services -endpoints $endpoints \\"
+	echo "  -changes $changes -pushes $pushes -streams-per-conn $per_conn -results \$TMP/runs.jsonl"
+	if [ "$inprocess" = 1 ]; then
+		echo "\$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkInProcessPush\$' -test.benchtime 10x -test.count $runs \\"
+		echo "  -nodes $nodes -services $services -endpoints $endpoints"
+	fi
+	echo "go run ./bench/report -runs \$TMP/runs.jsonl -inprocess \$TMP/inprocess.txt -out $out"
+} >"$tmp/commands.txt"
+
+echo "bench: Consul + xds-server, $runs run(s) per protocol ($modes), $nodes nodes" >&2
+"${fleet_cmd[@]}" 2>&1 | tee "$tmp/fleet.txt" | grep -E '^(Benchmark|PASS|FAIL|ok|---|\s+\S+\.go:)' >&2 || true
+if ! grep -q '^PASS' "$tmp/fleet.txt"; then
+	echo "bench: BenchmarkConsulFleet failed; its output:" >&2
+	tail -n 80 "$tmp/fleet.txt" >&2
+	exit 1
+fi
+
+inproc_args=()
+if [ "$inprocess" = 1 ]; then
+	echo "bench: in-process push, $runs count(s)" >&2
+	"${inproc_cmd[@]}" 2>&1 | tee "$tmp/inprocess.txt" >&2
+	if ! grep -q '^PASS' "$tmp/inprocess.txt"; then
+		echo "bench: BenchmarkInProcessPush failed" >&2
+		exit 1
+	fi
+	inproc_args=(-inprocess "$tmp/inprocess.txt")
+fi
+
+go run ./bench/report -runs "$tmp/runs.jsonl" "${inproc_args[@]}" -commands "$tmp/commands.txt" \
+	-wall "$((SECONDS - start))s" -out "$out"
+echo "bench: wrote $out" >&2
