@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,28 +38,12 @@ func TestClientsFollowConsulHealth(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	consul := harness.Consul(t)
-	agent := consul.Client().Agent()
-	var backends []*harness.Backend
-	for i := range 3 {
-		b := harness.StartBackend(t, fmt.Sprintf("echo-%d", i+1))
-		backends = append(backends, b)
-		err := agent.ServiceRegister(&api.AgentServiceRegistration{
-			ID: b.ID, Name: "echo", Address: b.Host, Port: b.Port,
-			Meta:  map[string]string{"zone": "zone-" + strconv.Itoa(i%2)},
-			Check: &api.AgentServiceCheck{CheckID: "ttl-" + b.ID, TTL: "10m", Status: api.HealthPassing},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := harness.StartServer(t,
-		"--discovery.source", "consul", "--discovery.consul.address", consul.Addr(),
-		"--discovery.consul.min_interval", "10ms", "--xds.debounce", "10ms", "--log.level", "debug")
-	srv.WaitReady(t)
-
+	backends := startEcho(t, 3)
+	registerEcho(t, consul, backends, "")
+	srv := startServer(t, consul)
 	setCheck := func(t *testing.T, id, status string) {
 		t.Helper()
-		if err := agent.UpdateTTL("ttl-"+id, "e2e", status); err != nil {
+		if err := consul.Client().Agent().UpdateTTL("ttl-"+id, "e2e", status); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,6 +56,7 @@ func TestClientsFollowConsulHealth(t *testing.T) {
 			all := []string{backends[0].ID, backends[1].ID, backends[2].ID}
 			victim := backends[1].ID
 			awaitAll(t, call, all, 30*time.Second)
+			checkDebugPages(t, srv, victim)
 
 			setCheck(t, victim, api.HealthCritical)
 			critical := time.Now()
@@ -81,6 +70,90 @@ func TestClientsFollowConsulHealth(t *testing.T) {
 			setCheck(t, victim, api.HealthPassing)
 			awaitAll(t, call, all, 10*time.Second)
 		})
+	}
+}
+
+func startEcho(t *testing.T, n int) []*harness.Backend {
+	var backends []*harness.Backend
+	for i := range n {
+		backends = append(backends, harness.StartBackend(t, fmt.Sprintf("echo-%d", i+1)))
+	}
+	return backends
+}
+
+// registerEcho registers the backends as service "echo" with TTL checks,
+// passing except for the one called critical.
+func registerEcho(t *testing.T, consul *harness.ConsulAgent, backends []*harness.Backend, critical string) {
+	t.Helper()
+	for i, b := range backends {
+		status := api.HealthPassing
+		if b.ID == critical {
+			status = api.HealthCritical
+		}
+		err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+			ID: b.ID, Name: "echo", Address: b.Host, Port: b.Port,
+			Meta:  map[string]string{"zone": "zone-" + strconv.Itoa(i%2)},
+			Check: &api.AgentServiceCheck{CheckID: "ttl-" + b.ID, TTL: "10m", Status: status},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func startServer(t *testing.T, consul *harness.ConsulAgent) *harness.Server {
+	srv := harness.StartServer(t,
+		"--discovery.source", "consul", "--discovery.consul.address", consul.Addr(),
+		"--discovery.consul.min_interval", "10ms", "--discovery.consul.backoff_base", "50ms",
+		"--discovery.consul.backoff_max", "500ms", "--xds.debounce", "10ms", "--log.level", "debug")
+	srv.WaitReady(t)
+	return srv
+}
+
+// checkDebugPages reads /debug/nodes and /debug/config for the connected node.
+func checkDebugPages(t *testing.T, srv *harness.Server, endpointID string) {
+	t.Helper()
+	var nodes struct {
+		Nodes []struct {
+			ID      string `json:"id"`
+			Streams int    `json:"streams"`
+		} `json:"nodes"`
+	}
+	getJSON(t, "http://"+srv.AdminAddr+"/debug/nodes", &nodes)
+	var id string
+	for _, n := range nodes.Nodes {
+		if n.Streams > 0 {
+			id = n.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("/debug/nodes shows no connected node: %+v", nodes)
+	}
+	var cfg struct {
+		Resources map[string]struct {
+			Version   string            `json:"version"`
+			Resources []json.RawMessage `json:"resources"`
+		} `json:"resources"`
+	}
+	getJSON(t, "http://"+srv.AdminAddr+"/debug/config?node="+url.QueryEscape(id), &cfg)
+	eds := cfg.Resources["endpoint"]
+	if eds.Version == "" || len(eds.Resources) != 1 || !strings.Contains(string(eds.Resources[0]), endpointID) {
+		t.Errorf("/debug/config?node=%s: endpoint config %+v lacks %s", id, eds, endpointID)
+	}
+}
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", u, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
 	}
 }
 

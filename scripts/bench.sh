@@ -63,7 +63,7 @@ fleet_cmd=(env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench
 	-modes "$modes" -nodes "$nodes" -services "$services" -endpoints "$endpoints"
 	-changes "$changes" -pushes "$pushes" -streams-per-conn "$per_conn" -results "$tmp/runs.jsonl")
 inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
-	-test.run '^$' -test.bench '^BenchmarkInProcessPush$' -test.benchtime 10x -test.count "$runs" -test.timeout 15m
+	-test.run '^$' -test.bench '^BenchmarkInProcessPush$' -test.benchtime 5x -test.count "$runs" -test.timeout 15m
 	-nodes "$nodes" -services "$services" -endpoints "$endpoints")
 
 {
@@ -73,7 +73,7 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	echo "  -test.benchtime 1x -test.count $runs -modes $modes -nodes $nodes -services $services -endpoints $endpoints \\"
 	echo "  -changes $changes -pushes $pushes -streams-per-conn $per_conn -results \$TMP/runs.jsonl"
 	if [ "$inprocess" = 1 ]; then
-		echo "\$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkInProcessPush\$' -test.benchtime 10x -test.count $runs \\"
+		echo "\$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkInProcessPush\$' -test.benchtime 5x -test.count $runs \\"
 		echo "  -nodes $nodes -services $services -endpoints $endpoints"
 	fi
 	echo "go run ./bench/report -runs \$TMP/runs.jsonl -inprocess \$TMP/inprocess.txt -out $out"

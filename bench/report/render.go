@@ -108,8 +108,8 @@ func render(r report) string {
 		ext := bench.Median(s.before) + memoryNodes*per
 		p("| server memory (RSS) per connected node (%s) | <= %s (1.5 GB / 10,000) | %s | %.2f | %s |",
 			s.mode, bytesFmt(memoryTarget/memoryNodes), bytesFmt(per), per/(memoryTarget/memoryNodes), yes(per <= memoryTarget/memoryNodes))
-		p("| 10,000 nodes, extrapolated linearly from 1,000 (%s) | < 1.5 GB | %s | %.2f | %s |",
-			s.mode, bytesFmt(ext), ext/memoryTarget, yes(ext < memoryTarget))
+		p("| server memory with 10,000 nodes, extrapolated linearly from %d (%s) | < 1.5 GB | %s | %.2f | %s |",
+			first.Nodes, s.mode, bytesFmt(ext), ext/memoryTarget, yes(ext < memoryTarget))
 	}
 	for _, s := range all {
 		cpu := bench.Median(s.pushCPU)
