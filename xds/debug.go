@@ -46,7 +46,11 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 		slices.Sort(names)
 		tc := TypeConfig{Version: res.Version, Resources: make([]json.RawMessage, 0, len(names))}
 		for _, n := range names {
-			b, err := protojson.Marshal(res.Items[n].Resource)
+			m, err := decode(res.Items[n].Resource)
+			if err != nil {
+				return NodeConfig{}, true, err
+			}
+			b, err := protojson.Marshal(m)
 			if err != nil {
 				return NodeConfig{}, true, err
 			}

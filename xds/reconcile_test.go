@@ -1,10 +1,11 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-server/xds-server/discovery"
 )
@@ -199,9 +201,39 @@ func TestNodeExpiry(t *testing.T) {
 func countEndpoints(snap *cache.Snapshot) int {
 	n := 0
 	for _, r := range snap.Resources[types.Endpoint].Items {
-		for _, l := range r.Resource.(*endpointv3.ClusterLoadAssignment).GetEndpoints() {
+		m, err := decode(r.Resource)
+		if err != nil {
+			panic(err)
+		}
+		for _, l := range m.(*endpointv3.ClusterLoadAssignment).GetEndpoints() {
 			n += len(l.GetLbEndpoints())
 		}
 	}
 	return n
+}
+
+// TestServedResourcesAreTheBuiltOnes checks that what the cache serves (the
+// pre-marshaled wire form) is byte for byte the built resource, and valid.
+func TestServedResourcesAreTheBuiltOnes(t *testing.T) {
+	items, err := translate(Service(world(1, 5).Services[0], ServiceSettings{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(it.res)
+		got, err := cache.MarshalResource(it.wire)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%T: wire form marshals to different bytes (%v)", it.res, err)
+		}
+		back, err := decode(it.wire)
+		if err != nil || !proto.Equal(back, it.res) {
+			t.Errorf("%T: decoded wire form differs (%v)", it.res, err)
+		}
+		if err := back.(interface{ ValidateAll() error }).ValidateAll(); err != nil {
+			t.Errorf("%T: %v", it.res, err)
+		}
+		if it.hash != cache.HashResource(want) {
+			t.Errorf("%T: hash is not go-control-plane's resource hash", it.res)
+		}
+	}
 }

@@ -107,6 +107,11 @@ func New(cfg Config) (*Server, error) {
 	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
 	s.grpc = grpc.NewServer(
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
+		// Nodes hold their streams open for hours and mostly idle: release
+		// the write buffer between writes and keep a small read buffer,
+		// which cuts per-connection memory by about 50 KiB.
+		grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(8<<10),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
 	)

@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/xds-server/xds-server/envoy"
 )
@@ -21,8 +22,9 @@ var kinds = [...]types.ResponseType{types.Cluster, types.Endpoint, types.Listene
 // item is one translated resource with its content hash.
 type item struct {
 	name string
-	res  types.Resource
-	hash string // hex content hash of the deterministic marshaling
+	res  types.Resource // the resource as built, for consistency checks and debug pages
+	wire types.Resource // the same, pre-marshaled: what the cache serves (see wireResource)
+	hash string         // hex SHA-256 of the deterministic marshaling, as go-control-plane hashes
 }
 
 // serviceItems are the four resources of one service, in kinds order.
@@ -48,22 +50,26 @@ func translate(s envoy.Service) (serviceItems, error) {
 		return out, err
 	}
 	for i, res := range [...]types.Resource{c, e, l, r} {
-		h, err := hashResource(res)
+		b, err := cache.MarshalResource(res)
 		if err != nil {
-			return out, err
+			return out, fmt.Errorf("xds: marshal %s: %w", s.Name, err)
 		}
-		out[i] = item{name: s.Name, res: res, hash: h}
+		out[i] = item{name: s.Name, res: res, wire: wireResource(res, b), hash: cache.HashResource(b)}
 	}
 	return out, nil
 }
 
-func hashResource(r types.Resource) (string, error) {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r)
-	if err != nil {
-		return "", fmt.Errorf("xds: marshal %s: %w", cache.GetResourceName(r), err)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:12]), nil
+// wireResource returns an empty message of res's type carrying b, res's
+// deterministic marshaling, as unknown fields: marshaling it gives b back
+// with a copy and no encoding work. go-control-plane marshals every
+// resource of every response anew for each node, so this turns the
+// per-node cost of a push from encoding each resource into copying its
+// bytes. The cache only ever marshals what it serves; names come from the
+// snapshot's index, never from the message.
+func wireResource(res types.Resource, b []byte) types.Resource {
+	m := res.ProtoReflect().Type().New()
+	m.SetUnknown(protoreflect.RawFields(b))
+	return m.Interface()
 }
 
 // newSnapshot assembles a cache snapshot from per-service items (sorted by
@@ -75,8 +81,10 @@ func hashResource(r types.Resource) (string, error) {
 // the same hashes.
 func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
 	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(kinds))}
+	built := &cache.Snapshot{} // the same with the resources as built, to check consistency
 	for k, kind := range kinds {
 		items := make([]types.Resource, 0, len(services))
+		wire := make(map[string]types.ResourceWithTTL, len(services))
 		versions := make(map[string]string, len(services))
 		h := sha256.New()
 		for _, s := range services {
@@ -85,23 +93,39 @@ func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
 			}
 			it := s[k]
 			items = append(items, it.res)
+			wire[it.name] = types.ResourceWithTTL{Resource: it.wire}
 			versions[it.name] = it.hash
 			h.Write([]byte(it.name))
 			h.Write([]byte{0})
 			h.Write([]byte(it.hash))
 		}
 		version := hex.EncodeToString(h.Sum(nil)[:8])
-		snap.Resources[kind] = cache.NewResources(version, items)
+		built.Resources[kind] = cache.NewResources(version, items)
+		snap.Resources[kind] = cache.Resources{Version: version, Items: wire}
 		url, err := cache.GetResponseTypeURL(kind)
 		if err != nil {
 			return nil, fmt.Errorf("xds: %w", err)
 		}
 		snap.VersionMap[url] = versions
 	}
-	if err := consistent(snap); err != nil {
+	if err := consistent(built); err != nil {
 		return nil, fmt.Errorf("xds: inconsistent snapshot: %w", err)
 	}
 	return snap, nil
+}
+
+// decode turns a wire resource back into a regular message (for debug
+// pages and tests; the hot path never needs it).
+func decode(r types.Resource) (types.Resource, error) {
+	b, err := cache.MarshalResource(r)
+	if err != nil {
+		return nil, fmt.Errorf("xds: marshal: %w", err)
+	}
+	m := r.ProtoReflect().Type().New().Interface()
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("xds: unmarshal: %w", err)
+	}
+	return m, nil
 }
 
 // sameVersions reports whether two snapshots carry the same versions of
