@@ -46,6 +46,7 @@ func BenchmarkConsulFleet(b *testing.B) {
 				b.ReportMetric(Percentile(r.Latencies, 50)*1e3, "p50-ms")
 				b.ReportMetric(Percentile(r.Latencies, 99)*1e3, "p99-ms")
 				b.ReportMetric((r.RSSAfter-r.RSSBefore)/float64(r.Nodes)/1024, "rss-KiB/node")
+				b.ReportMetric(r.RSSPeak/(1<<20), "peak-rss-MiB")
 				cpu := make([]float64, 0, len(r.Pushes))
 				for _, p := range r.Pushes {
 					cpu = append(cpu, p.CPUSeconds)
@@ -82,8 +83,12 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	if err := awaitCatalog(ctx, metrics, cat.Size()); err != nil {
 		b.Fatal(err)
 	}
+	pid, err := FindPID("--xds.address", srv.XDSAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
 	before := settled(b, metrics)
-	r.RSSBefore, r.HeapBefore = before[MetricRSS], before[MetricHeapInuse]
+	r.RSSBefore, r.HeapBefore, r.GoalBefore = before[MetricRSS], before[MetricHeapInuse], before[MetricHeapGoal]
 
 	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, StreamsPerConn: r.StreamsPerConn, Delta: mode == "delta"})
 	if err != nil {
@@ -107,7 +112,8 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	}
 	r.ConnectSeconds = time.Since(w.start).Seconds()
 	after := settled(b, metrics)
-	r.RSSAfter, r.HeapAfter, r.Goroutines = after[MetricRSS], after[MetricHeapInuse], after[MetricGoroutines]
+	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
+	r.Goroutines = after[MetricGoroutines]
 	if got := after[MetricNodes]; int(got) != r.Nodes {
 		b.Fatalf("server reports %v connected nodes, want %d", got, r.Nodes)
 	}
@@ -135,6 +141,12 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		sleep(ctx, *flagGap)
 	}
 	b.StopTimer()
+	sleep(ctx, settle)
+	mem, err := ReadMemory(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.RSSEnd, r.RSSPeak = mem.RSS, mem.Peak
 	return r
 }
 

@@ -25,6 +25,15 @@ type Run struct {
 	RSSAfter   float64 `json:"rss_after"`
 	HeapBefore float64 `json:"heap_inuse_before"`
 	HeapAfter  float64 `json:"heap_inuse_after"`
+	// GoalBefore and GoalAfter are the Go heap goals (next GC) at the same
+	// moments: about twice the heap that was live at the last GC.
+	GoalBefore float64 `json:"heap_goal_before"`
+	GoalAfter  float64 `json:"heap_goal_after"`
+	// RSSEnd is the RSS at the end of the run (after every change and full
+	// push, plus a settle); RSSPeak the most the process was ever resident
+	// (VmHWM), connect burst and pushes included.
+	RSSEnd     float64 `json:"rss_end"`
+	RSSPeak    float64 `json:"rss_peak"`
 	Goroutines float64 `json:"goroutines_after"`
 
 	// Latencies are the propagation samples in seconds, one per node and

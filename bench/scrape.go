@@ -15,6 +15,7 @@ const (
 	MetricCPU        = "process_cpu_seconds_total"
 	MetricRSS        = "process_resident_memory_bytes"
 	MetricHeapInuse  = "go_memstats_heap_inuse_bytes"
+	MetricHeapGoal   = "go_memstats_next_gc_bytes"
 	MetricGoroutines = "go_goroutines"
 	MetricNodes      = "xds_connected_nodes"
 	MetricReconciles = "xds_reconciles_total"

@@ -180,7 +180,7 @@ func TestConsulCoalescesByMinInterval(t *testing.T) {
 		for _, name := range services {
 			eps := []*api.ServiceEntry{}
 			for j := range i + 2 {
-				eps = append(eps, entry("n1", fmt.Sprint(name, j), "", 80))
+				eps = append(eps, entry("n1", fmt.Sprint(name, j), "", 80+j)) // distinct addresses: duplicates are dropped
 			}
 			f.set(name, eps...)
 		}
