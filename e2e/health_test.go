@@ -101,11 +101,12 @@ func registerEcho(t *testing.T, consul *harness.ConsulAgent, backends []*harness
 	}
 }
 
-func startServer(t *testing.T, consul *harness.ConsulAgent) *harness.Server {
-	srv := harness.StartServer(t,
+func startServer(t *testing.T, consul *harness.ConsulAgent, extra ...string) *harness.Server {
+	args := append([]string{
 		"--discovery.source", "consul", "--discovery.consul.address", consul.Addr(),
 		"--discovery.consul.min_interval", "10ms", "--discovery.consul.backoff_base", "50ms",
-		"--discovery.consul.backoff_max", "500ms", "--xds.debounce", "10ms", "--log.level", "debug")
+		"--discovery.consul.backoff_max", "500ms", "--xds.debounce", "10ms", "--log.level", "debug"}, extra...)
+	srv := harness.StartServer(t, args...)
 	srv.WaitReady(t)
 	return srv
 }
@@ -220,10 +221,15 @@ func unaryCall(conn *grpc.ClientConn) callFunc {
 // dialGRPCXDS dials xds:///echo with grpc-go's own xDS resolver and a
 // bootstrap of its own (so each client is its own node).
 func dialGRPCXDS(t *testing.T, xdsAddr string) callFunc {
+	return dialGRPCXDSAs(t, xdsAddr, "grpc-"+t.Name())
+}
+
+// dialGRPCXDSAs is dialGRPCXDS with the node id given.
+func dialGRPCXDSAs(t *testing.T, xdsAddr, nodeID string) callFunc {
 	bootstrap := fmt.Sprintf(`{
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
 		"node": {"id": %q, "cluster": "e2e", "locality": {"zone": "zone-0"}}
-	}`, xdsAddr, "grpc-"+t.Name())
+	}`, xdsAddr, nodeID)
 	rb, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
 	if err != nil {
 		t.Fatal(err)

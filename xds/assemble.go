@@ -6,12 +6,17 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/subsetting"
 )
 
 // ServiceSettings are the per-service knobs from configuration.
 type ServiceSettings struct {
 	LBPolicy       envoy.LBPolicy // "" means round_robin
 	ConnectTimeout time.Duration  // 0 means 1s
+	// SubsetSize is how many endpoints of the service each node gets
+	// (plus replacements for members that are not serving); 0 means all.
+	SubsetSize int
+	Subsetting subsetting.Algorithm // "" means steady
 }
 
 // SettingsFunc returns the settings for a service (the "*" defaults merged

@@ -15,6 +15,7 @@ import (
 type callbacks struct {
 	reg *registry
 	rec *reconciler
+	idx *indexer
 	m   *metrics
 	log *slog.Logger
 	now func() time.Time
@@ -43,9 +44,12 @@ func (c *callbacks) OnDeltaStreamClosed(id int64, _ *core.Node) {
 }
 
 func (c *callbacks) closed(stream int64) {
-	if node, last := c.reg.detach(stream, c.now()); last {
+	if id, last := c.reg.detach(stream, c.now()); last {
 		c.m.nodes.Set(float64(c.reg.connected()))
-		c.log.Debug("node disconnected", "node", node)
+		c.log.Debug("node disconnected", "node", id)
+		if node, ok := c.reg.get(id); ok {
+			c.idx.release(node)
+		}
 	}
 }
 
@@ -55,7 +59,13 @@ func (c *callbacks) request(stream int64, n *core.Node) string {
 	id, fresh := c.reg.attach(stream, n, c.now())
 	if fresh {
 		c.m.nodes.Set(float64(c.reg.connected()))
-		c.log.Info("node connected", "node", id, "cluster", n.GetCluster(), "user_agent", n.GetUserAgentName())
+		if node, ok := c.reg.get(id); ok {
+			group, index, source := c.idx.assign(node)
+			c.reg.setIndex(id, group, index, source)
+		}
+		node, _ := c.reg.get(id)
+		c.log.Info("node connected", "node", id, "cluster", n.GetCluster(), "user_agent", n.GetUserAgentName(),
+			"subset_group", node.Group, "subset_index", node.Index)
 		c.rec.connected(id)
 	}
 	return id

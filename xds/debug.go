@@ -61,7 +61,8 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 	return out, true, nil
 }
 
-// Handler serves /debug/nodes and /debug/config?node=ID as JSON.
+// Handler serves /debug/nodes, /debug/config?node=ID and
+// /debug/subsets?service=S as JSON.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/nodes", func(w http.ResponseWriter, _ *http.Request) {
@@ -82,6 +83,19 @@ func (s *Server) Handler() http.Handler {
 		default:
 			writeJSON(w, http.StatusOK, cfg)
 		}
+	})
+	mux.HandleFunc("GET /debug/subsets", func(w http.ResponseWriter, r *http.Request) {
+		svc := r.URL.Query().Get("service")
+		if svc == "" {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter: service"})
+			return
+		}
+		rep, ok := s.Subsets(svc)
+		if !ok {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown service: " + svc})
+			return
+		}
+		writeJSON(w, http.StatusOK, rep)
 	})
 	return mux
 }

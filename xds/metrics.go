@@ -15,6 +15,7 @@ type metrics struct {
 	buildErrors  prometheus.Counter
 	endpoints    *prometheus.GaugeVec
 	expired      prometheus.Counter
+	indexErrors  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,10 +56,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_nodes_expired_total", Help: "Nodes whose snapshots were dropped after the grace period.",
 		}),
+		indexErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xds_subset_index_errors_total", Help: "Client index table operations that failed, by op (acquire or release); a failed acquire falls back to this process's table.",
+		}, []string{"op"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
-			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired)
+			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors)
 	}
 	return m
 }

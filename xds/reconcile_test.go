@@ -49,7 +49,7 @@ func newTestServer(t *testing.T, cfg Config) *Server {
 
 // connect registers a node as if its first stream request had arrived.
 func connect(s *Server, stream int64, id string) {
-	cb := &callbacks{reg: s.reg, rec: s.rec, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
 	cb.request(stream, &core.Node{Id: id, Cluster: "test"})
 }
 
@@ -178,7 +178,7 @@ func TestNodeExpiry(t *testing.T) {
 	s.rec.reconcile()
 	connect(s, 1, "gone")
 	connect(s, 2, "stays")
-	cb := &callbacks{reg: s.reg, rec: s.rec, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
 	cb.OnStreamClosed(1, nil)
 	now = now.Add(59 * time.Second)
 	s.expire()

@@ -21,6 +21,12 @@ type Node struct {
 	ConnectedAt    time.Time         `json:"connected_at"` // first stream of the current session
 	DisconnectedAt time.Time         `json:"disconnected_at,omitzero"`
 	LastNACK       *NACK             `json:"last_nack,omitempty"`
+	// Group and Index place the node for subsetting: its client index
+	// within its group, from IndexSource ("metadata", "local", "consul", or
+	// "fallback" when the configured table failed); Index is -1 until set.
+	Group       string `json:"subset_group"`
+	Index       int    `json:"subset_index"`
+	IndexSource string `json:"subset_index_source,omitempty"`
 	// Versions holds, per resource type URL, the last version the node acknowledged.
 	Versions map[string]string `json:"acked_versions,omitempty"`
 }
@@ -60,7 +66,7 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 	r.streams[stream] = id
 	node, ok := r.nodes[id]
 	if !ok {
-		node = &Node{ID: id, Versions: map[string]string{}}
+		node = &Node{ID: id, Versions: map[string]string{}, Index: -1}
 		r.nodes[id] = node
 	}
 	fresh = node.Streams == 0
@@ -96,6 +102,15 @@ func (r *registry) detach(stream int64, now time.Time) (id string, last bool) {
 		return id, true
 	}
 	return id, false
+}
+
+// setIndex records a node's subsetting group and client index.
+func (r *registry) setIndex(id, group string, index int, source string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if node, ok := r.nodes[id]; ok {
+		node.Group, node.Index, node.IndexSource = group, index, source
+	}
 }
 
 // nodeOf returns the node id bound to a stream.

@@ -38,6 +38,7 @@ type Config struct {
 	Keepalive  Keepalive
 	MaxStreams uint32       // concurrent streams per connection; 0 means 1000
 	Settings   SettingsFunc // per-service settings; nil means defaults for all
+	Subsetting SubsetConfig // client indices for subsetting
 	Logger     *slog.Logger // nil means slog.Default()
 	Registerer prometheus.Registerer
 	Now        func() time.Time // nil means time.Now
@@ -54,6 +55,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("xds: %s: %v is negative", name, d))
 		}
+	}
+	if err := c.Subsetting.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxDelay > 0 && c.Debounce > c.MaxDelay {
 		errs = append(errs, fmt.Errorf("xds: xds.debounce (%v) is longer than xds.max_delay (%v)", c.Debounce, c.MaxDelay))
@@ -86,6 +90,7 @@ type Server struct {
 	cache  cache.SnapshotCache
 	reg    *registry
 	rec    *reconciler
+	idx    *indexer
 	m      *metrics
 	grpc   *grpc.Server
 	stop   context.CancelFunc // ends every open xDS stream
@@ -102,7 +107,11 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, reg: newRegistry(), m: newMetrics(cfg.Registerer)}
 	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	s.rec = newReconciler(s.cache, s.reg, s.m, cfg)
-	cb := &callbacks{reg: s.reg, rec: s.rec, m: s.m, log: cfg.Logger, now: cfg.Now}
+	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(newSubsetCollector(s))
+	}
+	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now}
 	s.stopCt, s.stop = context.WithCancel(context.Background())
 	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
 	s.grpc = grpc.NewServer(

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -50,13 +51,29 @@ func translate(s envoy.Service) (serviceItems, error) {
 		return out, err
 	}
 	for i, res := range [...]types.Resource{c, e, l, r} {
-		b, err := cache.MarshalResource(res)
-		if err != nil {
-			return out, fmt.Errorf("xds: marshal %s: %w", s.Name, err)
+		if out[i], err = newItem(s.Name, res); err != nil {
+			return out, err
 		}
-		out[i] = item{name: s.Name, res: res, wire: wireResource(res, b), hash: cache.HashResource(b)}
 	}
 	return out, nil
+}
+
+// translateEDS builds and hashes only the load assignment of a service, for
+// nodes that see a subset of its endpoints.
+func translateEDS(s envoy.Service) (item, error) {
+	e, err := envoy.LoadAssignment(s)
+	if err != nil {
+		return item{}, err
+	}
+	return newItem(s.Name, e)
+}
+
+func newItem(name string, res types.Resource) (item, error) {
+	b, err := cache.MarshalResource(res)
+	if err != nil {
+		return item{}, fmt.Errorf("xds: marshal %s: %w", name, err)
+	}
+	return item{name: name, res: res, wire: wireResource(res, b), hash: cache.HashResource(b)}, nil
 }
 
 // wireResource returns an empty message of res's type carrying b, res's
@@ -112,6 +129,35 @@ func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
 		return nil, fmt.Errorf("xds: inconsistent snapshot: %w", err)
 	}
 	return snap, nil
+}
+
+// edsKind is the position of load assignments in kinds.
+const edsKind = 1
+
+// variant returns base (built by newSnapshot from services) with the load
+// assignments of some services replaced: repl maps a position in services
+// to the item to serve instead. Every other type shares base's maps, so a
+// variant costs one EDS map; it needs no consistency check of its own, as
+// the resource names are base's.
+func variant(base *cache.Snapshot, services []serviceItems, repl map[int]item) *cache.Snapshot {
+	snap := &cache.Snapshot{Resources: base.Resources, VersionMap: maps.Clone(base.VersionMap)}
+	wire := make(map[string]types.ResourceWithTTL, len(services))
+	versions := make(map[string]string, len(services))
+	h := sha256.New()
+	for i, s := range services {
+		it := s[edsKind]
+		if r, ok := repl[i]; ok {
+			it = r
+		}
+		wire[it.name] = types.ResourceWithTTL{Resource: it.wire}
+		versions[it.name] = it.hash
+		h.Write([]byte(it.name))
+		h.Write([]byte{0})
+		h.Write([]byte(it.hash))
+	}
+	snap.Resources[types.Endpoint] = cache.Resources{Version: hex.EncodeToString(h.Sum(nil)[:8]), Items: wire}
+	snap.VersionMap[resource.EndpointType] = versions
+	return snap
 }
 
 // decode turns a wire resource back into a regular message (for debug

@@ -3,5 +3,7 @@
 // the text output of BenchmarkInProcessPush (-inprocess). It prints medians
 // over runs, pooled percentiles and the ratio of each figure to its target
 // of the design guide (§6). scripts/bench.sh runs it; it imports only
-// package bench.
+// package bench. The section between <!-- subsetting:begin --> and
+// <!-- subsetting:end --> belongs to bench/subsetsim: a rewrite keeps it
+// verbatim at the end of the file.
 package main

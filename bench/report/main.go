@@ -58,6 +58,11 @@ func run(runsPath, inprocessPath, commandsPath, invoked string, wall time.Durati
 	}
 	doc := render(report{machine: probeMachine(), invoked: invoked, commands: cmds, wall: wall,
 		modes: byMode(runs), inprocess: inproc, at: time.Now().UTC()})
+	kept, err := preservedSections(out) // bench/subsetsim's section survives a rewrite
+	if err != nil {
+		return err
+	}
+	doc = withPreserved(doc, kept)
 	tmp := out + ".tmp"
 	if err := os.WriteFile(tmp, []byte(doc), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)

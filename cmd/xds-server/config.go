@@ -8,16 +8,28 @@ import (
 	"time"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/subsetting"
 	"github.com/xds-server/xds-server/xds"
 )
 
 // Config is the whole configuration: file, env and flags decode into it.
 type Config struct {
-	XDS       XDSConfig                `mapstructure:"xds"`
-	Admin     AdminConfig              `mapstructure:"admin"`
-	Discovery DiscoveryConfig          `mapstructure:"discovery"`
-	Services  map[string]ServiceConfig `mapstructure:"services"`
-	Log       LogConfig                `mapstructure:"log"`
+	XDS        XDSConfig                `mapstructure:"xds"`
+	Admin      AdminConfig              `mapstructure:"admin"`
+	Discovery  DiscoveryConfig          `mapstructure:"discovery"`
+	Services   map[string]ServiceConfig `mapstructure:"services"`
+	Subsetting SubsettingConfig         `mapstructure:"subsetting"`
+	Log        LogConfig                `mapstructure:"log"`
+}
+
+// SubsettingConfig configures client indices for subsetting.
+type SubsettingConfig struct {
+	IndexSource string        `mapstructure:"index_source"` // local | consul | metadata
+	IndexTTL    time.Duration `mapstructure:"index_ttl"`    // reservation after a node leaves
+	GroupBy     string        `mapstructure:"group_by"`     // cluster | zone | none | metadata.<key>
+	Consul      struct {
+		Prefix string `mapstructure:"prefix"` // KV prefix of the index table
+	} `mapstructure:"consul"`
 }
 
 // XDSConfig configures the xDS gRPC listener and reconcile loop.
@@ -74,6 +86,8 @@ type ConsulConfig struct {
 type ServiceConfig struct {
 	LBPolicy       string        `mapstructure:"lb_policy"`
 	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
+	SubsetSize     *int          `mapstructure:"subset_size"` // endpoints per node; 0 = off; nil = inherit
+	Subsetting     string        `mapstructure:"subsetting"`  // classic | steady
 }
 
 // LogConfig configures logging.
@@ -118,6 +132,12 @@ func (c Config) Validate() error {
 		if s.ConnectTimeout < 0 {
 			bad(fmt.Sprintf("services.%s.connect_timeout", name), "%v is negative", s.ConnectTimeout)
 		}
+		if s.SubsetSize != nil && *s.SubsetSize < 0 {
+			bad(fmt.Sprintf("services.%s.subset_size", name), "%d is negative (0 turns subsetting off)", *s.SubsetSize)
+		}
+		if a := s.Subsetting; a != "" && a != string(subsetting.Classic) && a != string(subsetting.Steady) {
+			bad(fmt.Sprintf("services.%s.subsetting", name), "%q is not one of classic, steady", a)
+		}
 	}
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", "%v", err)
@@ -161,9 +181,19 @@ func (c Config) settings(service string) xds.ServiceSettings {
 		if own.ConnectTimeout != 0 {
 			eff.ConnectTimeout = own.ConnectTimeout
 		}
+		if own.SubsetSize != nil {
+			eff.SubsetSize = own.SubsetSize
+		}
+		if own.Subsetting != "" {
+			eff.Subsetting = own.Subsetting
+		}
 	}
 	p, _ := envoy.ParseLBPolicy(eff.LBPolicy)
-	return xds.ServiceSettings{LBPolicy: p, ConnectTimeout: eff.ConnectTimeout}
+	set := xds.ServiceSettings{LBPolicy: p, ConnectTimeout: eff.ConnectTimeout, Subsetting: subsetting.Algorithm(eff.Subsetting)}
+	if eff.SubsetSize != nil {
+		set.SubsetSize = *eff.SubsetSize
+	}
+	return set
 }
 
 func (c Config) xdsConfig() xds.Config {
@@ -176,5 +206,8 @@ func (c Config) xdsConfig() xds.Config {
 			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
 		},
 		Settings: c.settings,
+		Subsetting: xds.SubsetConfig{
+			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
+		},
 	}
 }

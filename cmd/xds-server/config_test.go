@@ -97,6 +97,46 @@ services:
 	}
 }
 
+func TestSubsetSettings(t *testing.T) {
+	file := writeConfig(t, `
+services:
+  "*": { subset_size: 10 }
+  api: { subsetting: classic }
+  small: { subset_size: 0 }
+subsetting: { index_source: metadata, index_ttl: 1m, group_by: metadata.team }
+`)
+	cfg, err := loadArgs(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		size int
+		alg  string
+	}{
+		"api":   {10, "classic"}, // size from "*", algorithm its own
+		"small": {0, "steady"},   // 0 overrides "*" (subsetting off)
+		"other": {10, "steady"},  // all from "*"; steady is the default
+	} {
+		if s := cfg.settings(name); s.SubsetSize != tc.size || string(s.Subsetting) != tc.alg {
+			t.Errorf("%s: subset_size %d, subsetting %q; want %d, %q", name, s.SubsetSize, s.Subsetting, tc.size, tc.alg)
+		}
+	}
+	xc := cfg.xdsConfig().Subsetting
+	if xc.IndexSource != "metadata" || xc.IndexTTL != time.Minute || xc.GroupBy != "metadata.team" {
+		t.Errorf("subsetting: %+v", xc)
+	}
+	def, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := def.Subsetting; d.IndexSource != "local" || d.IndexTTL != 10*time.Minute || d.GroupBy != "cluster" || d.Consul.Prefix != "xds-server/subsetting" {
+		t.Errorf("subsetting defaults: %+v", d)
+	}
+	if s := def.settings("x"); s.SubsetSize != 0 || s.Subsetting != "steady" {
+		t.Errorf("service defaults: %+v (want subsetting off, steady)", s)
+	}
+}
+
 func TestValidationErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
 		file string
@@ -115,6 +155,13 @@ func TestValidationErrors(t *testing.T) {
 		"negative duration":        {args: []string{"--xds.node_grace=-1s"}, want: []string{"xds.node_grace", "negative"}},
 		"bad consul warning_as":    {file: "discovery: { source: consul, consul: { warning_as: sick } }\n", want: []string{"warning_as"}},
 		"two errors both reported": {file: "log: { format: xml, level: loud }\n", want: []string{"log.format", "log.level"}},
+		"negative subset size":     {file: "services: { echo: { subset_size: -1 } }\n", want: []string{"services.echo.subset_size", "negative"}},
+		"bad subset size type":     {file: "services: { echo: { subset_size: lots } }\n", want: []string{"subset_size"}},
+		"bad subsetting":           {file: "services: { '*': { subsetting: random } }\n", want: []string{"services.*.subsetting", "classic, steady"}},
+		"bad index source":         {args: []string{"--subsetting.index_source", "etcd"}, want: []string{"subsetting.index_source", "etcd"}},
+		"bad group_by":             {file: "subsetting: { group_by: rack }\n", want: []string{"subsetting.group_by", "rack"}},
+		"negative index ttl":       {args: []string{"--subsetting.index_ttl=-1m"}, want: []string{"subsetting.index_ttl", "negative"}},
+		"unknown subsetting key":   {file: "subsetting: { size: 3 }\n", want: []string{"subsetting.size: unknown key"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := tc.args

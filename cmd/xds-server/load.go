@@ -51,15 +51,19 @@ var options = []option{
 	{"discovery.consul.backoff_base", 250 * time.Millisecond, "first retry delay after a Consul error (doubles up to backoff_max, with jitter)"},
 	{"discovery.consul.backoff_max", 30 * time.Second, "longest retry delay after Consul errors"},
 	{"discovery.consul.warning_as", "healthy", "endpoints with a warning check: healthy (with the service's Weights.Warning) or degraded"},
+	{"subsetting.index_source", "local", "where nodes get their client index: local (lowest free index per group, sticky), consul (the same table in Consul KV, shared by replicas) or metadata (the node's subset.index metadata)"},
+	{"subsetting.index_ttl", 10 * time.Minute, "a disconnected node's client index stays reserved for it this long"},
+	{"subsetting.group_by", "cluster", "nodes are indexed per group: cluster (the node's cluster), zone, none, or metadata.<key>"},
+	{"subsetting.consul.prefix", "xds-server/subsetting", "Consul KV prefix of the client index table (index_source consul; Consul address and token from discovery.consul.*)"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }
 
 // serviceDefaults are the built-in settings of services."*".
-var serviceDefaults = map[string]any{"lb_policy": "round_robin", "connect_timeout": "1s"}
+var serviceDefaults = map[string]any{"lb_policy": "round_robin", "connect_timeout": "1s", "subset_size": 0, "subsetting": "steady"}
 
 // serviceKeys are the keys allowed under services.<name>.
-var serviceKeys = []string{"lb_policy", "connect_timeout"}
+var serviceKeys = []string{"lb_policy", "connect_timeout", "subset_size", "subsetting"}
 
 // newFlagSet declares --config and one flag per option.
 func newFlagSet(name string) *pflag.FlagSet {
@@ -217,6 +221,12 @@ func decode(v *viper.Viper) (Config, error) {
 	}
 	if star.ConnectTimeout == 0 {
 		star.ConnectTimeout = time.Second
+	}
+	if star.SubsetSize == nil {
+		star.SubsetSize = new(int)
+	}
+	if star.Subsetting == "" {
+		star.Subsetting = "steady"
 	}
 	cfg.Services["*"] = star
 	return cfg, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -41,6 +43,14 @@ func serve(cfg Config, logOut io.Writer) error {
 	}
 	xc := cfg.xdsConfig()
 	xc.Logger, xc.Registerer = log, reg
+	if cfg.Subsetting.IndexSource == xds.IndexConsul {
+		table, err := newConsulIndex(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer table.Close()
+		xc.Subsetting.Table = table
+	}
 	srv, err := xds.New(xc)
 	if err != nil {
 		return err
@@ -126,4 +136,22 @@ func (c Config) consulConfig(log *slog.Logger, m *discovery.Metrics) discovery.C
 		BackoffBase: cc.BackoffBase, BackoffMax: cc.BackoffMax, WarningAs: cc.WarningAs,
 		Logger: log, Metrics: m,
 	}
+}
+
+// newConsulIndex opens the client index table in Consul KV, with the
+// Consul address, token and datacenter of discovery.consul.
+func newConsulIndex(ctx context.Context, cfg Config, log *slog.Logger) (*xds.ConsulIndex, error) {
+	cc := cfg.Discovery.Consul
+	client, err := api.NewClient(&api.Config{Address: cc.Address, Token: cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), Datacenter: cc.Datacenter})
+	if err != nil {
+		return nil, fmt.Errorf("subsetting: consul client: %w", err)
+	}
+	table, err := xds.NewConsulIndex(ctx, xds.ConsulIndexConfig{
+		Client: client, Prefix: cfg.Subsetting.Consul.Prefix, TTL: cfg.Subsetting.IndexTTL,
+		Logger: log.With("component", "xds.index"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subsetting: %w", err)
+	}
+	return table, nil
 }

@@ -51,6 +51,9 @@ type ADSClient struct {
 	done    chan error
 	mu      sync.Mutex
 	err     error
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // StartADS opens the stream and sends the initial subscriptions.
@@ -101,10 +104,14 @@ func StartADS(ctx context.Context, cfg ADSConfig) (*ADSClient, error) {
 // client stops reading the stream while the channel is full.
 func (c *ADSClient) Updates() <-chan ADSUpdate { return c.updates }
 
-// Close ends the stream and waits for the client to stop.
+// Close ends the stream and waits for the client to stop. Later calls
+// return the first call's result.
 func (c *ADSClient) Close() error {
-	c.cancel()
-	return <-c.done
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.closeErr = <-c.done
+	})
+	return c.closeErr
 }
 
 func (c *ADSClient) runSotW(st discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient) error {

@@ -1,0 +1,100 @@
+package xds
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// IndexTable assigns dense, sticky client indices within a group: a new
+// node takes the lowest free index of its group; a node that disconnects
+// keeps its index reserved for a TTL, so a restart gets it back.
+// Implementations are safe for concurrent use.
+type IndexTable interface {
+	// Acquire returns node's index in group: the one it holds or reserves,
+	// else the lowest index nobody holds or reserves. index >= 0.
+	Acquire(ctx context.Context, group, node string) (index int, err error)
+	// Release marks node's index in group as reserved for the TTL from
+	// now; after that the index is free. Releasing an unknown node is a no-op.
+	Release(ctx context.Context, group, node string) error
+}
+
+// LocalIndex is the in-process IndexTable (subsetting.index_source: local).
+type LocalIndex struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu     sync.Mutex
+	groups map[string]*indexGroup
+}
+
+// indexGroup is the table of one group.
+type indexGroup struct {
+	slots  []slot         // by index
+	byNode map[string]int // node -> index
+}
+
+// slot is one index: who holds it (or last held it) and since when it is free.
+type slot struct {
+	node       string    // "" when never used or expired
+	held       bool      // the node is connected
+	releasedAt time.Time // when the node let go (valid when !held)
+}
+
+// NewLocalIndex returns an empty table; ttl is how long a released index
+// stays reserved for its node (0 frees it at once); now nil means time.Now.
+func NewLocalIndex(ttl time.Duration, now func() time.Time) *LocalIndex {
+	if now == nil {
+		now = time.Now
+	}
+	return &LocalIndex{ttl: ttl, now: now, groups: map[string]*indexGroup{}}
+}
+
+// Acquire implements IndexTable.
+func (t *LocalIndex) Acquire(_ context.Context, group, node string) (int, error) {
+	if node == "" {
+		return 0, fmt.Errorf("xds: index: empty node id")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.groups[group]
+	if g == nil {
+		g = &indexGroup{byNode: map[string]int{}}
+		t.groups[group] = g
+	}
+	now := t.now()
+	if i, ok := g.byNode[node]; ok {
+		g.slots[i].held = true
+		return i, nil
+	}
+	for i := range g.slots {
+		s := &g.slots[i]
+		if s.node != "" && !s.held && now.Sub(s.releasedAt) >= t.ttl {
+			delete(g.byNode, s.node) // reservation expired
+			*s = slot{}
+		}
+		if s.node == "" {
+			*s = slot{node: node, held: true}
+			g.byNode[node] = i
+			return i, nil
+		}
+	}
+	g.slots = append(g.slots, slot{node: node, held: true})
+	g.byNode[node] = len(g.slots) - 1
+	return len(g.slots) - 1, nil
+}
+
+// Release implements IndexTable.
+func (t *LocalIndex) Release(_ context.Context, group, node string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.groups[group]
+	if g == nil {
+		return nil
+	}
+	if i, ok := g.byNode[node]; ok {
+		g.slots[i].held, g.slots[i].releasedAt = false, t.now()
+	}
+	return nil
+}

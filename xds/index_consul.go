@@ -1,0 +1,336 @@
+package xds
+
+// ConsulIndex keeps the client index tables in Consul KV, so that every
+// xds-server replica gives a node the same dense, sticky index and therefore
+// the same subsets.
+//
+// KV layout: one key per group, <prefix>/index/group=<url.PathEscape(group)>
+// (the empty group is ".../group="), whose value is the whole table as JSON:
+//
+//	{"version": 1,
+//	 "holders": [{"session": "<session id>", "replica": "xds-1"}, ...],
+//	 "slots": [{"node": "a", "held_by": [0, 1]},
+//	           {"node": "b", "released_at": "2025-01-02T03:04:05.5Z"}]}
+//
+// Slot i is client index i. A slot is held while held_by (positions in
+// holders) is not empty: the replicas the node is connected through, each
+// named by its Consul session. Otherwise the slot is reserved for its node
+// until released_at (RFC 3339, UTC) + TTL, then free; expired slots are
+// cleared lazily, with exactly LocalIndex's rules (see indexTable).
+//
+// Updates are read-modify-write with check-and-set on the key's ModifyIndex,
+// retried on conflicts (at most casAttempts times, jittered backoff). Within
+// a replica, calls for one group are batched: one round (a read, at most one
+// session list, one CAS write) applies every pending Acquire and Release in
+// call order, so a reconnect storm costs a few round trips, not one per node.
+//
+// Sessions: each replica creates one Consul session (TTL SessionTTL, renewed
+// every SessionTTL/3; it also dies with its agent's serfHealth check). No key
+// is locked with it: Consul invalidating it changes nothing in KV. Instead,
+// before a replica gives a new node a slot, it lists the live sessions
+// (a consistent read, after reading the table, so a holder missing from the
+// list is truly gone) and drops dead holders; a slot left without holders is
+// reserved from that moment, for the TTL, then free. So a crashed replica's
+// holds become released when found gone (Consul invalidates a session about
+// 2 x SessionTTL after its last renewal) and no index is lost.
+//
+// If this replica's own session is lost while it runs (a partition longer
+// than the session TTL), the renewal loop creates a new session and moves
+// this replica's holds to it; a node whose index was given away meanwhile
+// gets a new one, which is logged.
+//
+// Size: Consul limits a value to 512 KiB by default (kv_max_value_size); a
+// slot takes about 30 bytes plus its node id, so one group holds roughly
+// 5,000 to 10,000 nodes unless that limit is raised.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+const (
+	defaultIndexPrefix     = "xds-server/subsetting"
+	defaultSessionTTL      = 15 * time.Second // Consul accepts 10s to 24h
+	minSessionTTL          = 10 * time.Second
+	maxSessionTTL          = 24 * time.Hour
+	indexRoundTimeout      = 10 * time.Second // bounds one batch round against Consul
+	indexCloseTimeout      = 10 * time.Second // bounds Close's releases and session destroy
+	indexRenewRetry        = time.Second      // wait after a failed session renewal
+	indexSessionNamePrefix = "xds-server subsetting index: "
+)
+
+// ConsulIndexConfig configures ConsulIndex.
+type ConsulIndexConfig struct {
+	Client  *api.Client   // required
+	Prefix  string        // KV prefix, without leading or trailing "/"; "" means "xds-server/subsetting"
+	TTL     time.Duration // how long a released index stays reserved for its node (subsetting.index_ttl); >= 0
+	Replica string        // this replica's name, for session naming and debugging; "" means the hostname
+	Logger  *slog.Logger  // nil discards
+	Now     func() time.Time
+	// SessionTTL is the TTL of this replica's Consul session, in [10s, 24h];
+	// 0 means 15s. A crashed replica's holds lapse about 2 x SessionTTL after
+	// its last renewal.
+	SessionTTL time.Duration
+}
+
+// Validate reports every configuration error.
+func (c ConsulIndexConfig) Validate() error {
+	var errs []error
+	if c.Client == nil {
+		errs = append(errs, errors.New("xds: index: consul: client is required"))
+	}
+	if c.TTL < 0 {
+		errs = append(errs, fmt.Errorf("xds: index: consul: ttl %v is negative", c.TTL))
+	}
+	if strings.HasPrefix(c.Prefix, "/") || strings.HasSuffix(c.Prefix, "/") {
+		errs = append(errs, fmt.Errorf("xds: index: consul: prefix %q must not begin or end with /", c.Prefix))
+	}
+	if c.SessionTTL != 0 && (c.SessionTTL < minSessionTTL || c.SessionTTL > maxSessionTTL) {
+		errs = append(errs, fmt.Errorf("xds: index: consul: session ttl %v is not in [%v, %v]", c.SessionTTL, minSessionTTL, maxSessionTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// ConsulIndex is the IndexTable shared by xds-server replicas through Consul
+// KV (subsetting.index_source: consul). It is safe for concurrent use.
+type ConsulIndex struct {
+	client     *api.Client
+	prefix     string
+	ttl        time.Duration
+	replica    string
+	sessionTTL time.Duration
+	log        *slog.Logger
+	now        func() time.Time
+
+	ctx    context.Context // canceled by Close, after its own releases
+	cancel context.CancelFunc
+	rounds sync.WaitGroup // running group drains
+	stop   chan struct{}  // closed by Close to stop the renewal loop
+	renew  sync.WaitGroup // the renewal loop
+
+	mu      sync.Mutex
+	session string          // current session id
+	own     map[string]bool // every session this replica has had, current included
+	groups  map[string]*groupQueue
+	closed  bool
+}
+
+// NewConsulIndex creates this replica's Consul session (ctx bounds that
+// call) and starts renewing it in the background until Close.
+func NewConsulIndex(ctx context.Context, cfg ConsulIndexConfig) (*ConsulIndex, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t := &ConsulIndex{
+		client:     cfg.Client,
+		prefix:     cmp.Or(cfg.Prefix, defaultIndexPrefix),
+		ttl:        cfg.TTL,
+		replica:    cfg.Replica,
+		sessionTTL: cmp.Or(cfg.SessionTTL, defaultSessionTTL),
+		log:        cfg.Logger,
+		now:        cfg.Now,
+		stop:       make(chan struct{}),
+		own:        map[string]bool{},
+		groups:     map[string]*groupQueue{},
+	}
+	if t.replica == "" {
+		t.replica, _ = os.Hostname()
+	}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	id, err := t.createSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.session, t.own[id] = id, true
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.renew.Add(1)
+	go t.keepAlive()
+	t.log.Info("consul index session created", "session", id, "replica", t.replica, "prefix", t.prefix)
+	return t, nil
+}
+
+// Acquire implements IndexTable. If it fails (including when ctx ends
+// first), whatever it may have taken is released again in the background.
+func (t *ConsulIndex) Acquire(ctx context.Context, group, node string) (int, error) {
+	if node == "" {
+		return 0, errors.New("xds: index: consul: empty node id")
+	}
+	op := newIndexOp(opAcquire, node)
+	if err := t.submit(group, op); err != nil {
+		return 0, err
+	}
+	return t.wait(ctx, group, op)
+}
+
+// Release implements IndexTable: it lets go of this replica's hold on node;
+// the index stays held while another replica holds it. A Release whose ctx
+// ends first still completes in the background.
+func (t *ConsulIndex) Release(ctx context.Context, group, node string) error {
+	op := newIndexOp(opRelease, node)
+	if err := t.submit(group, op); err != nil {
+		return err
+	}
+	_, err := t.wait(ctx, group, op)
+	return err
+}
+
+// Close releases everything this replica holds (reserved for the TTL from
+// now), destroys its session and stops its goroutines. Later calls fail;
+// closing twice does nothing.
+func (t *ConsulIndex) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	queues := make([]*groupQueue, 0, len(t.groups))
+	for _, q := range t.groups {
+		queues = append(queues, q)
+	}
+	session := t.session
+	t.mu.Unlock()
+
+	close(t.stop)
+	t.renew.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), indexCloseTimeout)
+	defer cancel()
+	var errs []error
+	ops := make([]*indexOp, len(queues))
+	for i, q := range queues {
+		ops[i] = newIndexOp(opDropOwn, "")
+		t.enqueue(q, ops[i])
+	}
+	for i, op := range ops {
+		if _, err := t.wait(ctx, queues[i].group, op); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := t.client.Session().Destroy(session, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
+		errs = append(errs, fmt.Errorf("xds: index: consul: destroy session %s: %w", session, err))
+	}
+	t.cancel()
+	t.rounds.Wait()
+	return errors.Join(errs...)
+}
+
+// key is the KV key of group's table.
+func (t *ConsulIndex) key(group string) string {
+	return t.prefix + "/index/group=" + url.PathEscape(group)
+}
+
+// sessionState returns the current session and a predicate for every
+// session this replica has had.
+func (t *ConsulIndex) sessionState() (current string, own func(string) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	owned := make(map[string]bool, len(t.own))
+	for s := range t.own {
+		owned[s] = true
+	}
+	return t.session, func(s string) bool { return owned[s] }
+}
+
+func (t *ConsulIndex) createSession(ctx context.Context) (string, error) {
+	id, _, err := t.client.Session().Create(&api.SessionEntry{
+		Name:     indexSessionNamePrefix + t.replica,
+		TTL:      t.sessionTTL.String(),
+		Behavior: api.SessionBehaviorRelease,
+	}, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return "", fmt.Errorf("xds: index: consul: create session: %w", err)
+	}
+	return id, nil
+}
+
+// liveSessions lists the sessions Consul knows, with a consistent read.
+func (t *ConsulIndex) liveSessions(ctx context.Context) (map[string]bool, error) {
+	q := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
+	list, _, err := t.client.Session().List(q)
+	if err != nil {
+		return nil, fmt.Errorf("xds: index: consul: list sessions: %w", err)
+	}
+	alive := make(map[string]bool, len(list))
+	for _, s := range list {
+		alive[s.ID] = true
+	}
+	return alive, nil
+}
+
+// keepAlive renews the session every sessionTTL/3 until Close.
+func (t *ConsulIndex) keepAlive() {
+	defer t.renew.Done()
+	wait := t.sessionTTL / 3
+	for {
+		timer := time.NewTimer(wait)
+		select {
+		case <-t.stop:
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		ctx, cancel := context.WithTimeout(t.ctx, t.sessionTTL/3)
+		err := t.renewOnce(ctx)
+		cancel()
+		wait = t.sessionTTL / 3
+		if err != nil {
+			t.log.Warn("consul index session renewal failed; retrying", "error", err, "retry_in", indexRenewRetry)
+			wait = indexRenewRetry
+		}
+	}
+}
+
+// renewOnce renews the session; when Consul no longer knows it, it creates
+// a new one and moves every hold of this replica to it before returning.
+func (t *ConsulIndex) renewOnce(ctx context.Context) error {
+	t.mu.Lock()
+	old := t.session
+	t.mu.Unlock()
+	entry, _, err := t.client.Session().Renew(old, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("xds: index: consul: renew session %s: %w", old, err)
+	}
+	if entry != nil {
+		return nil
+	}
+	id, err := t.createSession(ctx)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.session, t.own[id] = id, true
+	queues := make([]*groupQueue, 0, len(t.groups))
+	for _, q := range t.groups {
+		queues = append(queues, q)
+	}
+	t.mu.Unlock()
+	t.log.Warn("consul index session was lost; moving this replica's holds to a new session",
+		"old_session", old, "session", id, "groups", len(queues))
+	ops := make([]*indexOp, len(queues))
+	for i, q := range queues {
+		ops[i] = newIndexOp(opRehold, "")
+		t.enqueue(q, ops[i])
+	}
+	var errs []error
+	for i, op := range ops {
+		if _, err := t.wait(ctx, queues[i].group, op); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,240 @@
+package xds
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// indexTableVersion is the "version" of the JSON value this code reads and
+// writes; a table of another version is an error, never overwritten.
+const indexTableVersion = 1
+
+// indexTable is the decoded value of one group's key: the pure core of
+// ConsulIndex (no I/O, no clock, no logging). Its rules are LocalIndex's,
+// with "held" widened to a set of holder sessions, one per replica the node
+// is connected through.
+type indexTable struct {
+	slots    []indexSlot       // by client index
+	byNode   map[string]int    // node -> position in slots
+	replicas map[string]string // session id -> replica name, for debugging only
+}
+
+// indexSlot is one client index.
+type indexSlot struct {
+	node       string    // "" when never used or cleared after expiry
+	holders    []string  // sessions holding the node; empty when released
+	releasedAt time.Time // when the last holder let go; valid when node != "" and holders is empty
+}
+
+func newIndexTable() *indexTable {
+	return &indexTable{byNode: map[string]int{}, replicas: map[string]string{}}
+}
+
+// held reports whether slot s is held by at least one session.
+func (s *indexSlot) held() bool { return len(s.holders) > 0 }
+
+// has reports whether node has a slot (held or reserved, expired or not).
+func (tb *indexTable) has(node string) bool {
+	_, ok := tb.byNode[node]
+	return ok
+}
+
+// acquire returns node's index, held by session: the slot node holds or
+// reserves, else the lowest slot whose reservation has expired (released at
+// least ttl before now) or that is empty, else a new slot at the end.
+// Expired slots below the chosen one are cleared on the way, as LocalIndex does.
+func (tb *indexTable) acquire(node, session, replica string, now time.Time, ttl time.Duration) int {
+	tb.replicas[session] = replica
+	if i, ok := tb.byNode[node]; ok {
+		s := &tb.slots[i]
+		if !slices.Contains(s.holders, session) {
+			s.holders = append(s.holders, session)
+		}
+		s.releasedAt = time.Time{}
+		return i
+	}
+	for i := range tb.slots {
+		s := &tb.slots[i]
+		if s.node != "" && !s.held() && now.Sub(s.releasedAt) >= ttl {
+			delete(tb.byNode, s.node) // reservation expired
+			*s = indexSlot{}
+		}
+		if s.node == "" {
+			*s = indexSlot{node: node, holders: []string{session}}
+			tb.byNode[node] = i
+			return i
+		}
+	}
+	tb.slots = append(tb.slots, indexSlot{node: node, holders: []string{session}})
+	tb.byNode[node] = len(tb.slots) - 1
+	return len(tb.slots) - 1
+}
+
+// release removes the sessions for which own is true from node's holders;
+// when none is left the index is reserved for node from now. As in
+// LocalIndex, releasing a node that nobody holds renews its reservation;
+// releasing a node held only by other sessions, or an unknown node, does
+// nothing.
+func (tb *indexTable) release(node string, own func(session string) bool, now time.Time) {
+	if i, ok := tb.byNode[node]; ok && !tb.slots[i].held() {
+		tb.slots[i].releasedAt = now
+		return
+	}
+	tb.unhold(node, own, now)
+}
+
+// unhold is release without renewing a reservation: it only removes the
+// sessions for which own is true from node's holders (reserving the index
+// from now when none is left).
+func (tb *indexTable) unhold(node string, own func(session string) bool, now time.Time) {
+	i, ok := tb.byNode[node]
+	if !ok || !tb.slots[i].held() {
+		return
+	}
+	s := &tb.slots[i]
+	s.holders = slices.DeleteFunc(s.holders, own)
+	if !s.held() {
+		s.holders, s.releasedAt = nil, now
+	}
+}
+
+// drop removes the sessions for which gone is true from every slot; a slot
+// left without holders is reserved for its node from now.
+func (tb *indexTable) drop(gone func(session string) bool, now time.Time) {
+	for i := range tb.slots {
+		s := &tb.slots[i]
+		if !s.held() {
+			continue
+		}
+		s.holders = slices.DeleteFunc(s.holders, gone)
+		if !s.held() {
+			s.holders, s.releasedAt = nil, now
+		}
+	}
+}
+
+// sessions returns the distinct holder sessions in order of first appearance.
+func (tb *indexTable) sessions() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range tb.slots {
+		for _, h := range s.holders {
+			if !seen[h] {
+				seen[h] = true
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// indexTableJSON is the stored form of an indexTable. Holder sessions are
+// listed once and slots refer to them by position, to keep the value small
+// (Consul limits a value to 512 KiB by default).
+type indexTableJSON struct {
+	Version int               `json:"version"`
+	Holders []indexHolderJSON `json:"holders,omitempty"`
+	Slots   []indexSlotJSON   `json:"slots"`
+}
+
+type indexHolderJSON struct {
+	Session string `json:"session"`           // Consul session id
+	Replica string `json:"replica,omitempty"` // replica name, for debugging
+}
+
+type indexSlotJSON struct {
+	Node       string `json:"node,omitempty"`        // "" for a free slot
+	HeldBy     []int  `json:"held_by,omitempty"`     // positions in holders
+	ReleasedAt string `json:"released_at,omitempty"` // RFC 3339 UTC; set when node is set and held_by is empty
+}
+
+// encode renders tb as its stored JSON value; the same table always gives
+// the same bytes.
+func (tb *indexTable) encode() ([]byte, error) {
+	v := indexTableJSON{Version: indexTableVersion, Slots: make([]indexSlotJSON, len(tb.slots))}
+	pos := map[string]int{}
+	for _, sess := range tb.sessions() {
+		pos[sess] = len(v.Holders)
+		v.Holders = append(v.Holders, indexHolderJSON{Session: sess, Replica: tb.replicas[sess]})
+	}
+	for i, s := range tb.slots {
+		js := indexSlotJSON{Node: s.node}
+		for _, h := range s.holders {
+			js.HeldBy = append(js.HeldBy, pos[h])
+		}
+		if s.node != "" && !s.held() {
+			js.ReleasedAt = s.releasedAt.UTC().Format(time.RFC3339Nano)
+		}
+		v.Slots[i] = js
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode table: %w", err)
+	}
+	return data, nil
+}
+
+// decodeIndexTable parses a stored value; an empty value is an empty table.
+// A value that breaks the table's invariants (duplicate nodes, holders out
+// of range, bad times, unknown version) is an error.
+func decodeIndexTable(data []byte) (*indexTable, error) {
+	tb := newIndexTable()
+	if len(data) == 0 {
+		return tb, nil
+	}
+	var v indexTableJSON
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("decode table: %w", err)
+	}
+	if v.Version != indexTableVersion {
+		return nil, fmt.Errorf("decode table: version %d, want %d", v.Version, indexTableVersion)
+	}
+	for _, h := range v.Holders {
+		if h.Session == "" {
+			return nil, errors.New("decode table: holder without a session")
+		}
+		tb.replicas[h.Session] = h.Replica
+	}
+	tb.slots = make([]indexSlot, len(v.Slots))
+	for i, js := range v.Slots {
+		s, err := decodeIndexSlot(js, v.Holders)
+		if err != nil {
+			return nil, fmt.Errorf("decode table: slot %d: %w", i, err)
+		}
+		if s.node != "" {
+			if _, dup := tb.byNode[s.node]; dup {
+				return nil, fmt.Errorf("decode table: slot %d: node %q also has slot %d", i, s.node, tb.byNode[s.node])
+			}
+			tb.byNode[s.node] = i
+		}
+		tb.slots[i] = s
+	}
+	return tb, nil
+}
+
+func decodeIndexSlot(js indexSlotJSON, holders []indexHolderJSON) (indexSlot, error) {
+	s := indexSlot{node: js.Node}
+	if js.Node == "" && (len(js.HeldBy) > 0 || js.ReleasedAt != "") {
+		return s, errors.New("free slot with holders or a release time")
+	}
+	for _, p := range js.HeldBy {
+		if p < 0 || p >= len(holders) {
+			return s, fmt.Errorf("holder %d out of range [0, %d)", p, len(holders))
+		}
+		if slices.Contains(s.holders, holders[p].Session) {
+			return s, fmt.Errorf("holder %d listed twice", p)
+		}
+		s.holders = append(s.holders, holders[p].Session)
+	}
+	if js.ReleasedAt != "" && !s.held() {
+		t, err := time.Parse(time.RFC3339Nano, js.ReleasedAt)
+		if err != nil {
+			return s, fmt.Errorf("released_at: %w", err)
+		}
+		s.releasedAt = t
+	}
+	return s, nil
+}

@@ -1,0 +1,177 @@
+package xds
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for tables and reconcilers.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+func TestLocalIndex(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	tab := NewLocalIndex(time.Minute, clock.now)
+	acquire := func(group, node string) int {
+		t.Helper()
+		i, err := tab.Acquire(ctx, group, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	for want, node := range []string{"a", "b", "c"} {
+		if got := acquire("g", node); got != want {
+			t.Errorf("%s: index %d, want %d (lowest free)", node, got, want)
+		}
+	}
+	if got := acquire("other", "x"); got != 0 {
+		t.Errorf("groups are independent: x got %d, want 0", got)
+	}
+	if got := acquire("g", "a"); got != 0 {
+		t.Errorf("a again while held: %d, want 0", got)
+	}
+	_ = tab.Release(ctx, "g", "b")
+	clock.advance(30 * time.Second)
+	if got := acquire("g", "d"); got != 3 {
+		t.Errorf("d while b's index is reserved: %d, want 3", got)
+	}
+	if got := acquire("g", "b"); got != 1 {
+		t.Errorf("b reconnecting within the TTL: %d, want its old 1", got)
+	}
+	_ = tab.Release(ctx, "g", "b")
+	clock.advance(time.Minute)
+	if got := acquire("g", "e"); got != 1 {
+		t.Errorf("e after b's reservation expired: %d, want the freed 1", got)
+	}
+	if got := acquire("g", "b"); got != 4 {
+		t.Errorf("b after its reservation went to e: %d, want 4", got)
+	}
+	if err := tab.Release(ctx, "nope", "zz"); err != nil {
+		t.Errorf("releasing an unknown node: %v", err)
+	}
+	if _, err := tab.Acquire(ctx, "g", ""); err == nil {
+		t.Error("empty node id: want an error")
+	}
+}
+
+func TestMetadataIndex(t *testing.T) {
+	for name, tc := range map[string]struct {
+		md        map[string]any
+		wantIndex int
+		wantGroup string
+		wantErr   string
+	}{
+		"flat key":           {md: map[string]any{"subset.index": 3.0}, wantIndex: 3},
+		"nested with group":  {md: map[string]any{"subset": map[string]any{"index": 7.0, "group": "edge"}}, wantIndex: 7, wantGroup: "edge"},
+		"string number":      {md: map[string]any{"subset.index": " 12 "}, wantIndex: 12},
+		"flat group":         {md: map[string]any{"subset.index": 0.0, "subset.group": "a"}, wantGroup: "a"},
+		"missing":            {md: map[string]any{"other": 1.0}, wantErr: "no subset.index"},
+		"nil metadata":       {md: nil, wantErr: "no subset.index"},
+		"negative":           {md: map[string]any{"subset.index": -1.0}, wantErr: "not an integer"},
+		"fraction":           {md: map[string]any{"subset.index": 1.5}, wantErr: "not an integer"},
+		"not a number":       {md: map[string]any{"subset.index": "x"}, wantErr: "not a number"},
+		"wrong type":         {md: map[string]any{"subset.index": true}, wantErr: "want a number"},
+		"nested not a map":   {md: map[string]any{"subset": "3"}, wantErr: "no subset.index"},
+		"absurdly large int": {md: map[string]any{"subset.index": 1e12}, wantErr: "not an integer"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g, i, err := metadataIndex(tc.md)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || i != tc.wantIndex || g != tc.wantGroup {
+				t.Fatalf("got (%q, %d, %v), want (%q, %d)", g, i, err, tc.wantGroup, tc.wantIndex)
+			}
+		})
+	}
+}
+
+func TestSubsetConfigValidate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg     SubsetConfig
+		wantErr string
+	}{
+		"defaults":           {},
+		"metadata group":     {cfg: SubsetConfig{IndexSource: IndexMetadata, GroupBy: "metadata.team"}},
+		"bad source":         {cfg: SubsetConfig{IndexSource: "etcd"}, wantErr: "subsetting.index_source"},
+		"negative ttl":       {cfg: SubsetConfig{IndexTTL: -time.Second}, wantErr: "subsetting.index_ttl"},
+		"bad group":          {cfg: SubsetConfig{GroupBy: "rack"}, wantErr: "subsetting.group_by"},
+		"empty metadata key": {cfg: SubsetConfig{GroupBy: "metadata."}, wantErr: "subsetting.group_by"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestIndexerGroups(t *testing.T) {
+	n := Node{ID: "n", Cluster: "web", Locality: map[string]string{"zone": "z1"},
+		Metadata: map[string]any{"team": "blue", "subset": map[string]any{"index": 4.0}}}
+	for name, tc := range map[string]struct {
+		cfg        SubsetConfig
+		wantGroup  string
+		wantIndex  int
+		wantSource string
+	}{
+		"cluster (default)":   {cfg: SubsetConfig{}, wantGroup: "web", wantSource: IndexLocal},
+		"none":                {cfg: SubsetConfig{GroupBy: GroupByNone}, wantGroup: "", wantSource: IndexLocal},
+		"zone":                {cfg: SubsetConfig{GroupBy: GroupByZone}, wantGroup: "z1", wantSource: IndexLocal},
+		"metadata key":        {cfg: SubsetConfig{GroupBy: "metadata.team"}, wantGroup: "blue", wantSource: IndexLocal},
+		"index from metadata": {cfg: SubsetConfig{IndexSource: IndexMetadata}, wantGroup: "web", wantIndex: 4, wantSource: IndexMetadata},
+	} {
+		t.Run(name, func(t *testing.T) {
+			x := newIndexer(tc.cfg, nil, newMetrics(nil), quietLogger())
+			g, i, src := x.assign(n)
+			if g != tc.wantGroup || i != tc.wantIndex || src != tc.wantSource {
+				t.Errorf("assign = (%q, %d, %s), want (%q, %d, %s)", g, i, src, tc.wantGroup, tc.wantIndex, tc.wantSource)
+			}
+		})
+	}
+}
+
+// failingTable fails every call.
+type failingTable struct{}
+
+func (failingTable) Acquire(context.Context, string, string) (int, error) {
+	return 0, context.DeadlineExceeded
+}
+func (failingTable) Release(context.Context, string, string) error { return context.DeadlineExceeded }
+
+func TestIndexerFallsBackWhenTheTableFails(t *testing.T) {
+	m := newMetrics(nil)
+	x := newIndexer(SubsetConfig{IndexSource: IndexConsul, Table: failingTable{}}, nil, m, quietLogger())
+	a := Node{ID: "a", Cluster: "c"}
+	g, i, src := x.assign(a)
+	if i != 0 || src != indexFallback {
+		t.Fatalf("assign = (%q, %d, %s), want index 0 from the fallback", g, i, src)
+	}
+	b := Node{ID: "b", Cluster: "c"}
+	if _, i, _ := x.assign(b); i != 1 {
+		t.Errorf("second node through the fallback: %d, want 1", i)
+	}
+	a.Group, a.Index, a.IndexSource = g, i, src
+	x.release(a) // goes to the fallback table, which does not fail
+	if got := testutil.ToFloat64(m.indexErrors.WithLabelValues("acquire")); got != 2 {
+		t.Errorf("acquire errors = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.indexErrors.WithLabelValues("release")); got != 0 {
+		t.Errorf("release errors = %v, want 0 (fallback indices are released locally)", got)
+	}
+}

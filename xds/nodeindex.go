@@ -1,0 +1,203 @@
+package xds
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Index sources (subsetting.index_source).
+const (
+	IndexMetadata = "metadata" // the node sends subset.index (and optionally subset.group) in its metadata
+	IndexLocal    = "local"    // this process's table: lowest free index, sticky for the TTL
+	IndexConsul   = "consul"   // the same table in Consul KV, shared by every replica
+	indexFallback = "fallback" // the configured table failed; this process's table stood in
+)
+
+// Group keys (subsetting.group_by).
+const (
+	GroupByCluster  = "cluster"   // the node's cluster (the default)
+	GroupByNone     = "none"      // one group for every node
+	GroupByZone     = "zone"      // the node's locality zone
+	GroupByMetadata = "metadata." // prefix: metadata.<key>, the node's metadata value at key
+)
+
+// SubsetConfig configures how nodes get their client indices.
+type SubsetConfig struct {
+	IndexSource string        // IndexMetadata, IndexLocal or IndexConsul; "" means local
+	IndexTTL    time.Duration // a released index stays reserved this long; 0 means 10m
+	GroupBy     string        // GroupByCluster, GroupByNone, GroupByZone or "metadata.<key>"; "" means cluster
+	// Table is the index table for the local and consul sources (and for
+	// metadata nodes that send no index); nil means a LocalIndex.
+	Table IndexTable
+	// Timeout bounds one Acquire or Release on Table; 0 means 5s.
+	Timeout time.Duration
+}
+
+// Validate reports configuration errors with their config keys.
+func (c SubsetConfig) Validate() error {
+	var errs []error
+	switch c.IndexSource {
+	case "", IndexMetadata, IndexLocal, IndexConsul:
+	default:
+		errs = append(errs, fmt.Errorf("subsetting.index_source: %q is not one of metadata, local, consul", c.IndexSource))
+	}
+	if c.IndexTTL < 0 {
+		errs = append(errs, fmt.Errorf("subsetting.index_ttl: %v is negative", c.IndexTTL))
+	}
+	switch g := c.GroupBy; {
+	case g == "", g == GroupByCluster, g == GroupByNone, g == GroupByZone:
+	case strings.HasPrefix(g, GroupByMetadata) && len(g) > len(GroupByMetadata):
+	default:
+		errs = append(errs, fmt.Errorf("subsetting.group_by: %q is not one of cluster, none, zone, metadata.<key>", g))
+	}
+	return errors.Join(errs...)
+}
+
+// indexer gives connecting nodes their group and client index.
+type indexer struct {
+	cfg      SubsetConfig
+	fallback *LocalIndex // stands in when cfg.Table fails
+	m        *metrics
+	log      *slog.Logger
+}
+
+func newIndexer(cfg SubsetConfig, now func() time.Time, m *metrics, log *slog.Logger) *indexer {
+	if cfg.IndexSource == "" {
+		cfg.IndexSource = IndexLocal
+	}
+	if cfg.GroupBy == "" {
+		cfg.GroupBy = GroupByCluster
+	}
+	if cfg.IndexTTL == 0 {
+		cfg.IndexTTL = 10 * time.Minute
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	fb := NewLocalIndex(cfg.IndexTTL, now)
+	if cfg.Table == nil {
+		cfg.Table = fb
+	}
+	return &indexer{cfg: cfg, fallback: fb, m: m, log: log}
+}
+
+// assign returns node's group, index and where the index came from.
+func (x *indexer) assign(n Node) (group string, index int, source string) {
+	group = x.group(n)
+	if x.cfg.IndexSource == IndexMetadata {
+		g, i, err := metadataIndex(n.Metadata)
+		if err == nil {
+			return cmp.Or(g, group), i, IndexMetadata
+		}
+		x.log.Warn("node sent no usable subset.index; using the local table", "node", n.ID, "error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
+	defer cancel()
+	i, err := x.cfg.Table.Acquire(ctx, group, n.ID)
+	if err == nil {
+		return group, i, x.tableName()
+	}
+	x.m.indexErrors.WithLabelValues("acquire").Inc()
+	i, _ = x.fallback.Acquire(ctx, group, n.ID)
+	x.log.Error("client index table failed; using this process's table", "node", n.ID, "group", group, "index", i, "error", err)
+	return group, i, indexFallback
+}
+
+// release lets go of a node's index (it stays reserved for the TTL).
+func (x *indexer) release(n Node) {
+	if n.Index < 0 || n.IndexSource == IndexMetadata {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
+	defer cancel()
+	table := x.cfg.Table
+	if n.IndexSource == indexFallback {
+		table = x.fallback
+	}
+	if err := table.Release(ctx, n.Group, n.ID); err != nil {
+		x.m.indexErrors.WithLabelValues("release").Inc()
+		x.log.Error("client index release failed; it expires with the table's own rules", "node", n.ID, "group", n.Group, "error", err)
+	}
+}
+
+func (x *indexer) tableName() string {
+	if x.cfg.IndexSource == IndexConsul {
+		return IndexConsul
+	}
+	return IndexLocal
+}
+
+// group is the node's subsetting group under cfg.GroupBy.
+func (x *indexer) group(n Node) string {
+	switch g := x.cfg.GroupBy; {
+	case g == GroupByNone:
+		return ""
+	case g == GroupByZone:
+		return n.Locality["zone"]
+	case strings.HasPrefix(g, GroupByMetadata):
+		return metadataString(n.Metadata, strings.TrimPrefix(g, GroupByMetadata))
+	default:
+		return n.Cluster
+	}
+}
+
+// metadataIndex reads subset.index (and subset.group) from node metadata,
+// either as flat keys ("subset.index") or nested ({"subset": {"index": 3}}).
+func metadataIndex(md map[string]any) (group string, index int, err error) {
+	v, ok := lookup(md, "subset.index")
+	if !ok {
+		return "", 0, errors.New("no subset.index in node metadata")
+	}
+	var f float64
+	switch t := v.(type) {
+	case float64:
+		f = t
+	case string:
+		if f, err = strconv.ParseFloat(strings.TrimSpace(t), 64); err != nil {
+			return "", 0, fmt.Errorf("subset.index %q is not a number", t)
+		}
+	default:
+		return "", 0, fmt.Errorf("subset.index is a %T, want a number", v)
+	}
+	if f < 0 || f != math.Trunc(f) || f > 1<<30 {
+		return "", 0, fmt.Errorf("subset.index %v is not an integer in [0, 2^30]", f)
+	}
+	return metadataString(md, "subset.group"), int(f), nil
+}
+
+// metadataString returns the metadata value at a dotted key as a string.
+func metadataString(md map[string]any, key string) string {
+	v, ok := lookup(md, key)
+	if !ok {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return fmt.Sprint(v)
+}
+
+// lookup finds key in md as a flat key first, then as a dotted path.
+func lookup(md map[string]any, key string) (any, bool) {
+	if v, ok := md[key]; ok {
+		return v, true
+	}
+	var cur any = md
+	for part := range strings.SplitSeq(key, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}

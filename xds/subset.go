@@ -1,0 +1,167 @@
+package xds
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/subsetting"
+)
+
+// servicePlan is the subsetting of one service as of one discovery
+// snapshot: the plan over its registered endpoints (health flaps do not
+// change it) and, per client index, the endpoints that index's nodes get.
+// It is owned by the reconciler and used under its lock.
+type servicePlan struct {
+	name    string
+	alg     subsetting.Algorithm
+	plan    subsetting.Plan
+	svc     envoy.Service // translation input; svc.Endpoints are in plan order
+	serving []bool        // by plan index: healthy, degraded or unknown
+	byIndex map[int]*pick
+	byKey   map[string]*choice
+	nextID  int
+}
+
+// pick is what nodes with one client index get of one service: their
+// subset plus, for members that are not serving, the next candidates in
+// their own order.
+type pick struct {
+	order    []int // plan indices: the node's subset, then replacements
+	subset   []int // order[:size]: the subset proper
+	replaced int   // len(order) - size
+	*choice
+}
+
+// choice is a set of endpoints and its load assignment, shared by every
+// pick with the same members.
+type choice struct {
+	id      int    // unique within its servicePlan
+	key     string // members, comma separated
+	members []int  // plan indices, ascending
+	eds     item
+}
+
+// newServicePlan plans a service with subsetting on, or returns nil when
+// every node would get every endpoint anyway (subset size 0 or at least the
+// endpoint count). prev, the plan of the previous snapshot, is reused when
+// the registered endpoints, size and algorithm are unchanged.
+func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *servicePlan) (*servicePlan, error) {
+	if size <= 0 || size >= len(s.Endpoints) {
+		return nil, nil
+	}
+	if alg == "" {
+		alg = subsetting.Steady
+	}
+	ids := make([]string, len(s.Endpoints))
+	for i, ep := range s.Endpoints {
+		ids[i] = ep.ID
+	}
+	var plan subsetting.Plan
+	if prev != nil && prev.alg == alg && prev.plan.Size() == size && slices.Equal(prev.plan.Backends(), sortedCopy(ids)) {
+		plan = prev.plan
+	} else {
+		p, err := subsetting.New(alg, ids, size)
+		if err != nil {
+			return nil, fmt.Errorf("xds: subsets of %s: %w", s.Name, err)
+		}
+		plan = p
+	}
+	byID := make(map[string]envoy.Endpoint, len(s.Endpoints))
+	for _, ep := range s.Endpoints {
+		byID[ep.ID] = ep
+	}
+	backends := plan.Backends()
+	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: s,
+		serving: make([]bool, len(backends)), byIndex: map[int]*pick{}, byKey: map[string]*choice{}}
+	sp.svc.Endpoints = make([]envoy.Endpoint, len(backends))
+	for i, id := range backends {
+		ep, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("xds: subsets of %s: plan lost endpoint %q", s.Name, id)
+		}
+		sp.svc.Endpoints[i] = ep
+		sp.serving[i] = serving(ep.Health)
+	}
+	return sp, nil
+}
+
+// serving reports whether an endpoint takes new requests.
+func serving(h envoy.HealthStatus) bool {
+	return h == envoy.HealthHealthy || h == envoy.HealthDegraded || h == envoy.HealthUnknown
+}
+
+// choose returns the pick of client index i, computing it (and
+// translating its load assignment, unless an equal one exists) on first use.
+func (sp *servicePlan) choose(i int) (*pick, error) {
+	if p, ok := sp.byIndex[i]; ok {
+		return p, nil
+	}
+	size := sp.plan.Size()
+	order := sp.plan.Order(make([]int, 0, size+4), i, size)
+	for n := len(order); n < len(sp.serving); {
+		missing := size - sp.countServing(order)
+		if missing <= 0 {
+			break
+		}
+		n = min(n+missing, len(sp.serving))
+		order = sp.plan.Order(order[:0], i, n)
+	}
+	order = slices.Clip(order)
+	c, err := sp.choice(order)
+	if err != nil {
+		return nil, err
+	}
+	k := min(size, len(order))
+	p := &pick{order: order, subset: order[:k], replaced: len(order) - k, choice: c}
+	sp.byIndex[i] = p
+	return p, nil
+}
+
+// choice returns the shared choice of the endpoints in order.
+func (sp *servicePlan) choice(order []int) (*choice, error) {
+	members := slices.Clone(order)
+	slices.Sort(members)
+	var b strings.Builder
+	for k, m := range members {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(m))
+	}
+	key := b.String()
+	if c, ok := sp.byKey[key]; ok {
+		return c, nil
+	}
+	sub := sp.svc
+	sub.Endpoints = make([]envoy.Endpoint, len(members))
+	for k, m := range members {
+		sub.Endpoints[k] = sp.svc.Endpoints[m]
+	}
+	eds, err := translateEDS(sub)
+	if err != nil {
+		return nil, err
+	}
+	c := &choice{id: sp.nextID, key: key, members: members, eds: eds}
+	sp.nextID++
+	sp.byKey[key] = c
+	return c, nil
+}
+
+func (sp *servicePlan) countServing(idx []int) int {
+	n := 0
+	for _, i := range idx {
+		if sp.serving[i] {
+			n++
+		}
+	}
+	return n
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return slices.Compact(c)
+}
