@@ -3,8 +3,6 @@ package xds
 import (
 	"context"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,18 +17,6 @@ type memoEntry struct {
 	set   ServiceSettings
 	items serviceItems
 	plan  *servicePlan // nil when the service is not subset
-}
-
-// indexKey identifies the nodes that get the same snapshot for sure.
-type indexKey struct {
-	assembly string
-	index    int
-}
-
-// planned is a subset service and its position in the reconciler's items.
-type planned struct {
-	pos int
-	sp  *servicePlan
 }
 
 // reconciler turns discovery snapshots into per-node cache snapshots.
@@ -52,15 +38,12 @@ type reconciler struct {
 	input     *discovery.Snapshot // latest unprocessed discovery snapshot
 	changedAt time.Time           // when the oldest unprocessed change arrived
 
-	mu       sync.Mutex                   // guards the fields below
-	memo     map[string]memoEntry         // service name -> translation
-	items    []serviceItems               // every service's items, sorted by name
-	planned  []planned                    // services with subsetting, by name
-	shared   map[string]*cache.Snapshot   // assembly key -> snapshot
-	variants map[string]*cache.Snapshot   // assembly key + choice ids -> per-node snapshot
-	byIndex  map[indexKey]*cache.Snapshot // the same by assembly key and client index
-	nodeSnap map[string]*cache.Snapshot   // node id -> snapshot it was last given
-	ready    bool                         // a first snapshot has been built
+	mu       sync.Mutex                 // guards the fields below
+	memo     map[string]memoEntry       // service name -> translation
+	shared   map[string]*cache.Snapshot // assembly key -> snapshot
+	sub      *subsets                   // per-node variants of the shared snapshots
+	nodeSnap map[string]*cache.Snapshot // node id -> snapshot it was last given
+	ready    bool                       // a first snapshot has been built
 
 	afterReconcile func() // test hook, called after each reconcile pass
 
@@ -75,8 +58,7 @@ func newReconciler(c cache.SnapshotCache, reg *registry, m *metrics, cfg Config)
 		kick:      make(chan struct{}, 1),
 		memo:      map[string]memoEntry{},
 		shared:    map[string]*cache.Snapshot{},
-		variants:  map[string]*cache.Snapshot{},
-		byIndex:   map[indexKey]*cache.Snapshot{},
+		sub:       newSubsets(m, cfg.Logger),
 		nodeSnap:  map[string]*cache.Snapshot{},
 		pushStart: map[string]map[string]time.Time{},
 	}
@@ -147,15 +129,13 @@ func (r *reconciler) reconcile() {
 		return
 	}
 	r.ready = true
-	r.items = items
-	r.planned = r.plans(items)
 	r.shared = map[string]*cache.Snapshot{keyProxyless: proxyless, keyEnvoy: envoySnap}
-	r.variants = map[string]*cache.Snapshot{}
-	r.byIndex = map[indexKey]*cache.Snapshot{}
+	r.sub.rebase(items, r.plans(items), r.shared)
 	for _, id := range r.reg.ids() {
 		node, _ := r.reg.get(id)
 		r.setLocked(node, changedAt)
 	}
+	r.sub.settle()
 	r.recordEndpoints(*in)
 	r.m.reconciles.Inc()
 	r.m.reconcileDur.Observe(time.Since(start).Seconds())
@@ -180,7 +160,7 @@ func (r *reconciler) translateAll(in discovery.Snapshot) []serviceItems {
 		it, err := translate(in)
 		var plan *servicePlan
 		if err == nil {
-			plan, err = newServicePlan(in, set.SubsetSize, set.Subsetting, r.memo[svc.Name].plan)
+			plan, err = newServicePlan(in, set.SubsetSize, set.Subsetting, r.memo[svc.Name].plan, &r.sub.choiceIDs)
 		}
 		if err != nil {
 			r.m.buildErrors.Inc()
@@ -212,47 +192,11 @@ func (r *reconciler) plans(items []serviceItems) []planned {
 	return out
 }
 
-// snapshotFor returns what node should have: the shared snapshot of its
-// assembly key, or, with subsetting, a variant whose load assignments hold
-// the endpoints of the node's client index. Nodes with equal choices share
-// one variant. r.mu must be held.
-func (r *reconciler) snapshotFor(node Node) *cache.Snapshot {
-	base := r.shared[assemblyKey(node)]
-	if base == nil || len(r.planned) == 0 || node.Index < 0 {
-		return base
-	}
-	ik := indexKey{assemblyKey(node), node.Index}
-	if s, ok := r.byIndex[ik]; ok {
-		return s
-	}
-	var key strings.Builder
-	key.WriteString(assemblyKey(node))
-	repl := make(map[int]item, len(r.planned))
-	for _, p := range r.planned {
-		c, err := p.sp.choose(node.Index)
-		if err != nil {
-			r.m.buildErrors.Inc()
-			r.log.Error("subset translation failed; node gets every endpoint", "service", p.sp.name, "node", node.ID, "error", err)
-			continue
-		}
-		repl[p.pos] = c.eds
-		key.WriteByte('/')
-		key.WriteString(strconv.Itoa(c.id))
-	}
-	s, ok := r.variants[key.String()]
-	if !ok {
-		s = variant(base, r.items, repl)
-		r.variants[key.String()] = s
-	}
-	r.byIndex[ik] = s
-	return s
-}
-
 // setLocked gives node its snapshot (see snapshotFor), if its content
 // differs from what the node has. changedAt (zero for a first push) is
 // recorded per changed type for the push latency metric. r.mu must be held.
 func (r *reconciler) setLocked(node Node, changedAt time.Time) {
-	snap := r.snapshotFor(node)
+	snap := r.sub.snapshotFor(node)
 	if snap == nil {
 		return
 	}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +23,14 @@ type servicePlan struct {
 	serving []bool        // by plan index: healthy, degraded or unknown
 	byIndex map[int]*pick
 	byKey   map[string]*choice
-	nextID  int
+	ids     *uint64 // the reconciler's choice id counter: ids stay unique across plans
+
+	// prev is the plan this one replaced, while picks may still be carried
+	// over from it (see choose); changed marks, by plan index, endpoints
+	// whose translation input differs from prev's. Both are dropped by
+	// forgetPrev once every node has been served, so plans never chain.
+	prev    *servicePlan
+	changed []bool
 }
 
 // pick is what nodes with one client index get of one service: their
@@ -38,7 +46,7 @@ type pick struct {
 // choice is a set of endpoints and its load assignment, shared by every
 // pick with the same members.
 type choice struct {
-	id      int    // unique within its servicePlan
+	id      uint64 // unique across plans, so variants keyed by ids outlive a plan
 	key     string // members, comma separated
 	members []int  // plan indices, ascending
 	eds     item
@@ -47,23 +55,25 @@ type choice struct {
 // newServicePlan plans a service with subsetting on, or returns nil when
 // every node would get every endpoint anyway (subset size 0 or at least the
 // endpoint count). prev, the plan of the previous snapshot, is reused when
-// the registered endpoints, size and algorithm are unchanged.
-func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *servicePlan) (*servicePlan, error) {
+// the registered endpoints, size and algorithm are unchanged, and so are
+// its picks that no change touches. ids numbers choices.
+func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *servicePlan, ids *uint64) (*servicePlan, error) {
 	if size <= 0 || size >= len(s.Endpoints) {
 		return nil, nil
 	}
 	if alg == "" {
 		alg = subsetting.Steady
 	}
-	ids := make([]string, len(s.Endpoints))
+	names := make([]string, len(s.Endpoints))
 	for i, ep := range s.Endpoints {
-		ids[i] = ep.ID
+		names[i] = ep.ID
 	}
 	var plan subsetting.Plan
-	if prev != nil && prev.alg == alg && prev.plan.Size() == size && slices.Equal(prev.plan.Backends(), sortedCopy(ids)) {
+	reuse := prev != nil && prev.alg == alg && prev.plan.Size() == size && slices.Equal(prev.plan.Backends(), sortedCopy(names))
+	if reuse {
 		plan = prev.plan
 	} else {
-		p, err := subsetting.New(alg, ids, size)
+		p, err := subsetting.New(alg, names, size)
 		if err != nil {
 			return nil, fmt.Errorf("xds: subsets of %s: %w", s.Name, err)
 		}
@@ -74,7 +84,7 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 		byID[ep.ID] = ep
 	}
 	backends := plan.Backends()
-	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: s,
+	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: s, ids: ids,
 		serving: make([]bool, len(backends)), byIndex: map[int]*pick{}, byKey: map[string]*choice{}}
 	sp.svc.Endpoints = make([]envoy.Endpoint, len(backends))
 	for i, id := range backends {
@@ -85,7 +95,39 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 		sp.svc.Endpoints[i] = ep
 		sp.serving[i] = serving(ep.Health)
 	}
+	if reuse {
+		sp.prev, sp.changed = prev, make([]bool, len(backends))
+		for i, ep := range sp.svc.Endpoints {
+			sp.changed[i] = !sameEndpoint(ep, prev.svc.Endpoints[i])
+		}
+	}
 	return sp, nil
+}
+
+// forgetPrev ends the carry-over from the previous plan.
+func (sp *servicePlan) forgetPrev() { sp.prev, sp.changed = nil, nil }
+
+// carried returns the previous plan's pick of client index i if none of
+// its endpoints changed: then its order, members and load assignment are
+// what choose would compute again.
+func (sp *servicePlan) carried(i int) (*pick, bool) {
+	if sp.prev == nil {
+		return nil, false
+	}
+	p, ok := sp.prev.byIndex[i]
+	if !ok || slices.ContainsFunc(p.order, func(m int) bool { return sp.changed[m] }) {
+		return nil, false
+	}
+	if _, ok := sp.byKey[p.key]; !ok {
+		sp.byKey[p.key] = p.choice
+	}
+	return p, true
+}
+
+// sameEndpoint reports whether two endpoints translate alike.
+func sameEndpoint(a, b envoy.Endpoint) bool {
+	return a.ID == b.ID && a.Address == b.Address && a.Port == b.Port && a.Health == b.Health &&
+		a.Weight == b.Weight && a.Locality == b.Locality && maps.Equal(a.Meta, b.Meta)
 }
 
 // serving reports whether an endpoint takes new requests.
@@ -97,6 +139,10 @@ func serving(h envoy.HealthStatus) bool {
 // translating its load assignment, unless an equal one exists) on first use.
 func (sp *servicePlan) choose(i int) (*pick, error) {
 	if p, ok := sp.byIndex[i]; ok {
+		return p, nil
+	}
+	if p, ok := sp.carried(i); ok {
+		sp.byIndex[i] = p
 		return p, nil
 	}
 	size := sp.plan.Size()
@@ -144,8 +190,8 @@ func (sp *servicePlan) choice(order []int) (*choice, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &choice{id: sp.nextID, key: key, members: members, eds: eds}
-	sp.nextID++
+	*sp.ids++
+	c := &choice{id: *sp.ids, key: key, members: members, eds: eds}
 	sp.byKey[key] = c
 	return c, nil
 }

@@ -59,6 +59,6 @@ func benchSubsetReconcile(b *testing.B, alg subsetting.Algorithm, nodes, endpoin
 	}
 	b.StopTimer()
 	s.rec.mu.Lock()
-	b.ReportMetric(float64(len(s.rec.variants)), "snapshots")
+	b.ReportMetric(float64(len(s.rec.sub.variants)), "snapshots")
 	s.rec.mu.Unlock()
 }

@@ -200,8 +200,8 @@ func (r *reconciler) subsetStats(nodes []Node) []subsetStat {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]subsetStat, 0, len(r.planned))
-	for _, p := range r.planned {
+	out := make([]subsetStat, 0, len(r.sub.planned))
+	for _, p := range r.sub.planned {
 		st := subsetStat{service: p.sp.name}
 		conns := make([]int, len(p.sp.serving))
 		for idx, n := range perIndex {

@@ -249,3 +249,56 @@ func decodedSnapshot(t *testing.T, s *cache.Snapshot) *cache.Snapshot {
 	}
 	return out
 }
+
+func TestVariantsCarryOverOnlyWhatIsUnchanged(t *testing.T) {
+	s := newTestServer(t, Config{Settings: func(name string) ServiceSettings {
+		if name == "svc-000" {
+			return ServiceSettings{SubsetSize: 2, Subsetting: subsetting.Steady}
+		}
+		return ServiceSettings{} // svc-001: every node gets every endpoint
+	}})
+	for i := range 4 {
+		connect(s, int64(i+1), fmt.Sprintf("n%d", i))
+	}
+	w := world(2, 8)
+	s.Update(w)
+	s.rec.reconcile()
+	snaps := map[string]*cache.Snapshot{}
+	for i := range 4 {
+		id := fmt.Sprintf("n%d", i)
+		snaps[id], _ = s.rec.snapshotOf(id)
+	}
+
+	// Nothing changed: every node keeps the very same snapshot object.
+	s.Update(world(2, 8))
+	s.rec.reconcile()
+	for id, old := range snaps {
+		if now, _ := s.rec.snapshotOf(id); now != old {
+			t.Errorf("%s got a new snapshot though nothing changed", id)
+		}
+	}
+
+	// A service without subsetting changes: every node must see it.
+	w = world(2, 8)
+	w.Services[1].Endpoints[3].Health = discovery.HealthUnhealthy
+	s.Update(w)
+	s.rec.reconcile()
+	for id := range snaps {
+		if got := endpointsOf(t, s, id, "svc-001"); got["svc-001-003"] != core.HealthStatus_UNHEALTHY {
+			t.Errorf("%s did not get the change of svc-001: %v", id, got)
+		}
+		if got := endpointsOf(t, s, id, "svc-000"); len(got) != 2 {
+			t.Errorf("%s lost its subset of svc-000: %v", id, got)
+		}
+	}
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	if n, live := len(s.rec.sub.variants), len(s.rec.sub.byIndex); n != live && n > 4 {
+		t.Errorf("%d variants kept for %d indices: unused ones must be dropped", n, live)
+	}
+	for _, p := range s.rec.sub.planned {
+		if p.sp.prev != nil {
+			t.Errorf("plan of %s still carries its predecessor after the pass", p.sp.name)
+		}
+	}
+}
