@@ -78,7 +78,8 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 		echo "  -nodes $nodes -services $services -endpoints $endpoints"
 	fi
 	echo "go run ./bench/report -runs \$TMP/runs.jsonl -inprocess \$TMP/inprocess.txt -out $out"
-	echo "go run ./bench/subsetsim -preset all -markdown $out   # rewrites only its marked section"
+	echo "go test ./xds -run '^\$' -bench SubsetReconcile -benchmem -count 5 -benchtime 5x > \$TMP/xds-subsets.txt"
+	echo "go run ./bench/subsetsim -preset all -xds-bench \$TMP/xds-subsets.txt -markdown $out   # rewrites only its marked section"
 } >"$tmp/commands.txt"
 
 echo "bench: Consul + xds-server, $runs run(s) per protocol ($modes), $nodes nodes" >&2
@@ -105,5 +106,7 @@ go run ./bench/report -runs "$tmp/runs.jsonl" "${inproc_args[@]}" -commands "$tm
 # The report keeps the subsetting section verbatim; refresh it now, on an
 # otherwise idle machine (it times the 10,000 x 1,000 subset computation).
 echo "bench: subsetting simulator" >&2
-go run ./bench/subsetsim -preset all -markdown "$out" >/dev/null
+echo "bench: subsets in xds (10,000 nodes x 1,000 endpoints)" >&2
+go test ./xds -run '^$' -bench SubsetReconcile -benchmem -count 5 -benchtime 5x >"$tmp/xds-subsets.txt"
+go run ./bench/subsetsim -preset all -xds-bench "$tmp/xds-subsets.txt" -markdown "$out" >/dev/null
 echo "bench: wrote $out" >&2

@@ -33,6 +33,7 @@ type options struct {
 	markdown                string
 	timingRuns              int
 	reference               bool
+	xdsBench                string
 }
 
 func main() {
@@ -46,6 +47,7 @@ func main() {
 	flag.StringVar(&o.markdown, "markdown", "", "rewrite the subsetting section of this Markdown file")
 	flag.IntVar(&o.timingRuns, "timing-runs", 9, "runs of the 10,000 x 1,000 computation (median reported); 0 skips it")
 	flag.BoolVar(&o.reference, "reference", true, "also simulate bounded-load rendezvous, an exact-balance reference that is not shipped")
+	flag.StringVar(&o.xdsBench, "xds-bench", "", "output of `go test ./xds -bench SubsetReconcile -benchmem` to include (optional)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "bench.subsetsim")
 	if err := run(o, os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -75,6 +77,13 @@ func run(o options, args []string, stdout, stderr io.Writer) error {
 	if o.timingRuns > 0 {
 		fmt.Fprintf(stderr, "subsetsim: timing %s, %d runs\n", timingConfig, o.timingRuns)
 		res.timings = timeAll(timingConfig, o.timingRuns, o.seed)
+	}
+	if o.xdsBench != "" {
+		xb, err := readXDSBench(o.xdsBench)
+		if err != nil {
+			return err
+		}
+		res.xds = xb
 	}
 	section := render(res)
 	if _, err := io.WriteString(stdout, section); err != nil {

@@ -14,6 +14,7 @@ type results struct {
 	seed    uint64
 	configs []configResult
 	timings []timing
+	xds     []xdsBench // optional: -xds-bench
 }
 
 // Targets of the design guide, §6.
@@ -41,6 +42,7 @@ func render(r results) string {
 		renderConfig(p, c)
 	}
 	renderTimings(p, r.timings)
+	renderXDSBench(p, r.xds)
 	renderTargets(p, r)
 	p("Why steady misses the balance target while meeting the churn one, and what was measured instead,")
 	p("is in `subsetting/doc.go`.")
