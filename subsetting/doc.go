@@ -41,68 +41,52 @@
 //
 // # Steady (the default)
 //
-// Consistent subsetting on rings, after Google's Ringsteady ("Reinventing
-// Backend Subsetting at Google", ACM Queue 2022), adapted to backends that
-// are arbitrary ids rather than stable task numbers. Clients are cut into
-// aligned blocks of 32 consecutive indices. Each block B has a ring of 2^64
-// positions: backend b sits at mix64(mix64(fnv1a(b)) ^ key(B)), the j-th
-// client of the block at bitreverse64(j) plus a rotation hashed from B.
-// That is the van der Corput sequence, so the first 2^m clients of a block
-// are evenly spaced however many of its clients exist. A client's order is
-// its block's ring walked clockwise from its position: its subset is the k
-// backends that follow it, its replacements the next ones (so the clients
-// of a failed backend spread over the k backends after it).
+// Ringsteady (Google, "Reinventing Backend Subsetting at Google", ACM
+// Queue 2022) over stable endpoint slots: NewSlotted. Ringsteady places
+// backends by their task index, which Borg keeps stable; Consul service ids
+// have no such index, so xds gives every endpoint of a steady service a
+// slot from its index table, exactly as it gives clients their indices: an
+// endpoint keeps its slot while registered and for the index TTL after it
+// leaves (a restart under the same id comes back to the same place), a new
+// endpoint takes the lowest free slot, and with index_source consul every
+// replica shares the table. On a ring of 2^64 positions the backend in
+// slot s sits at bitreverse64(s) and client i at bitreverse64(i): both are
+// the binary van der Corput sequence, so any prefix of either is evenly
+// spread. A client's order is the ring walked clockwise from its position:
+// its subset is the first k backends, its replacements the next ones.
 //
-// Churn. A client's order over any backends depends only on the client
-// index and those backends' ids (and on its block, which depends on n below
-// 32*sqrt(k) backends: see Block size), never on which other backends exist
-// or on other clients. So adding backend X changes a subset only if X lands
-// among its k successors, and then by exactly one member (X replaces the
-// k-th); removing W changes only the subsets that had W, each by one. The
-// connections that move are exactly X's (or W's): 1/n on average, the
-// minimum possible, measured 0.98-1.00/n (median) at 300 x 300 x 10 and
-// 1000 x 200 x 20. A client joining or leaving changes nobody else's subset.
+// Balance: with dense slots and as many clients as backends every backend
+// gets exactly k clients; 1000 clients x 200 backends x 20 gives max/mean
+// 1.05; elsewhere it stays within one connection or so of the integer
+// optimum (BENCHMARKS.md). Churn: a client's order depends only on its
+// index and the backends' slots, so a backend joining a free slot enters
+// the k windows that reach it (one member each) and a backend leaving
+// leaves its own; only its connections move, about 1/n, the minimum. A
+// client joining or leaving changes nobody else's subset.
 //
-// Block size. On a ring, a backend's load is the number of client positions
-// in the arc of the k gaps before it: random, because positions are hashes
-// (coefficient of variation 1/sqrt(k) per ring), and quantized, because
-// clients are points. More clients per ring (m = 32k/n subsets overlap on
-// each backend per ring) averages fewer rings; fewer quantizes more. 32
-// works well when n >= 32*sqrt(k) (m <= sqrt(k)); below that, a block
-// splits in halves while s*sqrt(k) > n*f, s its size and f in [1, 2) a hash
-// of the block. Thresholds differ from block to block, so a change of n
-// re-cuts a block only now and then (each block once per doubling of n),
-// and a block's ring depends only on its first client: when a block splits
-// or merges, its first half keeps its ring and positions and only the
-// second half's subsets change. With n >= 32*sqrt(k) blocks never change
-// and the churn above is exact.
+// Without slots (New(Steady, ids, k)), steady falls back on consistent
+// hash rings, a pure function of the id set: clients are cut into aligned
+// blocks of 32 consecutive indices; each block B has a ring on which
+// backend b sits at mix64(mix64(fnv1a(b)) ^ key(B)) and the j-th client of
+// the block at bitreverse64(j) plus a rotation hashed from B. Churn is the
+// same minimum, but positions are hashes, so balance is only about 1.5 at
+// 300 x 300 x 10 and 1.13 at 1000 x 200 x 20 (below 32*sqrt(k) backends a
+// block splits in halves at thresholds hashed per block). xds uses it only
+// if slots collide (tables mixed during an outage).
 //
-// Balance, and the target it misses. Steady's max/mean connections per
-// backend is about 1.5 at 300 clients x 300 backends x 10 and 1.13 at 1000
-// x 200 x 20 (random subsets: 2.0 and 1.21; classic: 1.0), not the 1.05 of
-// the design guide. The two targets conflict for a pure function of a set
-// of arbitrary ids: 1.05 at a mean of 10 means every backend has exactly 10
-// clients, which takes choices that depend on ranks in the sorted list or
-// on the loads earlier clients left, and both carry one added id to
-// everyone. What was measured (same random ids):
+// Why slots: for a pure function of a set of arbitrary ids, the balance
+// and churn targets conflict. Exact balance takes choices that depend on
+// ranks in the sorted list or on the loads earlier clients left, and both
+// carry one added id to everyone. Measured with the same random ids:
+// classic (ranks) is exact with 50-96% churn; bounded-load rendezvous
+// (client i takes its best-hashed backends among those below
+// ceil((i+1)k/n) clients so far; bench/subsetsim keeps it as a reference)
+// is exact with 14/n-98/n churn; hash rings have 1/n churn and 1.13-1.5
+// balance. Stable slots remove the conflict, as task indices do at Google.
 //
-//   - classic (ranks): exact, 50-96% churn;
-//   - bounded-load rendezvous, in bench/subsetsim as a reference (client i
-//     takes its best-hashed backends among those below ceil((i+1)k/n)
-//     clients so far, so every prefix is exactly balanced): 14/n and 36/n
-//     churn (+1/-1 backend) at 300 x 300 x 10, 81/n and 98/n at 1000 x 200
-//     x 20: the caps move with n and every later client re-routes around
-//     the difference;
-//   - in prototypes, the same cap on these rings with slack 0.6-0.8 times
-//     the square root of the target: max/mean 1.2-1.3 and 1.06-1.08 for
-//     1.5-3/n churn at those two configurations, but 3-4/n at 5000 x 1000
-//     x 20: its churn depends on the deployment.
-//
-// Steady keeps the property only it provides, minimal churn for any
-// deployment, and takes the best balance measured among designs with that
-// property. Per-node load-balancing weights (design guide §4, Weights) can
-// even out the remaining imbalance of requests; classic remains for equal
-// connection counts.
+// Ringsteady cannot tile a backend set with fewer clients than n/k when
+// that count is not a power of two (3 clients x 9 backends x 3 overlap);
+// classic does, one round at a time.
 //
 // # Random
 //
@@ -112,9 +96,10 @@
 // # Cost
 //
 // New sorts the ids: O(n log n). Classic builds a round (an MT19937 seeding
-// and a shuffle) and steady a ring (a linear-time bucket sort) on first use
-// and caches it (up to 16,384 per plan); Order is then O(log n + m) and
-// appends to dst without allocating. 10,000 clients x 1,000 backends with
+// and a shuffle) and hash-ring steady a ring (a linear-time bucket sort) on
+// first use and caches it (up to 16,384 per plan); NewSlotted sorts the
+// slots' positions once. Order is then O(log n + m) and appends to dst
+// without allocating. 10,000 clients x 1,000 backends with
 // k = 20 take 5-8 ms on one core (BENCHMARKS.md).
 //
 // subsetting uses the standard library only and imports nothing else from

@@ -12,7 +12,8 @@ type Algorithm string
 const (
 	// Classic is the SRE book's deterministic subsetting, bit for bit.
 	Classic Algorithm = "classic"
-	// Steady is the low-churn algorithm (the default): consistent rings.
+	// Steady is the low-churn algorithm (the default): Ringsteady over
+	// stable endpoint slots (NewSlotted), or consistent hash rings (New).
 	Steady Algorithm = "steady"
 	// Random gives each client a seeded random shuffle, as the SRE book's
 	// random subsetting does. It is a baseline for the simulator only: it is

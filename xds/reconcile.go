@@ -9,6 +9,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/subsetting"
 )
 
 // memoEntry is the translation of one service, kept while its input is unchanged.
@@ -42,6 +43,7 @@ type reconciler struct {
 	memo     map[string]memoEntry       // service name -> translation
 	shared   map[string]*cache.Snapshot // assembly key -> snapshot
 	sub      *subsets                   // per-node variants of the shared snapshots
+	slots    *endpointSlots             // stable slots of steady-subset endpoints
 	nodeSnap map[string]*cache.Snapshot // node id -> snapshot it was last given
 	ready    bool                       // a first snapshot has been built
 
@@ -149,19 +151,18 @@ func (r *reconciler) reconcile() {
 func (r *reconciler) translateAll(in discovery.Snapshot) []serviceItems {
 	next := make(map[string]memoEntry, len(in.Services))
 	items := make([]serviceItems, 0, len(in.Services))
+	slotted := map[string]bool{} // steady subset services: their endpoints hold slots
 	for _, svc := range in.Services {
 		set := r.settings(svc.Name)
+		if usesSlots(set, len(svc.Endpoints)) {
+			slotted[svc.Name] = true
+		}
 		if old, ok := r.memo[svc.Name]; ok && old.set == set && old.src.Equal(svc) {
 			next[svc.Name] = old
 			items = append(items, old.items)
 			continue
 		}
-		in := Service(svc, set)
-		it, err := translate(in)
-		var plan *servicePlan
-		if err == nil {
-			plan, err = newServicePlan(in, set.SubsetSize, set.Subsetting, r.memo[svc.Name].plan, &r.sub.choiceIDs)
-		}
+		e, err := r.translateService(svc, set, slotted[svc.Name])
 		if err != nil {
 			r.m.buildErrors.Inc()
 			old, ok := r.memo[svc.Name]
@@ -172,13 +173,42 @@ func (r *reconciler) translateAll(in discovery.Snapshot) []serviceItems {
 			}
 			continue
 		}
-		e := memoEntry{src: svc, set: set, items: it, plan: plan}
 		next[svc.Name] = e
-		items = append(items, it)
+		items = append(items, e.items)
 	}
+	r.slots.retain(slotted)
 	r.memo = next
 	sortedByName(items)
 	return items
+}
+
+// translateService translates a service and plans its subsets.
+func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings, slotted bool) (memoEntry, error) {
+	in := Service(svc, set)
+	it, err := translate(in)
+	if err != nil {
+		return memoEntry{}, err
+	}
+	var slots map[string]int
+	if slotted {
+		ids := make([]string, len(svc.Endpoints))
+		for i, ep := range svc.Endpoints {
+			ids[i] = ep.ID
+		}
+		slots = r.slots.assign(svc.Name, sortedCopy(ids))
+	}
+	plan, err := newServicePlan(in, set.SubsetSize, set.Subsetting, r.memo[svc.Name].plan, &r.sub.choiceIDs, slots)
+	if err != nil {
+		return memoEntry{}, err
+	}
+	return memoEntry{src: svc, set: set, items: it, plan: plan}, nil
+}
+
+// usesSlots reports whether a service's endpoints get stable slots: steady
+// subsetting of a service with more endpoints than the subset size.
+func usesSlots(set ServiceSettings, endpoints int) bool {
+	return set.SubsetSize > 0 && set.SubsetSize < endpoints &&
+		(set.Subsetting == "" || set.Subsetting == subsetting.Steady)
 }
 
 // plans lists the subset services among items (sorted by name).

@@ -108,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	s.rec = newReconciler(s.cache, s.reg, s.m, cfg)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
+	s.rec.slots = newEndpointSlots(s.idx)
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newSubsetCollector(s))
 	}

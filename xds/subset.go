@@ -23,7 +23,8 @@ type servicePlan struct {
 	serving []bool        // by plan index: healthy, degraded or unknown
 	byIndex map[int]*pick
 	byKey   map[string]*choice
-	ids     *uint64 // the reconciler's choice id counter: ids stay unique across plans
+	ids     *uint64        // the reconciler's choice id counter: ids stay unique across plans
+	slots   map[string]int // endpoint id -> stable slot (steady); nil otherwise
 
 	// prev is the plan this one replaced, while picks may still be carried
 	// over from it (see choose); changed marks, by plan index, endpoints
@@ -57,7 +58,11 @@ type choice struct {
 // endpoint count). prev, the plan of the previous snapshot, is reused when
 // the registered endpoints, size and algorithm are unchanged, and so are
 // its picks that no change touches. ids numbers choices.
-func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *servicePlan, ids *uint64) (*servicePlan, error) {
+//
+// slots, for steady, are the endpoints' stable slots (see endpointSlots):
+// the plan is then Ringsteady over them; without slots, or if they collide
+// (tables mixed during an outage), steady falls back to hash rings.
+func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *servicePlan, ids *uint64, slots map[string]int) (*servicePlan, error) {
 	if size <= 0 || size >= len(s.Endpoints) {
 		return nil, nil
 	}
@@ -69,11 +74,12 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 		names[i] = ep.ID
 	}
 	var plan subsetting.Plan
-	reuse := prev != nil && prev.alg == alg && prev.plan.Size() == size && slices.Equal(prev.plan.Backends(), sortedCopy(names))
+	reuse := prev != nil && prev.alg == alg && prev.plan.Size() == size &&
+		slices.Equal(prev.plan.Backends(), sortedCopy(names)) && maps.Equal(prev.slots, slots)
 	if reuse {
 		plan = prev.plan
 	} else {
-		p, err := subsetting.New(alg, names, size)
+		p, err := newPlan(alg, names, size, slots)
 		if err != nil {
 			return nil, fmt.Errorf("xds: subsets of %s: %w", s.Name, err)
 		}
@@ -84,7 +90,7 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 		byID[ep.ID] = ep
 	}
 	backends := plan.Backends()
-	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: s, ids: ids,
+	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: s, ids: ids, slots: slots,
 		serving: make([]bool, len(backends)), byIndex: map[int]*pick{}, byKey: map[string]*choice{}}
 	sp.svc.Endpoints = make([]envoy.Endpoint, len(backends))
 	for i, id := range backends {
@@ -102,6 +108,16 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 		}
 	}
 	return sp, nil
+}
+
+// newPlan is the subsetting plan: over slots when there are usable ones.
+func newPlan(alg subsetting.Algorithm, names []string, size int, slots map[string]int) (subsetting.Plan, error) {
+	if slots != nil {
+		if p, err := subsetting.NewSlotted(slots, size); err == nil {
+			return p, nil
+		}
+	}
+	return subsetting.New(alg, names, size)
 }
 
 // forgetPrev ends the carry-over from the previous plan.

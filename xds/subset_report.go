@@ -37,6 +37,8 @@ type SubsetEndpoint struct {
 	// EDS; they connect to it when it is serving.
 	Connections int      `json:"connections"`
 	Nodes       []string `json:"nodes"`
+	// Slot is the endpoint's stable slot (steady), its place on the ring.
+	Slot *int `json:"slot,omitempty"`
 }
 
 // SubsetNode is one node's share of the service.
@@ -84,6 +86,11 @@ func (r *reconciler) subsetReport(service string, nodes []Node) (SubsetReport, b
 	}
 	for _, ep := range e.src.Endpoints {
 		rep.Endpoints[pos[ep.ID]].Health = ep.Health.String()
+		if e.plan != nil {
+			if slot, ok := e.plan.slots[ep.ID]; ok {
+				rep.Endpoints[pos[ep.ID]].Slot = &slot
+			}
+		}
 	}
 	for _, n := range nodes {
 		sn := SubsetNode{ID: n.ID, Group: n.Group, Index: n.Index, Connected: n.Streams > 0}

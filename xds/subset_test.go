@@ -2,8 +2,10 @@ package xds
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -300,5 +302,66 @@ func TestVariantsCarryOverOnlyWhatIsUnchanged(t *testing.T) {
 		if p.sp.prev != nil {
 			t.Errorf("plan of %s still carries its predecessor after the pass", p.sp.name)
 		}
+	}
+}
+
+func TestSteadyUsesStableEndpointSlots(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	s := newTestServer(t, Config{
+		Settings:   func(string) ServiceSettings { return ServiceSettings{SubsetSize: 10} }, // steady by default
+		Subsetting: SubsetConfig{IndexTTL: time.Minute},
+		Now:        clock.now,
+	})
+	for i := range 300 {
+		connect(s, int64(i+1), fmt.Sprintf("n%03d", i))
+	}
+	w := world(1, 300)
+	s.Update(w)
+	s.rec.reconcile()
+	rep, _ := s.Subsets("svc-000")
+	if rep.Balance.Min != 10 || rep.Balance.Max != 10 {
+		t.Fatalf("300 nodes x 300 endpoints x 10: balance %+v, want exactly 10 each", rep.Balance)
+	}
+	slotOf := func() map[string]int {
+		s.rec.mu.Lock()
+		defer s.rec.mu.Unlock()
+		return maps.Clone(s.rec.memo["svc-000"].plan.slots)
+	}
+	first := slotOf()
+	if e := rep.Endpoints[5]; e.Slot == nil || *e.Slot != first[e.ID] {
+		t.Errorf("/debug/subsets endpoint %s: slot %v, want %d", e.ID, e.Slot, first[e.ID])
+	}
+	if first["svc-000-000"] != 0 || first["svc-000-299"] != 299 {
+		t.Errorf("slots are not given in id order: %v ... %v", first["svc-000-000"], first["svc-000-299"])
+	}
+	before := map[string]map[string]core.HealthStatus{}
+	for _, n := range rep.Nodes {
+		before[n.ID] = endpointsOf(t, s, n.ID, "svc-000")
+	}
+
+	// An endpoint leaves and comes back within the TTL: same slot, and every
+	// node that did not have it keeps its endpoints.
+	gone := slices.Clone(w.Services[0].Endpoints)
+	w.Services[0].Endpoints = slices.Delete(gone, 137, 138)
+	s.Update(w)
+	s.rec.reconcile()
+	clock.advance(30 * time.Second)
+	s.Update(world(1, 300))
+	s.rec.reconcile()
+	if got := slotOf()["svc-000-137"]; got != 137 {
+		t.Errorf("returning endpoint got slot %d, want its old 137", got)
+	}
+	for id, eps := range before {
+		if got := endpointsOf(t, s, id, "svc-000"); !sameKeys(got, eps) {
+			t.Errorf("%s: endpoints changed across a leave and return: %v -> %v", id, eps, got)
+		}
+	}
+
+	// A new endpoint takes the next free slot.
+	w = world(1, 301)
+	s.Update(w)
+	s.rec.reconcile()
+	if got := slotOf()["svc-000-300"]; got != 300 {
+		t.Errorf("new endpoint got slot %d, want 300", got)
 	}
 }

@@ -36,7 +36,9 @@ func render(r results) string {
 	p("Figures are medians over trials; \"worst\" is the worst trial. Churn is the fraction of the clients'")
 	p("connections (client, backend id) that are gone after the change, and in parentheses the same as a")
 	p("multiple of 1/n (n = backends before the change). Clients keep their indices (the xds registry makes")
-	p("them sticky): a joining client takes the next index, a leaving one frees its own.")
+	p("them sticky): a joining client takes the next index, a leaving one frees its own. Steady is simulated")
+	p("as xds serves it, over endpoint slots that stick to ids (the xds slot table): the backends take slots")
+	p("0..n-1 in arrival order, an added one the next free slot, a removed one leaves its slot reserved.")
 	p("")
 	for _, c := range r.configs {
 		renderConfig(p, c)
@@ -44,8 +46,8 @@ func render(r results) string {
 	renderTimings(p, r.timings)
 	renderXDSBench(p, r.xds)
 	renderTargets(p, r)
-	p("Why steady misses the balance target while meeting the churn one, and what was measured instead,")
-	p("is in `subsetting/doc.go`.")
+	p("Why steady needs endpoint slots to meet both the balance and the churn target, and what was")
+	p("measured without them, is in `subsetting/doc.go`.")
 	return b.String()
 }
 

@@ -35,6 +35,35 @@ func algorithm(a subsetting.Algorithm) maker {
 
 var referenceMaker = maker{name: "bounded-load rendezvous (reference, not shipped)", make: newBoundedLoad}
 
+// hashRingsName is steady without endpoint slots: what xds falls back on
+// when slots cannot be had.
+const hashRingsName = "steady without slots (hash rings)"
+
+// slottedMaker is steady as xds serves it: Ringsteady over endpoint slots
+// that stick to ids, as the xds slot table gives them. A call whose ids
+// are all unknown starts a new trial: its ids take slots 0..n-1 in the
+// order given (their arrival order). Later calls of the trial keep every
+// known id's slot; a new id takes the lowest slot no id of the trial ever
+// held (a removed backend's slot stays reserved, as within the index TTL).
+func slottedMaker() maker {
+	slots := map[string]int{}
+	return maker{name: string(subsetting.Steady), make: func(ids []string, size, _ int) (subsetting.Plan, error) {
+		if !slices.ContainsFunc(ids, func(id string) bool { _, ok := slots[id]; return ok }) {
+			clear(slots)
+		}
+		cur := make(map[string]int, len(ids))
+		for _, id := range ids {
+			s, ok := slots[id]
+			if !ok {
+				s = len(slots)
+				slots[id] = s
+			}
+			cur[id] = s
+		}
+		return subsetting.NewSlotted(cur, size)
+	}}
+}
+
 // algStats are one algorithm's figures, one entry per trial.
 type algStats struct {
 	name                 string
@@ -51,7 +80,9 @@ type configResult struct {
 // simulateConfig runs trials of every algorithm on cfg. Each trial draws
 // fresh random backend ids; every algorithm sees the same ids.
 func simulateConfig(cfg config, trials int, seed uint64, reference bool) configResult {
-	makers := []maker{algorithm(subsetting.Classic), algorithm(subsetting.Steady), algorithm(subsetting.Random)}
+	hashRings := algorithm(subsetting.Steady)
+	hashRings.name = hashRingsName
+	makers := []maker{algorithm(subsetting.Classic), slottedMaker(), hashRings, algorithm(subsetting.Random)}
 	if reference {
 		makers = append(makers, referenceMaker)
 	}
@@ -115,12 +146,25 @@ func timeAll(cfg config, runs int, seed uint64) []timing {
 	r := rand.New(rand.NewPCG(seed, 99))
 	ids := randomIDs(r, cfg.backends)
 	var out []timing
-	for _, a := range []subsetting.Algorithm{subsetting.Classic, subsetting.Steady, subsetting.Random} {
-		t := timing{name: string(a)}
+	slots := make(map[string]int, len(ids))
+	for i, id := range ids {
+		slots[id] = i
+	}
+	builders := []struct {
+		name  string
+		build func() (subsetting.Plan, error)
+	}{
+		{string(subsetting.Classic), func() (subsetting.Plan, error) { return subsetting.New(subsetting.Classic, ids, cfg.size) }},
+		{string(subsetting.Steady), func() (subsetting.Plan, error) { return subsetting.NewSlotted(slots, cfg.size) }},
+		{hashRingsName, func() (subsetting.Plan, error) { return subsetting.New(subsetting.Steady, ids, cfg.size) }},
+		{string(subsetting.Random), func() (subsetting.Plan, error) { return subsetting.New(subsetting.Random, ids, cfg.size) }},
+	}
+	for _, b := range builders {
+		t := timing{name: b.name}
 		dst := make([]int, 0, cfg.size)
 		for range runs {
 			start := time.Now()
-			p := must(subsetting.New(a, ids, cfg.size))
+			p := must(b.build())
 			for c := range cfg.clients {
 				dst = p.Order(dst[:0], c, cfg.size)
 			}
