@@ -119,3 +119,80 @@ func TestSlottedPlan(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSlotted: over random slot tables (with holes), a slotted plan's
+// subsets have Size() distinct members, orders are prefix-consistent, and
+// one backend joining a free slot or leaving changes at most one member of
+// any client's subset, only to or from that backend.
+func FuzzSlotted(f *testing.F) {
+	f.Add(uint64(1), uint16(300), uint8(9), uint32(0), uint16(7))
+	f.Add(uint64(2), uint16(9), uint8(2), uint32(2), uint16(0))
+	f.Add(uint64(3), uint16(2), uint8(0), uint32(1<<20), uint16(1))
+	f.Fuzz(func(t *testing.T, seed uint64, backends uint16, size uint8, client uint32, victim uint16) {
+		n := int(backends%2000) + 2
+		k := int(size%40) + 1
+		rng := rand.New(rand.NewPCG(seed, 7))
+		slots := map[string]int{}
+		for _, s := range rng.Perm(n + n/3)[:n] { // slots with holes
+			slots[fmt.Sprintf("b-%x", rng.Uint64())] = s
+		}
+		before, err := NewSlotted(slots, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := int(client % 100000)
+		order := before.Order(nil, c, n)
+		if len(order) != n || len(slices.Compact(slices.Sorted(slices.Values(order)))) != n {
+			t.Fatalf("client %d: order %v is not a permutation of %d backends", c, order, n)
+		}
+		if got := before.Order(nil, c, k); !slices.Equal(got, order[:min(k, n)]) {
+			t.Fatalf("Order(%d) %v is not a prefix of Order(n) %v", k, got, order)
+		}
+		w := before.Backends()[int(victim)%n]
+		gone := copyMap(slots)
+		delete(gone, w)
+		joined := copyMap(slots)
+		joined["b-new"] = n + n/3 // a free slot
+		for _, tc := range []struct {
+			slots        map[string]int
+			added, taken string
+		}{{gone, "", w}, {joined, "b-new", ""}} {
+			after, err := NewSlotted(tc.slots, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSlottedChange(t, before, after, c, tc.added, tc.taken)
+		}
+	})
+}
+
+// checkSlottedChange checks one backend joining (added) or leaving
+// (removed) the ring: client c's subset loses at most one member and gains
+// at most one; a leaving backend is the only one it may lose, a joining
+// one the only one it may gain.
+func checkSlottedChange(t *testing.T, before, after Plan, c int, added, removed string) {
+	t.Helper()
+	b, a := subsetIDs(before, c), subsetIDs(after, c)
+	if len(a) != after.Size() {
+		t.Fatalf("client %d: subset %v has %d members, want %d", c, a, len(a), after.Size())
+	}
+	var lost, gained []string
+	for id := range b {
+		if !a[id] {
+			lost = append(lost, id)
+		}
+	}
+	for id := range a {
+		if !b[id] {
+			gained = append(gained, id)
+		}
+	}
+	switch {
+	case len(lost) > 1 || len(gained) > 1:
+		t.Fatalf("client %d: lost %v, gained %v: want at most one each", c, lost, gained)
+	case removed != "" && len(lost) == 1 && lost[0] != removed:
+		t.Fatalf("client %d: lost %s, but only %s left", c, lost[0], removed)
+	case added != "" && len(gained) == 1 && gained[0] != added:
+		t.Fatalf("client %d: gained %s, but only %s joined", c, gained[0], added)
+	}
+}

@@ -43,7 +43,7 @@ func main() {
 	flag.IntVar(&o.size, "size", 10, "subset size")
 	flag.IntVar(&o.trials, "trials", 100, "trials per configuration, each with fresh random backend ids")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random backend ids")
-	flag.StringVar(&o.preset, "preset", "", `"all" also runs 1000 clients x 200 backends x size 20`)
+	flag.StringVar(&o.preset, "preset", "all", `"all" (the default) also runs 1000 clients x 200 backends x size 20; "none" runs only the configuration of the flags`)
 	flag.StringVar(&o.markdown, "markdown", "", "rewrite the subsetting section of this Markdown file")
 	flag.IntVar(&o.timingRuns, "timing-runs", 9, "runs of the 10,000 x 1,000 computation (median reported); 0 skips it")
 	flag.BoolVar(&o.reference, "reference", true, "also simulate bounded-load rendezvous, an exact-balance reference that is not shipped")
@@ -62,8 +62,11 @@ func run(o options, args []string, stdout, stderr io.Writer) error {
 	if o.clients < 1 || o.backends < 2 || o.size < 1 || o.trials < 1 {
 		return fmt.Errorf("subsetsim: need clients >= 1, backends >= 2, size >= 1, trials >= 1")
 	}
-	if o.preset != "" && o.preset != "all" {
-		return fmt.Errorf("subsetsim: unknown preset %q (valid: all)", o.preset)
+	if o.preset == "" {
+		o.preset = "none"
+	}
+	if o.preset != "all" && o.preset != "none" {
+		return fmt.Errorf("subsetsim: unknown preset %q (valid: all, none)", o.preset)
 	}
 	configs := []config{{clients: o.clients, backends: o.backends, size: o.size}}
 	if extra := (config{clients: 1000, backends: 200, size: 20}); o.preset == "all" && extra != configs[0] {
