@@ -51,10 +51,10 @@ var options = []option{
 	{"discovery.consul.backoff_base", 250 * time.Millisecond, "first retry delay after a Consul error (doubles up to backoff_max, with jitter)"},
 	{"discovery.consul.backoff_max", 30 * time.Second, "longest retry delay after Consul errors"},
 	{"discovery.consul.warning_as", "healthy", "endpoints with a warning check: healthy (with the service's Weights.Warning) or degraded"},
-	{"subsetting.index_source", "local", "where nodes get their client index: local (lowest free index per group, sticky), consul (the same table in Consul KV, shared by replicas) or metadata (the node's subset.index metadata)"},
-	{"subsetting.index_ttl", 10 * time.Minute, "a disconnected node's client index stays reserved for it this long"},
+	{"subsetting.index_source", "local", "where nodes get their client index (and endpoints their slot): local (lowest free index per group, sticky), consul (the same tables in Consul KV, shared by replicas) or metadata (the node's subset.index metadata; endpoint slots stay local)"},
+	{"subsetting.index_ttl", 10 * time.Minute, "a disconnected node's client index (and a departed endpoint's slot, for steady subsetting) stays reserved for it this long"},
 	{"subsetting.group_by", "cluster", "nodes are indexed per group: cluster (the node's cluster), zone, none, or metadata.<key>"},
-	{"subsetting.consul.prefix", "xds-server/subsetting", "Consul KV prefix of the client index table (index_source consul; Consul address and token from discovery.consul.*)"},
+	{"subsetting.consul.prefix", "xds-server/subsetting", "Consul KV prefix of the client index and endpoint slot tables (index_source consul; Consul address and token from discovery.consul.*)"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }
