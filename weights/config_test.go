@@ -50,12 +50,12 @@ func TestSolveConfigValidate(t *testing.T) {
 		edit func(*SolveConfig)
 		want []string
 	}{
-		"defaults":         {edit: func(*SolveConfig) {}},
-		"no damping":       {edit: func(c *SolveConfig) { c.Damping = 1 }},
-		"zero damping":     {edit: func(c *SolveConfig) { c.Damping = 0 }, want: []string{"damping 0"}},
-		"zero sweeps":      {edit: func(c *SolveConfig) { c.MaxSweeps = 0 }, want: []string{"max sweeps 0"}},
-		"tolerance one":    {edit: func(c *SolveConfig) { c.Tolerance = 1 }, want: []string{"tolerance 1"}},
-		"NaN ratio":        {edit: func(c *SolveConfig) { c.MaxRatio = math.NaN() }, want: []string{"max ratio NaN"}},
+		"defaults":          {edit: func(*SolveConfig) {}},
+		"no damping":        {edit: func(c *SolveConfig) { c.Damping = 1 }},
+		"zero damping":      {edit: func(c *SolveConfig) { c.Damping = 0 }, want: []string{"damping 0"}},
+		"zero sweeps":       {edit: func(c *SolveConfig) { c.MaxSweeps = 0 }, want: []string{"max sweeps 0"}},
+		"tolerance one":     {edit: func(c *SolveConfig) { c.Tolerance = 1 }, want: []string{"tolerance 1"}},
+		"NaN ratio":         {edit: func(c *SolveConfig) { c.MaxRatio = math.NaN() }, want: []string{"max ratio NaN"}},
 		"all wrong at once": {edit: func(c *SolveConfig) { *c = SolveConfig{} }, want: []string{"damping", "max ratio", "max sweeps", "tolerance"}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -206,7 +206,7 @@ func Solve(p Problem, cfg SolveConfig) (Solution, error) {
 	if err := p.Validate(); err != nil {
 		return Solution{}, err
 	}
-	s := newSolver(p)
+	s := newSolver(p, cfg.MaxRatio)
 	sol := Solution{Nodes: make([]NodeWeights, len(p.Nodes))}
 	sol.Sweeps, sol.Converged = s.run(cfg.MaxSweeps, cfg.Tolerance)
 	s.output(p, cfg, &sol)

@@ -62,7 +62,9 @@ type Row struct {
 	QPS         float64       // fresh requests/s: the backend's, else the sum of the nodes'
 	EPS         float64       // fresh errors/s, from the same source as QPS
 	Utilization float64       // fresh utilization (App, else CPU); 0 = unknown
-	Named       map[string]float64
+	// Named is the fresh backend report's named metrics; shared with the
+	// tracker: read only.
+	Named map[string]float64
 }
 
 // ServiceTable is the weights of one service, rows sorted by endpoint.

@@ -1,6 +1,9 @@
 package weights
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestChanged(t *testing.T) {
 	tab := func(rows ...Row) Table {
@@ -17,7 +20,7 @@ func TestChanged(t *testing.T) {
 		"identical":                 {new: base, minChange: 0.05},
 		"all scaled alike":          {new: tab(r("a", 200), r("b", 400), r("c", 600)), minChange: 0.05},
 		"small change":              {new: tab(r("a", 103), r("b", 200), r("c", 300)), minChange: 0.05},
-		"large change":              {new: tab(r("a", 110), r("b", 200), r("c", 300)), minChange: 0.05},
+		"large change":              {new: tab(r("a", 110), r("b", 200), r("c", 300)), minChange: 0.05, want: true},
 		"small change, any counts":  {new: tab(r("a", 101), r("b", 200), r("c", 300)), minChange: 0, want: true},
 		"scaled alike, any counts":  {new: tab(r("a", 200), r("b", 400), r("c", 600)), minChange: 0, want: true},
 		"endpoint appeared":         {new: tab(r("a", 100), r("b", 200), r("c", 300), r("d", 1)), minChange: 0.05, want: true},
@@ -26,13 +29,11 @@ func TestChanged(t *testing.T) {
 		"expired, same weight":      {new: tab(r("a", 100), expired("b", 200), r("c", 300)), minChange: 0.05, want: true},
 		"service appeared":          {new: Table{Services: append(base.Services, ServiceTable{Name: "t"})}, minChange: 0.05, want: true},
 		"service disappeared":       {new: Table{}, minChange: 0.05, want: true},
-		"NaN threshold is any":      {new: tab(r("a", 101), r("b", 200), r("c", 300)), minChange: -1, want: true},
+		"negative threshold is any": {new: tab(r("a", 101), r("b", 200), r("c", 300)), minChange: -1, want: true},
+		"NaN threshold is any":      {new: tab(r("a", 101), r("b", 200), r("c", 300)), minChange: math.NaN(), want: true},
 		"share moved on the margin": {new: tab(r("a", 100), r("b", 200), r("c", 340)), minChange: 0.05, want: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if name == "large change" {
-				tc.want = true
-			}
 			if got := Changed(base, tc.new, tc.minChange); got != tc.want {
 				t.Fatalf("Changed = %v, want %v", got, tc.want)
 			}

@@ -12,6 +12,8 @@ type solver struct {
 	nodes []span    // by node
 	idx   []int32   // the subsets, flattened: endpoint indices
 	x     []float64 // the split, flattened: requests/s (known nodes only)
+	// maxRatio bounds the ratio of a node's largest to smallest share.
+	maxRatio float64
 	// scratch for one node
 	level []float64
 	order []int
@@ -21,10 +23,11 @@ type solver struct {
 type span struct {
 	off, k int
 	rate   float64 // requests/s; 0 = unknown
+	floor  float64 // each member's least share of rate, in (0, 1/k]; only falls
 }
 
-func newSolver(p Problem) *solver {
-	s := &solver{}
+func newSolver(p Problem, maxRatio float64) *solver {
+	s := &solver{maxRatio: maxRatio}
 	index := make(map[string]int32, len(p.Endpoints))
 	add := func(e EndpointLoad) int32 {
 		i := int32(len(s.ids))
@@ -55,6 +58,7 @@ func newSolver(p Problem) *solver {
 		if sp.k == 0 || !(sp.rate > 0) || math.IsInf(sp.rate, 0) {
 			sp.rate = 0
 		}
+		sp.floor = 1 / (maxRatio + float64(sp.k) - 1)
 		s.nodes = append(s.nodes, sp)
 	}
 	fillUnknown(s.cap)
@@ -106,9 +110,9 @@ func (s *solver) run(maxSweeps int, tol float64) (sweeps int, converged bool) {
 		s.recomputeLoad() // no drift from the incremental updates
 		sweeps++
 		worst := 0.0
-		for _, n := range s.nodes {
-			if n.rate > 0 {
-				worst = max(worst, s.respond(n))
+		for i := range s.nodes {
+			if s.nodes[i].rate > 0 {
+				worst = max(worst, s.respond(&s.nodes[i]))
 			}
 		}
 		if worst <= tol {
@@ -128,14 +132,21 @@ func (s *solver) recomputeLoad() {
 }
 
 // respond replaces node n's split with its best response to the others'
-// loads: the water level lambda such that sum_j cap_j * max(0, lambda -
-// a_j) = rate, a_j being endpoint j's utilization without n, and x_j =
-// cap_j * max(0, lambda - a_j). It returns the moved fraction of the rate.
-func (s *solver) respond(n span) float64 {
+// loads above its floor: every member gets at least floor = n.floor *
+// rate, and the rest is water-filled: with a_j endpoint j's utilization
+// without n's load but with its floor, the level lambda solves sum_j cap_j
+// * max(0, lambda - a_j) = rate - k*floor, and x_j = floor + cap_j *
+// max(0, lambda - a_j). Then n.floor falls to the largest share over
+// maxRatio if that is lower: the floors never rise, so each response
+// minimizes the potential over a set holding the current split, which
+// therefore never rises. It returns the moved fraction of the rate.
+func (s *solver) respond(n *span) float64 {
 	idx, x := s.idx[n.off:n.off+n.k], s.x[n.off:n.off+n.k]
 	level, order := s.level[:n.k], s.order[:n.k]
+	floor := n.floor * n.rate
+	rest := max(0, n.rate-float64(n.k)*floor)
 	for t, j := range idx {
-		level[t] = max(0, (s.load[j]-x[t])/s.cap[j])
+		level[t] = max(0, (s.load[j]-x[t]+floor)/s.cap[j])
 		order[t] = t
 		for u := t; u > 0 && level[order[u]] < level[order[u-1]]; u-- { // insertion sort
 			order[u], order[u-1] = order[u-1], order[u]
@@ -145,18 +156,20 @@ func (s *solver) respond(n span) float64 {
 	for m, t := range order {
 		c := s.cap[idx[t]]
 		sumC, sumCA = sumC+c, sumCA+c*level[t]
-		lambda = (n.rate + sumCA) / sumC
+		lambda = (rest + sumCA) / sumC
 		if m+1 == len(order) || lambda <= level[order[m+1]] {
 			break
 		}
 	}
-	moved := 0.0
+	moved, top := 0.0, 0.0
 	for t, j := range idx {
-		nx := s.cap[j] * max(0, lambda-level[t])
+		nx := floor + s.cap[j]*max(0, lambda-level[t])
 		moved += math.Abs(nx - x[t])
 		s.load[j] += nx - x[t]
 		x[t] = nx
+		top = max(top, nx)
 	}
+	n.floor = min(n.floor, top/n.rate/s.maxRatio)
 	return moved / n.rate
 }
 

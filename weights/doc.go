@@ -1,0 +1,121 @@
+// Package weights owns load-balancing weights from utilization: the
+// report model, the weight formula, the tracker that turns reports into a
+// global weight table (blackout, expiry, smoothing, overload guard,
+// integer scaling, push policy) and the per-node solver. Report ingestion
+// (the ORCA out-of-band client, the LRS server, the HTTP push API) will
+// live here too, as a shell around this core; the core has no goroutines,
+// no I/O, no logging and no clock (every method that needs the time takes
+// it as now), and it imports only the standard library.
+//
+// weights must not import envoy or xds: it hands plain values (Table,
+// Solution) to the xds reconciler, which translates them.
+//
+// # Reports and the formula
+//
+// A Report is one measurement of one endpoint: from the backend itself
+// (ORCA, HTTP: Node == "", with its total QPS and EPS and its CPU and
+// application utilization) or from a client (LRS: Node is the xDS node,
+// with that node's QPS and EPS to the endpoint). Rates are per second;
+// utilization is the fraction of capacity in use (1 = all of it, up to
+// MaxUtilization; 0 = unknown). Weight is gRFC A58's formula,
+//
+//	weight = qps / (utilization + (eps/qps) * penalty)
+//
+// with utilization = App if set, else CPU: with no errors, the estimated
+// capacity in requests/s at utilization 1.
+//
+// # Tracker
+//
+// The Tracker is told the endpoints of each service by discovery
+// (SetEndpoints, with the static weight from Consul) and receives reports
+// (Observe). An endpoint's measurement merges its fresh reports (younger
+// than ExpirationPeriod): utilization from its backend report, else the
+// largest any client reports; qps and eps from the backend report when its
+// qps > 0, else summed over the clients' reports. A measurement is usable
+// when the formula gives a weight.
+//
+// Update(now) computes the table. Per endpoint, as in gRFC A58: the
+// endpoint's own weight is used once its streak of usable measurements is
+// BlackoutPeriod old (the streak restarts after an expiry) and until its
+// last usable measurement is older than ExpirationPeriod; reports that are
+// not usable (0 qps, unknown utilization) neither end the streak nor
+// extend it. Endpoints without an own weight (reasons blackout,
+// expired, incomplete, no_reports) get the mean own weight of the service,
+// or their static weight when no endpoint of the service has one.
+//
+// Smoothing is an EWMA with factor Smoothing, one step per Update that has
+// seen a new report of the endpoint (so its time constant is in report
+// intervals, not in Update calls).
+//
+// # Overload guard
+//
+// At the same steps, with u the measured utilization, the endpoint's guard
+// g (in [1/MaxRatio, 1], its own weight's multiplier) moves:
+//
+//	u >  OverloadThreshold (0.9):              g = max(g * OverloadFactor, 1/MaxRatio)
+//	OverloadRecover (0.8) <= u <= threshold:   g unchanged
+//	u <  OverloadRecover:                      g = min(g / OverloadFactor, 1)
+//
+// The cut weight goes to all other endpoints in proportion to their
+// weights, hence mostly to the least loaded (the largest weights). An
+// endpoint regains weight only below the lower mark (hysteresis), at the
+// pace it lost it (OverloadFactor 0.75: x0.75 per step down, /0.75 per
+// step up). The reason is overloaded after a cut and while holding,
+// recovering after a gain and while holding, reported once g is back to 1.
+//
+// # Integer weights and pushes
+//
+// Scale maps each service's float weights to EDS weights (the service is
+// one locality): weights below max/MaxRatio are raised to it, the smallest
+// maps to 100 (so rounding keeps proportions to 1%), every weight is >= 1
+// and the sum stays under 2^32-1 (the scale shrinks for huge services).
+// Changed is the push policy: push when an endpoint appeared, disappeared
+// or expired (or came back), or when some endpoint's share of its service
+// moved by more than minChange (default 5%) since the last push.
+//
+// # Per-node solver
+//
+// With subsets and clients of unequal rates no global weight per backend
+// equalizes utilization. Solve knows each node's rate R_i (the sum of its
+// LRS rates) and subset S_i, each endpoint's capacity C_j (qps/utilization,
+// Row.Capacity) and background load B_j (requests/s from clients it does
+// not steer), and looks for splits x_ij (j in S_i, sum_j x_ij = R_i) that
+// equalize u_j = (B_j + sum_i x_ij) / C_j.
+//
+// Method: water-filling by block coordinate descent (Gauss-Seidel). The
+// splits minimize the convex potential sum_j L_j^2 / (2 C_j), L_j the load
+// of endpoint j; its minimizers are exactly the balanced splits, where each
+// node sends only to the least utilized members of its subset, which also
+// minimize the maximum utilization. Starting from splits proportional to
+// capacity, the nodes are swept in order, each replacing its split with its
+// exact best response to the others' loads: water-filling its rate over its
+// subset up to a common utilization level. Each step minimizes the
+// potential over one node's split, so it never rises: no oscillation. A
+// sweep costs O(nodes * k^2) at worst (an insertion sort of k levels per
+// node; k, the subset size, is small); the
+// sweeps stop when no node moved more than Tolerance of its rate. 1,000
+// nodes x 1,000 endpoints with k = 20 take 10 sweeps, about 10 ms on one
+// core (BenchmarkSolve), and reach max/mean utilization 1.017 where round
+// robin gives 3.4 and global weights 2.6.
+//
+// Every member gets at least a floor share of the node's rate: at first
+// R_i / (MaxRatio + k - 1), which keeps the largest share within MaxRatio
+// times the smallest whatever the split; after each response the floor
+// falls to the node's largest share over MaxRatio when that is lower.
+// Floors never rise, so each response minimizes the potential over a set
+// that holds the current split: the potential still never rises. Every
+// endpoint keeps some traffic (and so keeps reporting), and the solver
+// accounts for the floors, so scaling to integers (which raises anything
+// below max/MaxRatio) changes little.
+//
+// Across solves, each node's split moves only Damping (default 0.5) of the
+// way from the weights last sent to it (NodeLoad.Previous) toward the
+// optimum, so noisy capacities cannot make the fleet swing. Nodes whose
+// rates are unknown get the global weights of their subset.
+//
+// Reference instance (design guide §6; 100 backends of capacity 1-2x, 300
+// clients, lognormal rates with sigma 1, random subsets of 10): round
+// robin gives max/mean utilization 1.65-2.16, global (capacity) weights
+// 1.68-1.85, per-node weights 1.001 (TestSolveBalancesRandomFleet); with
+// damping 0.5 from round robin, 1.05 is reached in five solves.
+package weights
