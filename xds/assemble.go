@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"cmp"
 	"strings"
 	"time"
 
@@ -25,8 +26,9 @@ type SettingsFunc func(service string) ServiceSettings
 
 // Service converts a discovered service into translation input: every
 // registered endpoint, with its discovery health mapped to an EDS health
-// status.
-func Service(svc discovery.Service, set ServiceSettings) envoy.Service {
+// status, and its weight from weights (endpoint id -> EDS weight, from
+// utilization reports) where it has one, else from discovery.
+func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint32) envoy.Service {
 	eps := make([]envoy.Endpoint, 0, len(svc.Endpoints))
 	for _, ep := range svc.Endpoints {
 		eps = append(eps, envoy.Endpoint{
@@ -34,7 +36,7 @@ func Service(svc discovery.Service, set ServiceSettings) envoy.Service {
 			Address: ep.Address,
 			Port:    uint32(ep.Port),
 			Health:  healthStatus(ep.Health),
-			Weight:  ep.Weight,
+			Weight:  cmp.Or(weights[ep.ID], ep.Weight),
 			Locality: envoy.Locality{
 				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.SubZone,
 			},

@@ -4,18 +4,19 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the xDS collectors.
 type metrics struct {
-	nodes        prometheus.Gauge
-	streams      *prometheus.GaugeVec
-	pushes       *prometheus.CounterVec
-	pushLatency  *prometheus.HistogramVec
-	nacks        *prometheus.CounterVec
-	reconciles   prometheus.Counter
-	reconcileDur prometheus.Histogram
-	snapshotSets prometheus.Counter
-	buildErrors  prometheus.Counter
-	endpoints    *prometheus.GaugeVec
-	expired      prometheus.Counter
-	indexErrors  *prometheus.CounterVec
+	nodes         prometheus.Gauge
+	streams       *prometheus.GaugeVec
+	pushes        *prometheus.CounterVec
+	pushLatency   *prometheus.HistogramVec
+	nacks         *prometheus.CounterVec
+	reconciles    prometheus.Counter
+	reconcileDur  prometheus.Histogram
+	snapshotSets  prometheus.Counter
+	buildErrors   prometheus.Counter
+	endpoints     *prometheus.GaugeVec
+	expired       prometheus.Counter
+	indexErrors   *prometheus.CounterVec
+	weightUpdates prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -59,10 +60,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		indexErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xds_subset_index_errors_total", Help: "Client index table operations that failed, by op (acquire or release); a failed acquire falls back to this process's table.",
 		}, []string{"op"}),
+		weightUpdates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_weight_updates_total", Help: "Sets of EDS weights from utilization reports handed to the reconcile loop (each may cause pushes).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
-			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors)
+			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates)
 	}
 	return m
 }

@@ -3,6 +3,7 @@ package xds
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -17,7 +18,8 @@ type memoEntry struct {
 	src   discovery.Service
 	set   ServiceSettings
 	items serviceItems
-	plan  *servicePlan // nil when the service is not subset
+	plan  *servicePlan      // nil when the service is not subset
+	w     map[string]uint32 // the weights it was translated with
 }
 
 // reconciler turns discovery snapshots into per-node cache snapshots.
@@ -36,8 +38,10 @@ type reconciler struct {
 	kick chan struct{} // buffered(1): "something changed"
 
 	inMu      sync.Mutex
-	input     *discovery.Snapshot // latest unprocessed discovery snapshot
-	changedAt time.Time           // when the oldest unprocessed change arrived
+	input     *discovery.Snapshot          // latest unprocessed discovery snapshot
+	last      *discovery.Snapshot          // latest processed one, redone when weights change
+	changedAt time.Time                    // when the oldest unprocessed change arrived
+	weights   map[string]map[string]uint32 // service -> endpoint id -> EDS weight
 
 	mu       sync.Mutex                 // guards the fields below
 	memo     map[string]memoEntry       // service name -> translation
@@ -80,6 +84,23 @@ func (r *reconciler) update(s discovery.Snapshot) {
 	}
 }
 
+// setWeights replaces the EDS weights from utilization reports (service ->
+// endpoint id -> weight; services absent keep their discovery weights) and
+// queues a rebuild of the latest discovery snapshot.
+func (r *reconciler) setWeights(w map[string]map[string]uint32) {
+	r.inMu.Lock()
+	r.weights = w
+	if r.input == nil && r.last != nil {
+		r.changedAt = r.now()
+		r.input = r.last
+	}
+	r.inMu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
 // run rebuilds after each burst of updates until ctx is done. A burst ends
 // after debounce without updates, or at maxDelay after its first update.
 func (r *reconciler) run(ctx context.Context) {
@@ -110,8 +131,8 @@ func (r *reconciler) run(ctx context.Context) {
 // reconcile applies the latest discovery snapshot to every node.
 func (r *reconciler) reconcile() {
 	r.inMu.Lock()
-	in, changedAt := r.input, r.changedAt
-	r.input = nil
+	in, changedAt, weights := r.input, r.changedAt, r.weights
+	r.input, r.last = nil, in
 	r.inMu.Unlock()
 	if in == nil {
 		return
@@ -119,7 +140,7 @@ func (r *reconciler) reconcile() {
 	start := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	items := r.translateAll(*in)
+	items := r.translateAll(*in, weights)
 	proxyless, err := newSnapshot(items, len(kinds))
 	var envoySnap *cache.Snapshot
 	if err == nil {
@@ -148,7 +169,7 @@ func (r *reconciler) reconcile() {
 
 // translateAll returns the items of every service, reusing the memo for
 // services whose input and settings did not change.
-func (r *reconciler) translateAll(in discovery.Snapshot) []serviceItems {
+func (r *reconciler) translateAll(in discovery.Snapshot, weights map[string]map[string]uint32) []serviceItems {
 	next := make(map[string]memoEntry, len(in.Services))
 	items := make([]serviceItems, 0, len(in.Services))
 	slotted := map[string]bool{} // steady subset services: their endpoints hold slots
@@ -157,12 +178,13 @@ func (r *reconciler) translateAll(in discovery.Snapshot) []serviceItems {
 		if usesSlots(set, len(svc.Endpoints)) {
 			slotted[svc.Name] = true
 		}
-		if old, ok := r.memo[svc.Name]; ok && old.set == set && old.src.Equal(svc) {
+		w := weights[svc.Name]
+		if old, ok := r.memo[svc.Name]; ok && old.set == set && old.src.Equal(svc) && maps.Equal(old.w, w) {
 			next[svc.Name] = old
 			items = append(items, old.items)
 			continue
 		}
-		e, err := r.translateService(svc, set, slotted[svc.Name])
+		e, err := r.translateService(svc, set, w, slotted[svc.Name])
 		if err != nil {
 			r.m.buildErrors.Inc()
 			old, ok := r.memo[svc.Name]
@@ -183,8 +205,8 @@ func (r *reconciler) translateAll(in discovery.Snapshot) []serviceItems {
 }
 
 // translateService translates a service and plans its subsets.
-func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings, slotted bool) (memoEntry, error) {
-	in := Service(svc, set)
+func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings, w map[string]uint32, slotted bool) (memoEntry, error) {
+	in := Service(svc, set, w)
 	it, err := translate(in)
 	if err != nil {
 		return memoEntry{}, err
@@ -201,7 +223,7 @@ func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings
 	if err != nil {
 		return memoEntry{}, err
 	}
-	return memoEntry{src: svc, set: set, items: it, plan: plan}, nil
+	return memoEntry{src: svc, set: set, items: it, plan: plan, w: w}, nil
 }
 
 // usesSlots reports whether a service's endpoints get stable slots: steady

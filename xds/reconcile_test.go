@@ -215,7 +215,7 @@ func countEndpoints(snap *cache.Snapshot) int {
 // TestServedResourcesAreTheBuiltOnes checks that what the cache serves (the
 // pre-marshaled wire form) is byte for byte the built resource, and valid.
 func TestServedResourcesAreTheBuiltOnes(t *testing.T) {
-	items, err := translate(Service(world(1, 5).Services[0], ServiceSettings{}))
+	items, err := translate(Service(world(1, 5).Services[0], ServiceSettings{}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,6 +137,15 @@ func New(cfg Config) (*Server, error) {
 // nodes are updated by the reconcile loop after the debounce.
 func (s *Server) Update(snap discovery.Snapshot) { s.rec.update(snap) }
 
+// SetWeights replaces the EDS weights computed from utilization reports:
+// service -> endpoint id -> weight (>= 1). Services and endpoints absent
+// keep their discovery weights. Nodes are updated by the reconcile loop
+// after the debounce, as for Update; only changed services are rebuilt.
+func (s *Server) SetWeights(w map[string]map[string]uint32) {
+	s.m.weightUpdates.Inc()
+	s.rec.setWeights(w)
+}
+
 // Reconcile applies the latest Update now, without waiting for the
 // debounce; the Run loop does the same after each burst.
 func (s *Server) Reconcile() { s.rec.reconcile() }

@@ -9,8 +9,9 @@ import (
 	"github.com/xds-server/xds-server/xds"
 )
 
-// adminHandler serves /healthz, /readyz, /metrics and the xDS debug pages.
-func adminHandler(srv *xds.Server, reg *prometheus.Registry) http.Handler {
+// adminHandler serves /healthz, /readyz, /metrics and the xDS debug pages,
+// plus what more adds (the weights' push API and debug page).
+func adminHandler(srv *xds.Server, reg *prometheus.Registry, more ...func(*http.ServeMux)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -24,5 +25,8 @@ func adminHandler(srv *xds.Server, reg *prometheus.Registry) http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("GET /debug/", srv.Handler())
+	for _, add := range more {
+		add(mux)
+	}
 	return mux
 }

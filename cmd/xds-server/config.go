@@ -19,6 +19,7 @@ type Config struct {
 	Discovery  DiscoveryConfig          `mapstructure:"discovery"`
 	Services   map[string]ServiceConfig `mapstructure:"services"`
 	Subsetting SubsettingConfig         `mapstructure:"subsetting"`
+	Weights    WeightsConfig            `mapstructure:"weights"`
 	Log        LogConfig                `mapstructure:"log"`
 }
 
@@ -84,10 +85,11 @@ type ConsulConfig struct {
 
 // ServiceConfig holds per-service settings; "*" gives the defaults.
 type ServiceConfig struct {
-	LBPolicy       string        `mapstructure:"lb_policy"`
-	ConnectTimeout time.Duration `mapstructure:"connect_timeout"`
-	SubsetSize     *int          `mapstructure:"subset_size"` // endpoints per node; 0 = off; nil = inherit
-	Subsetting     string        `mapstructure:"subsetting"`  // classic | steady
+	LBPolicy       string         `mapstructure:"lb_policy"`
+	ConnectTimeout time.Duration  `mapstructure:"connect_timeout"`
+	SubsetSize     *int           `mapstructure:"subset_size"` // endpoints per node; 0 = off; nil = inherit
+	Subsetting     string         `mapstructure:"subsetting"`  // classic | steady
+	Weights        ServiceWeights `mapstructure:"weights"`     // EDS weights from utilization reports
 }
 
 // LogConfig configures logging.
@@ -139,6 +141,7 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("services.%s.subsetting", name), "%q is not one of classic, steady", a)
 		}
 	}
+	c.validateWeights(bad)
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", "%v", err)
 	}

@@ -97,6 +97,34 @@ services:
 	}
 }
 
+func TestWeightSettings(t *testing.T) {
+	file := writeConfig(t, `
+services:
+  "*": { weights: { sources: [orca] } }
+  api: { weights: { enabled: true, orca_port_meta: grpc_orca } }
+  web: { weights: { enabled: true, sources: [http, lrs] } }
+weights: { min_push_interval: 2s, max_ratio: 50 }
+`)
+	cfg, err := loadArgs(t, "--config", file, "--weights.smoothing", "0.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, on := cfg.weightsOf("api")
+	if !on || api.Mode != "global" || strings.Join(api.Sources, ",") != "orca" || api.ORCAPortMeta != "grpc_orca" {
+		t.Errorf("api: on=%v %+v", on, api)
+	}
+	if web, on := cfg.weightsOf("web"); !on || strings.Join(web.Sources, ",") != "http,lrs" || web.ORCAPortMeta != "orca_port" {
+		t.Errorf("web: on=%v %+v", on, web)
+	}
+	if _, on := cfg.weightsOf("other"); on {
+		t.Error("other: weights on without opting in")
+	}
+	w := cfg.Weights
+	if w.MinPushInterval != 2*time.Second || w.MaxRatio != 50 || w.Smoothing != 0.8 || w.UpdatePeriod != time.Second || w.MinChange != 0.05 {
+		t.Errorf("weights: %+v", w)
+	}
+}
+
 func TestSubsetSettings(t *testing.T) {
 	file := writeConfig(t, `
 services:
@@ -162,6 +190,14 @@ func TestValidationErrors(t *testing.T) {
 		"bad group_by":             {file: "subsetting: { group_by: rack }\n", want: []string{"subsetting.group_by", "rack"}},
 		"negative index ttl":       {args: []string{"--subsetting.index_ttl=-1m"}, want: []string{"subsetting.index_ttl", "negative"}},
 		"unknown subsetting key":   {file: "subsetting: { size: 3 }\n", want: []string{"subsetting.size: unknown key"}},
+		"unknown weights key":      {file: "services: { api: { weights: { enable: true } } }\n", want: []string{"services.api.weights.enable: unknown key"}},
+		"bad weights mode":         {file: "services: { api: { weights: { mode: local } } }\n", want: []string{"services.api.weights.mode", "local"}},
+		"per_node not yet":         {file: "services: { api: { weights: { mode: per_node } } }\n", want: []string{"services.api.weights.mode", "not available yet"}},
+		"bad weights source":       {file: "services: { api: { weights: { sources: [orca, snmp] } } }\n", want: []string{"services.api.weights.sources", "snmp"}},
+		"bad smoothing":            {args: []string{"--weights.smoothing", "0"}, want: []string{"weights", "smoothing"}},
+		"bad min change":           {file: "weights: { min_change: 2 }\n", want: []string{"weights.min_change"}},
+		"bad overload marks":       {file: "weights: { overload_threshold: 0.5, overload_recover: 0.7 }\n", want: []string{"overload recover"}},
+		"zero update period":       {args: []string{"--weights.update_period=0s"}, want: []string{"weights.update_period", "positive"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := tc.args

@@ -55,15 +55,29 @@ var options = []option{
 	{"subsetting.index_ttl", 10 * time.Minute, "a disconnected node's client index (and a departed endpoint's slot, for steady subsetting) stays reserved for it this long"},
 	{"subsetting.group_by", "cluster", "nodes are indexed per group: cluster (the node's cluster), zone, none, or metadata.<key>"},
 	{"subsetting.consul.prefix", "xds-server/subsetting", "Consul KV prefix of the client index and endpoint slot tables (index_source consul; Consul address and token from discovery.consul.*)"},
+	{"weights.update_period", time.Second, "recompute EDS weights from utilization reports this often"},
+	{"weights.min_change", 0.05, "push new weights only when some endpoint's share of its service changed by more than this fraction"},
+	{"weights.min_push_interval", 5 * time.Second, "at most one weight-driven push per this interval"},
+	{"weights.blackout_period", 10 * time.Second, "a new endpoint's reports count only after it has reported for this long"},
+	{"weights.expiration_period", 3 * time.Minute, "reports older than this are ignored (the endpoint gets the service's mean weight)"},
+	{"weights.smoothing", 0.5, "EWMA factor applied to new weights, in (0, 1]; 1 means no smoothing"},
+	{"weights.error_utilization_penalty", 1.0, "cost of errors: weight = qps / (utilization + eps/qps * penalty)"},
+	{"weights.overload_threshold", 0.9, "an endpoint above this utilization sheds weight"},
+	{"weights.overload_recover", 0.8, "an overloaded endpoint regains weight only below this utilization"},
+	{"weights.max_ratio", 100.0, "largest over smallest EDS weight within a service"},
+	{"weights.orca_interval", time.Second, "ORCA report interval asked of backends"},
+	{"weights.lrs_interval", time.Second, "load report interval asked of LRS clients (Envoy, gRPC)"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }
 
 // serviceDefaults are the built-in settings of services."*".
-var serviceDefaults = map[string]any{"lb_policy": "round_robin", "connect_timeout": "1s", "subset_size": 0, "subsetting": "steady"}
+var serviceDefaults = map[string]any{"lb_policy": "round_robin", "connect_timeout": "1s", "subset_size": 0, "subsetting": "steady",
+	"weights": map[string]any{"enabled": false, "mode": "global", "sources": []string{"orca", "lrs", "http"}, "orca_port_meta": "orca_port"}}
 
 // serviceKeys are the keys allowed under services.<name>.
-var serviceKeys = []string{"lb_policy", "connect_timeout", "subset_size", "subsetting"}
+var serviceKeys = []string{"lb_policy", "connect_timeout", "subset_size", "subsetting",
+	"weights.enabled", "weights.mode", "weights.sources", "weights.orca_port_meta"}
 
 // newFlagSet declares --config and one flag per option.
 func newFlagSet(name string) *pflag.FlagSet {
@@ -78,6 +92,8 @@ func newFlagSet(name string) *pflag.FlagSet {
 			fs.Duration(o.key, d, o.help)
 		case uint32:
 			fs.Uint32(o.key, d, o.help)
+		case float64:
+			fs.Float64(o.key, d, o.help)
 		case []string:
 			fs.StringSlice(o.key, d, o.help)
 		default:
@@ -150,8 +166,9 @@ func checkKeys(path string) error {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(k, "services."); ok {
-			i := strings.LastIndexByte(rest, '.')
-			if i > 0 && slices.Contains(serviceKeys, rest[i+1:]) {
+			if slices.ContainsFunc(serviceKeys, func(sk string) bool {
+				return strings.HasSuffix(rest, "."+sk) && len(rest) > len(sk)+1
+			}) {
 				continue
 			}
 		}
@@ -228,6 +245,7 @@ func decode(v *viper.Viper) (Config, error) {
 	if star.Subsetting == "" {
 		star.Subsetting = "steady"
 	}
+	star.Weights = ServiceWeights{Enabled: new(bool), Mode: "global", Sources: weightSources, ORCAPortMeta: "orca_port"}.merge(star.Weights)
 	cfg.Services["*"] = star
 	return cfg, nil
 }

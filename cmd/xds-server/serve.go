@@ -64,14 +64,22 @@ func serve(cfg Config, logOut io.Writer) error {
 		xdsLis.Close()
 		return fmt.Errorf("admin listener: %w", err)
 	}
-	admin := &http.Server{Handler: adminHandler(srv, reg), ReadHeaderTimeout: 10 * time.Second}
+	ws, err := newWeightShell(cfg, log, reg, srv)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
+	admin := &http.Server{Handler: adminHandler(srv, reg, ws.handlers), ReadHeaderTimeout: 10 * time.Second}
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 	wg.Go(func() { srv.Run(bg) })
+	wg.Go(func() { ws.run(bg) })
 	wg.Go(func() {
-		if err := src.Run(bg, srv.Update); err != nil {
+		update := func(snap discovery.Snapshot) { ws.observe(snap); srv.Update(snap) }
+		if err := src.Run(bg, update); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	})
@@ -93,6 +101,7 @@ func serve(cfg Config, logOut io.Writer) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.XDS.ShutdownTimeout)
 	defer cancel()
+	ws.lrs.Stop() // LRS streams would hold the graceful stop until its deadline
 	srv.Shutdown(sctx)
 	_ = admin.Shutdown(sctx)
 	cancelBG()

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/weights"
+	"github.com/xds-server/xds-server/xds"
+)
+
+// weightShell wires EDS weights from utilization reports: the tracker and
+// its runner (which hands tables to the xDS server), the ORCA client
+// (streams to the backends of services with the orca source), the LRS
+// server (on the xDS listener) and the HTTP push API (on the admin
+// listener). Discovery snapshots tell it which endpoints exist.
+type weightShell struct {
+	cfg     Config
+	log     *slog.Logger
+	tracker *weights.Tracker
+	runner  *weights.Runner
+	orca    *weights.ORCA
+	lrs     *weights.LRS
+	push    http.Handler
+
+	mu      sync.Mutex
+	known   map[string]bool              // services the tracker holds
+	addrs   map[string]map[string]string // service -> host:port -> endpoint id (for LRS)
+	sources map[string]map[string]bool   // service -> enabled sources
+}
+
+func newWeightShell(cfg Config, log *slog.Logger, reg prometheus.Registerer, srv *xds.Server) (*weightShell, error) {
+	log = log.With("component", "weights")
+	tr, err := weights.NewTracker(cfg.Weights.tracker())
+	if err != nil {
+		return nil, fmt.Errorf("weights: %w", err)
+	}
+	w := &weightShell{cfg: cfg, log: log, tracker: tr, known: map[string]bool{},
+		addrs: map[string]map[string]string{}, sources: map[string]map[string]bool{}}
+	if w.runner, err = weights.NewRunner(weights.RunnerConfig{Tracker: tr, Registerer: reg,
+		Publish:      func(t weights.Table) { srv.SetWeights(t.Map()) },
+		UpdatePeriod: cfg.Weights.UpdatePeriod, MinChange: cfg.Weights.MinChange, MinPushInterval: cfg.Weights.MinPushInterval,
+	}); err != nil {
+		return nil, err
+	}
+	if w.orca, err = weights.NewORCA(weights.ORCAConfig{Sink: w.sink("orca"), Interval: cfg.Weights.ORCAInterval,
+		Logger: log, Registerer: reg}); err != nil {
+		return nil, err
+	}
+	if w.lrs, err = weights.NewLRS(weights.LRSConfig{Sink: w.sink("lrs"), Resolve: w.resolve,
+		Interval: cfg.Weights.LRSInterval, Logger: log, Registerer: reg}); err != nil {
+		return nil, err
+	}
+	if w.push, err = weights.NewHTTPHandler(weights.HTTPConfig{Sink: w.sink("http"), Logger: log, Registerer: reg}); err != nil {
+		return nil, err
+	}
+	w.lrs.Register(srv.GRPC())
+	return w, nil
+}
+
+// run recomputes weights until ctx is done, then stops the ORCA streams.
+func (w *weightShell) run(ctx context.Context) {
+	w.runner.Run(ctx)
+	w.orca.Close()
+}
+
+// observe takes a discovery snapshot: the tracker learns each weighted
+// service's endpoints (with their discovery weights as the fallback), the
+// ORCA client its targets, the LRS server its address map.
+func (w *weightShell) observe(s discovery.Snapshot) {
+	var targets []weights.ORCATarget
+	seen := map[string]bool{}
+	addrs := map[string]map[string]string{}
+	sources := map[string]map[string]bool{}
+	for _, svc := range s.Services {
+		set, on := w.cfg.weightsOf(svc.Name)
+		if !on {
+			continue
+		}
+		seen[svc.Name] = true
+		eps := make([]weights.Endpoint, 0, len(svc.Endpoints))
+		addrs[svc.Name] = map[string]string{}
+		sources[svc.Name] = map[string]bool{}
+		for _, src := range set.Sources {
+			sources[svc.Name][src] = true
+		}
+		for _, ep := range svc.Endpoints {
+			eps = append(eps, weights.Endpoint{ID: ep.ID, Static: ep.Weight})
+			addrs[svc.Name][net.JoinHostPort(ep.Address, strconv.Itoa(ep.Port))] = ep.ID
+			if sources[svc.Name]["orca"] {
+				targets = append(targets, weights.ORCATarget{Service: svc.Name, Endpoint: ep.ID,
+					Address: net.JoinHostPort(ep.Address, orcaPort(ep, set.ORCAPortMeta))})
+			}
+		}
+		if err := w.tracker.SetEndpoints(svc.Name, eps); err != nil {
+			w.log.Error("weights: endpoints rejected", "service", svc.Name, "error", err)
+		}
+	}
+	w.mu.Lock()
+	for name := range w.known {
+		if !seen[name] {
+			_ = w.tracker.SetEndpoints(name, nil) // the service left, or its weights were turned off
+		}
+	}
+	w.known, w.addrs, w.sources = seen, addrs, sources
+	w.mu.Unlock()
+	w.orca.SetTargets(targets)
+}
+
+// orcaPort is the endpoint's ORCA port: its meta value at key, else the
+// service port.
+func orcaPort(ep discovery.Endpoint, key string) string {
+	if p, err := strconv.Atoi(ep.Meta[key]); err == nil && p > 0 && p < 65536 {
+		return strconv.Itoa(p)
+	}
+	return strconv.Itoa(ep.Port)
+}
+
+// resolve maps an LRS upstream address in a cluster to an endpoint id.
+func (w *weightShell) resolve(cluster, address string, port uint32) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	id, ok := w.addrs[cluster][net.JoinHostPort(address, strconv.FormatUint(uint64(port), 10))]
+	return id, ok
+}
+
+// handlers adds POST /v1/load and GET /debug/weights to the admin mux.
+func (w *weightShell) handlers(mux *http.ServeMux) {
+	mux.Handle("POST /v1/load", w.push)
+	mux.Handle("GET /debug/weights", w.runner.DebugHandler())
+}
+
+// sink passes reports of one source to the tracker, for the services that
+// take that source (services.<name>.weights.sources).
+func (w *weightShell) sink(source string) weights.ReportSink { return sourceFilter{w, source} }
+
+type sourceFilter struct {
+	w      *weightShell
+	source string
+}
+
+func (f sourceFilter) Observe(r weights.Report, now time.Time) error {
+	f.w.mu.Lock()
+	on := f.w.sources[r.Service][f.source]
+	known := f.w.known[r.Service]
+	f.w.mu.Unlock()
+	if known && !on {
+		return fmt.Errorf("weights: service %s does not take %s reports (services.%s.weights.sources)", r.Service, f.source, r.Service)
+	}
+	return f.w.tracker.Observe(r, now)
+}

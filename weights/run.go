@@ -1,0 +1,193 @@
+package weights
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RunnerConfig configures the Runner.
+type RunnerConfig struct {
+	Tracker *Tracker    // required
+	Publish func(Table) // required: hands a table to the xDS server
+	// UpdatePeriod is how often weights are recomputed; 0 means 1s.
+	UpdatePeriod time.Duration
+	// MinChange is the relative change of some endpoint's share of its
+	// service that warrants a push, in (0, 1); 0 means DefaultMinChange.
+	MinChange float64
+	// MinPushInterval is the shortest time between two publications (so
+	// between two weight-driven pushes to any node); 0 means 5s.
+	MinPushInterval time.Duration
+	Registerer      prometheus.Registerer // nil: no metrics
+}
+
+// Validate reports configuration errors.
+func (c RunnerConfig) Validate() error {
+	var errs []error
+	if c.Tracker == nil {
+		errs = append(errs, errors.New("weights: runner: no tracker"))
+	}
+	if c.Publish == nil {
+		errs = append(errs, errors.New("weights: runner: no publish function"))
+	}
+	if c.UpdatePeriod < 0 || c.MinPushInterval < 0 {
+		errs = append(errs, fmt.Errorf("weights: runner: negative period (update %v, min push interval %v)", c.UpdatePeriod, c.MinPushInterval))
+	}
+	if c.MinChange < 0 || c.MinChange >= 1 {
+		errs = append(errs, fmt.Errorf("weights: runner: min change %v is not in [0, 1)", c.MinChange))
+	}
+	return errors.Join(errs...)
+}
+
+// Runner recomputes the weight table every UpdatePeriod and publishes it
+// when it changed enough (Changed with MinChange, against the table last
+// published), never twice within MinPushInterval. It is the imperative
+// shell around the Tracker.
+type Runner struct {
+	cfg RunnerConfig
+
+	mu        sync.Mutex
+	latest    Table     // last computed
+	published Table     // last published
+	pubAt     time.Time // when; zero before the first publication
+
+	updates, publishes prometheus.Counter
+	spread, age        *prometheus.GaugeVec
+}
+
+// NewRunner validates cfg and returns a Runner; start it with Run.
+func NewRunner(cfg RunnerConfig) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.UpdatePeriod = cmp.Or(cfg.UpdatePeriod, time.Second)
+	cfg.MinPushInterval = cmp.Or(cfg.MinPushInterval, 5*time.Second)
+	cfg.MinChange = cmp.Or(cfg.MinChange, DefaultMinChange)
+	r := &Runner{cfg: cfg,
+		updates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_weights_updates_total", Help: "Weight tables computed from utilization reports.",
+		}),
+		publishes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_weights_publishes_total", Help: "Weight tables handed to the xDS server because weights changed enough (weight-driven pushes).",
+		}),
+		spread: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xds_weights_spread", Help: "Max over min EDS weight of a service's endpoints, as last computed.",
+		}, []string{"service"}),
+		age: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xds_weights_report_age_max_seconds", Help: "Age of the oldest latest report among a service's reporting endpoints.",
+		}, []string{"service"}),
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.spread, r.age} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("weights: runner: metrics: %w", err)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Run calls Step every UpdatePeriod until ctx is done.
+func (r *Runner) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.UpdatePeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			r.Step(now)
+		}
+	}
+}
+
+// Step computes the table at now and publishes it if the push policy
+// allows; it reports whether it published.
+func (r *Runner) Step(now time.Time) bool {
+	t := r.cfg.Tracker.Update(now)
+	r.updates.Inc()
+	r.record(t)
+	r.mu.Lock()
+	r.latest = t
+	due := r.pubAt.IsZero() || (now.Sub(r.pubAt) >= r.cfg.MinPushInterval && Changed(r.published, t, r.cfg.MinChange))
+	if due {
+		r.published, r.pubAt = t, now
+	}
+	r.mu.Unlock()
+	if due {
+		r.publishes.Inc()
+		r.cfg.Publish(t)
+	}
+	return due
+}
+
+// Table returns the table last computed.
+func (r *Runner) Table() Table {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.latest
+}
+
+func (r *Runner) record(t Table) {
+	for _, s := range t.Services {
+		var lo, hi uint32
+		var oldest time.Duration
+		for i, row := range s.Rows {
+			if i == 0 || row.Weight < lo {
+				lo = row.Weight
+			}
+			hi = max(hi, row.Weight)
+			if !row.LastReport.IsZero() {
+				oldest = max(oldest, row.Age)
+			}
+		}
+		if lo > 0 {
+			r.spread.WithLabelValues(s.Name).Set(float64(hi) / float64(lo))
+		}
+		r.age.WithLabelValues(s.Name).Set(oldest.Seconds())
+	}
+}
+
+// Map returns the table's EDS weights: service -> endpoint id -> weight.
+func (t Table) Map() map[string]map[string]uint32 {
+	out := make(map[string]map[string]uint32, len(t.Services))
+	for _, s := range t.Services {
+		m := make(map[string]uint32, len(s.Rows))
+		for _, row := range s.Rows {
+			m[row.Endpoint] = row.Weight
+		}
+		out[s.Name] = m
+	}
+	return out
+}
+
+// DebugHandler serves GET /debug/weights?service=S: per endpoint the
+// latest report, its age, qps, eps, utilization, the computed weight and
+// why, as last computed.
+func (r *Runner) DebugHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		name := req.URL.Query().Get("service")
+		t := r.Table()
+		var body any = t
+		code := http.StatusOK
+		if name != "" {
+			if s, ok := t.Service(name); ok {
+				body = s
+			} else {
+				code, body = http.StatusNotFound, map[string]string{"error": "no weights for service " + name}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(body)
+	})
+}
