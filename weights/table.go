@@ -1,6 +1,7 @@
 package weights
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -44,36 +45,36 @@ func (r Reason) Own() bool {
 // Row is one endpoint's line of the weight table: everything
 // /debug/weights shows.
 type Row struct {
-	Endpoint string  // endpoint ID
-	Weight   uint32  // EDS weight, >= 1
-	Float    float64 // weight before integer scaling: requests/s per unit utilization, or the fallback
-	Reason   Reason
+	Endpoint string  `json:"endpoint"`     // endpoint ID
+	Weight   uint32  `json:"weight"`       // EDS weight, >= 1
+	Float    float64 `json:"float_weight"` // weight before integer scaling: requests/s per unit utilization, or the fallback
+	Reason   Reason  `json:"reason"`
 	// Measured is the formula on the latest fresh measurement (before
 	// smoothing and the guard); 0 when unknown.
-	Measured float64
+	Measured float64 `json:"measured"`
 	// Capacity is the smoothed qps/utilization, requests/s at utilization
 	// 1 (no error penalty); 0 when unknown. The per-node solver uses it.
-	Capacity    float64
-	Guard       float64       // overload guard multiplier in (0, 1]; 1 = no cut
-	Static      uint32        // weight from discovery, >= 1
-	LastReport  time.Time     // latest report of any kind; zero if none
-	Age         time.Duration // now - LastReport; 0 if none
-	Nodes       int           // nodes with a fresh client (LRS) report
-	QPS         float64       // fresh requests/s: the backend's, else the sum of the nodes'
-	EPS         float64       // fresh errors/s, from the same source as QPS
-	Utilization float64       // fresh utilization (App, else CPU); 0 = unknown
+	Capacity    float64       `json:"capacity"`
+	Guard       float64       `json:"guard"`         // overload guard multiplier in (0, 1]; 1 = no cut
+	Static      uint32        `json:"static_weight"` // weight from discovery, >= 1
+	LastReport  time.Time     `json:"last_report"`   // latest report of any kind; zero if none
+	Age         time.Duration `json:"-"`             // now - LastReport; 0 if none (age_seconds in JSON)
+	Nodes       int           `json:"nodes"`         // nodes with a fresh client (LRS) report
+	QPS         float64       `json:"qps"`           // fresh requests/s: the backend's, else the sum of the nodes'
+	EPS         float64       `json:"eps"`           // fresh errors/s, from the same source as QPS
+	Utilization float64       `json:"utilization"`   // fresh utilization (App, else CPU); 0 = unknown
 	// Named is the fresh backend report's named metrics; shared with the
 	// tracker: read only.
-	Named map[string]float64
+	Named map[string]float64 `json:"named,omitempty"`
 }
 
 // ServiceTable is the weights of one service, rows sorted by endpoint.
 type ServiceTable struct {
-	Name string
-	Rows []Row
+	Name string `json:"service"`
+	Rows []Row  `json:"endpoints"`
 	// Mean is the mean Float of the endpoints with their own weight; 0 if
 	// none has one.
-	Mean float64
+	Mean float64 `json:"mean_weight"`
 }
 
 // Row returns the row of endpoint id, if present.
@@ -89,8 +90,17 @@ func (s ServiceTable) Row(id string) (Row, bool) {
 
 // Table is the weights of every tracked service, sorted by name.
 type Table struct {
-	At       time.Time // the now of the Update that computed it
-	Services []ServiceTable
+	At       time.Time      `json:"at"` // the now of the Update that computed it
+	Services []ServiceTable `json:"services"`
+}
+
+// MarshalJSON writes a row with its age in seconds.
+func (r Row) MarshalJSON() ([]byte, error) {
+	type plain Row
+	return json.Marshal(struct {
+		plain
+		AgeSeconds float64 `json:"age_seconds"`
+	}{plain(r), r.Age.Seconds()})
 }
 
 // Service returns the table of service name, if present.
