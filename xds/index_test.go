@@ -175,3 +175,35 @@ func TestIndexerFallsBackWhenTheTableFails(t *testing.T) {
 		t.Errorf("release errors = %v, want 0 (fallback indices are released locally)", got)
 	}
 }
+
+func TestNodeKeepsItsIndexAcrossReconnect(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	s := newTestServer(t, Config{Subsetting: SubsetConfig{IndexTTL: time.Minute}, Now: clock.now})
+	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	index := func(id string) int {
+		t.Helper()
+		n, ok := s.reg.get(id)
+		if !ok {
+			t.Fatalf("node %s unknown", id)
+		}
+		return n.Index
+	}
+	connect(s, 1, "a")
+	connect(s, 2, "b")
+	cb.OnStreamClosed(1, nil) // a goes away
+	connect(s, 3, "c")
+	if got := index("c"); got != 2 {
+		t.Errorf("c while a's index is reserved: %d, want 2", got)
+	}
+	clock.advance(30 * time.Second)
+	connect(s, 4, "a")
+	if got := index("a"); got != 0 {
+		t.Errorf("a reconnecting within the TTL: %d, want its old 0", got)
+	}
+	cb.OnStreamClosed(2, nil) // b goes away for longer than the TTL
+	clock.advance(2 * time.Minute)
+	connect(s, 5, "d")
+	if got := index("d"); got != 1 {
+		t.Errorf("d after b's reservation expired: %d, want the freed 1", got)
+	}
+}
