@@ -134,7 +134,7 @@ func (w *weightShell) resolve(cluster, address string, port uint32) (string, boo
 
 // handlers adds POST /v1/load and GET /debug/weights to the admin mux.
 func (w *weightShell) handlers(mux *http.ServeMux) {
-	mux.Handle("POST /v1/load", w.push)
+	mux.Handle("/v1/load", w.push) // the handler answers other methods with a JSON 405
 	mux.Handle("GET /debug/weights", w.runner.DebugHandler())
 }
 
@@ -148,12 +148,23 @@ type sourceFilter struct {
 }
 
 func (f sourceFilter) Observe(r weights.Report, now time.Time) error {
-	f.w.mu.Lock()
-	on := f.w.sources[r.Service][f.source]
-	known := f.w.known[r.Service]
-	f.w.mu.Unlock()
-	if known && !on {
-		return fmt.Errorf("weights: service %s does not take %s reports (services.%s.weights.sources)", r.Service, f.source, r.Service)
+	if !f.takes(r.Service) {
+		return fmt.Errorf("%w: service %s does not take %s reports (services.%s.weights.sources)",
+			weights.ErrUnknownEndpoint, r.Service, f.source, r.Service)
 	}
 	return f.w.tracker.Observe(r, now)
+}
+
+// Known lets the HTTP push API check a whole batch before observing any of
+// it: the endpoint is tracked and its service takes this source.
+func (f sourceFilter) Known(service, endpoint string) bool {
+	return f.takes(service) && f.w.tracker.Known(service, endpoint)
+}
+
+// takes reports whether a weighted service takes this source; services the
+// shell does not know are left to the tracker (which rejects them).
+func (f sourceFilter) takes(service string) bool {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	return !f.w.known[service] || f.w.sources[service][f.source]
 }
