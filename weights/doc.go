@@ -1,11 +1,15 @@
 // Package weights owns load-balancing weights from utilization: the
 // report model, the weight formula, the tracker that turns reports into a
 // global weight table (blackout, expiry, smoothing, overload guard,
-// integer scaling, push policy) and the per-node solver. Report ingestion
-// (the ORCA out-of-band client, the LRS server, the HTTP push API) will
-// live here too, as a shell around this core; the core has no goroutines,
-// no I/O, no logging and no clock (every method that needs the time takes
-// it as now), and it imports only the standard library.
+// integer scaling, push policy) and the per-node solver, plus the shell
+// around that core: report ingestion (orca.go: the ORCA out-of-band client;
+// lrs.go: the LRS server; http.go and load.go: the HTTP push API) and the
+// Runner (run.go), which recomputes the table on a ticker, applies the push
+// policy and serves /debug/weights. The core (report, formula, tracker,
+// table, scale, solver) has no goroutines, no I/O, no logging and no clock
+// (every method that needs the time takes it as now) and imports only the
+// standard library; the shell uses gRPC, go-control-plane's LRS and ORCA
+// protos, and Prometheus.
 //
 // weights must not import envoy or xds: it hands plain values (Table,
 // Solution) to the xds reconciler, which translates them.
