@@ -226,6 +226,12 @@ func dialGRPCXDS(t *testing.T, xdsAddr string) callFunc {
 
 // dialGRPCXDSAs is dialGRPCXDS with the node id given.
 func dialGRPCXDSAs(t *testing.T, xdsAddr, nodeID string) callFunc {
+	return unaryCall(dialXDS(t, xdsAddr, nodeID))
+}
+
+// dialXDS returns a channel to xds:///echo through grpc-go's xDS resolver,
+// as node nodeID (cluster e2e, zone zone-0), with a bootstrap of its own.
+func dialXDS(t *testing.T, xdsAddr, nodeID string) *grpc.ClientConn {
 	bootstrap := fmt.Sprintf(`{
 		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
 		"node": {"id": %q, "cluster": "e2e", "locality": {"zone": "zone-0"}}
@@ -239,7 +245,7 @@ func dialGRPCXDSAs(t *testing.T, xdsAddr, nodeID string) callFunc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return unaryCall(conn)
+	return conn
 }
 
 // dialDelta subscribes to EDS over a delta ADS stream and feeds the

@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	"google.golang.org/grpc/xds"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -48,7 +45,7 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 	want := map[string]float64{backends[0].ID: 4.0 / 7, backends[1].ID: 2.0 / 7, backends[2].ID: 1.0 / 7}
 	awaitWeights(t, srv, want)
 
-	conn := dialRingHash(t, srv.XDSAddr)
+	conn := dialXDS(t, srv.XDSAddr, "ring-hash-client")
 	client := testgrpc.NewTestServiceClient(conn)
 	const rpcs = 3000
 	got := map[string]int{}
@@ -103,24 +100,6 @@ func awaitWeights(t *testing.T, srv *harness.Server, want map[string]float64) {
 		time.Sleep(50 * time.Millisecond) // polling an HTTP page: no event to await
 	}
 	t.Fatalf("weights never matched %v; last /debug/weights: %+v", want, last)
-}
-
-// dialRingHash dials xds:///echo through grpc-go's xDS resolver.
-func dialRingHash(t *testing.T, xdsAddr string) *grpc.ClientConn {
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-		"node": {"id": "ring-hash-client", "cluster": "e2e"}
-	}`, xdsAddr)
-	rb, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///echo", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(rb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
 }
 
 // tryGetJSON decodes a 200 answer into v and reports whether it got one.
