@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the benchmarks of the design guide §6 (issue 2) and rewrites
-# BENCHMARKS.md, then the subsetting simulator's section of it. Needs Go and
-# a consul binary on PATH (`make bench` installs Consul and puts it there).
+# BENCHMARKS.md, then the subsetting and weights simulators' sections of
+# it. Needs Go and a consul binary on PATH (`make bench` installs Consul and
+# puts it there).
 # Every process it starts listens on 127.0.0.1 free ports and is stopped
 # before it exits.
 #
@@ -80,6 +81,8 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	echo "go run ./bench/report -runs \$TMP/runs.jsonl -inprocess \$TMP/inprocess.txt -out $out"
 	echo "go test ./xds -run '^\$' -bench SubsetReconcile -benchmem -count 5 -benchtime 5x > \$TMP/xds-subsets.txt"
 	echo "go run ./bench/subsetsim -preset all -xds-bench \$TMP/xds-subsets.txt -markdown $out   # rewrites only its marked section"
+	echo "go test ./weights -run '^\$' -bench 'Solve|Ingest' -benchmem -count 5 > \$TMP/weights-bench.txt"
+	echo "go run ./bench/weightsim -go-bench \$TMP/weights-bench.txt -markdown $out   # rewrites only its marked section"
 } >"$tmp/commands.txt"
 
 echo "bench: Consul + xds-server, $runs run(s) per protocol ($modes), $nodes nodes" >&2
@@ -109,4 +112,7 @@ echo "bench: subsetting simulator" >&2
 echo "bench: subsets in xds (10,000 nodes x 1,000 endpoints)" >&2
 go test ./xds -run '^$' -bench SubsetReconcile -benchmem -count 5 -benchtime 5x >"$tmp/xds-subsets.txt"
 go run ./bench/subsetsim -preset all -xds-bench "$tmp/xds-subsets.txt" -markdown "$out" >/dev/null
+echo "bench: weights simulator, solver and ingestion" >&2
+go test ./weights -run '^$' -bench 'Solve|Ingest' -benchmem -count 5 >"$tmp/weights-bench.txt"
+go run ./bench/weightsim -go-bench "$tmp/weights-bench.txt" -markdown "$out" >/dev/null
 echo "bench: wrote $out" >&2

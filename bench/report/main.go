@@ -58,7 +58,7 @@ func run(runsPath, inprocessPath, commandsPath, invoked string, wall time.Durati
 	}
 	doc := render(report{machine: probeMachine(), invoked: invoked, commands: cmds, wall: wall,
 		modes: byMode(runs), inprocess: inproc, at: time.Now().UTC()})
-	kept, err := preservedSections(out) // bench/subsetsim's section survives a rewrite
+	kept, err := preservedSections(out) // the simulators' sections survive a rewrite
 	if err != nil {
 		return err
 	}

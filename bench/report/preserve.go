@@ -5,19 +5,29 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/xds-server/xds-server/bench/section"
 )
 
-// The section of BENCHMARKS.md that bench/subsetsim owns. The report keeps
-// it verbatim, markers included, when it rewrites the file.
-const (
-	subsettingBegin = "<!-- subsetting:begin -->"
-	subsettingEnd   = "<!-- subsetting:end -->"
-)
+// The sections of BENCHMARKS.md that other commands own: bench/subsetsim's
+// and bench/weightsim's. The report keeps them verbatim, markers included,
+// when it rewrites the file.
+var preserved = markers("subsetting", "weightsim")
 
-// preservedSections returns the subsetting section of the file at path
-// (from its begin marker through its end marker and line end), or "" if
-// the file or the markers are absent.
+func markers(names ...string) []struct{ begin, end string } {
+	out := make([]struct{ begin, end string }, len(names))
+	for i, n := range names {
+		out[i].begin, out[i].end = section.Markers(n)
+	}
+	return out
+}
+
+// preservedSections returns the preserved sections of the file at path
+// (each from its begin marker through its end marker and line end), in
+// the order they appear, separated by blank lines; "" if the file or the
+// markers are absent.
 func preservedSections(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -26,21 +36,43 @@ func preservedSections(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
-	return markedBlock(string(b)), nil
+	return markedBlocks(string(b)), nil
 }
 
-// markedBlock returns doc's text from the begin marker through the end
-// marker's line, or "" when the markers are missing or out of order.
-func markedBlock(doc string) string {
-	begin := strings.Index(doc, subsettingBegin)
+// markedBlocks returns every preserved block of doc, in document order,
+// joined by blank lines.
+func markedBlocks(doc string) string {
+	type found struct {
+		at    int
+		block string
+	}
+	var blocks []found
+	for _, m := range preserved {
+		if at, block := markedBlock(doc, m.begin, m.end); block != "" {
+			blocks = append(blocks, found{at, block})
+		}
+	}
+	slices.SortFunc(blocks, func(a, b found) int { return a.at - b.at })
+	texts := make([]string, len(blocks))
+	for i, f := range blocks {
+		texts[i] = f.block
+	}
+	return strings.Join(texts, "\n")
+}
+
+// markedBlock returns where in doc the begin marker is and doc's text from
+// it through the end marker's line, or "" when the markers are missing or
+// out of order.
+func markedBlock(doc, beginMarker, endMarker string) (int, string) {
+	begin := strings.Index(doc, beginMarker)
 	if begin < 0 {
-		return ""
+		return -1, ""
 	}
-	end := strings.Index(doc[begin:], subsettingEnd)
+	end := strings.Index(doc[begin:], endMarker)
 	if end < 0 {
-		return ""
+		return -1, ""
 	}
-	end += begin + len(subsettingEnd)
+	end += begin + len(endMarker)
 	if end < len(doc) && doc[end] == '\n' {
 		end++
 	}
@@ -48,7 +80,7 @@ func markedBlock(doc string) string {
 	if !strings.HasSuffix(block, "\n") {
 		block += "\n"
 	}
-	return block
+	return begin, block
 }
 
 // withPreserved appends the preserved block to a freshly rendered report,

@@ -21,10 +21,24 @@ func TestMarkedBlock(t *testing.T) {
 			doc:  "# B\n<!-- subsetting:begin -->\nx\n<!-- subsetting:end -->",
 			want: "<!-- subsetting:begin -->\nx\n<!-- subsetting:end -->\n",
 		},
+		"weightsim block only": {
+			doc:  "# B\n<!-- weightsim:begin -->\n## Weights\n<!-- weightsim:end -->\n",
+			want: "<!-- weightsim:begin -->\n## Weights\n<!-- weightsim:end -->\n",
+		},
+		"both blocks, in document order": {
+			doc: "# B\n<!-- weightsim:begin -->\nW\n<!-- weightsim:end -->\nmiddle\n" +
+				"<!-- subsetting:begin -->\nS\n<!-- subsetting:end -->\n",
+			want: "<!-- weightsim:begin -->\nW\n<!-- weightsim:end -->\n\n" +
+				"<!-- subsetting:begin -->\nS\n<!-- subsetting:end -->\n",
+		},
+		"one block unpaired": {
+			doc:  "<!-- subsetting:begin -->\nS\n<!-- subsetting:end -->\n<!-- weightsim:begin -->\nW\n",
+			want: "<!-- subsetting:begin -->\nS\n<!-- subsetting:end -->\n",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := markedBlock(tc.doc); got != tc.want {
-				t.Errorf("markedBlock = %q, want %q", got, tc.want)
+			if got := markedBlocks(tc.doc); got != tc.want {
+				t.Errorf("markedBlocks = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -35,7 +49,8 @@ func TestPreservedSectionsSurviveARewrite(t *testing.T) {
 	if got, err := preservedSections(path); err != nil || got != "" {
 		t.Fatalf("missing file: %q, %v", got, err)
 	}
-	block := "<!-- subsetting:begin -->\n## Subsetting\n\n| x | 1 |\n<!-- subsetting:end -->\n"
+	block := "<!-- subsetting:begin -->\n## Subsetting\n\n| x | 1 |\n<!-- subsetting:end -->\n\n" +
+		"<!-- weightsim:begin -->\n## Weights\n\n| y | 2 |\n<!-- weightsim:end -->\n"
 	if err := os.WriteFile(path, []byte("# Old report\n\n"+block), 0o644); err != nil {
 		t.Fatal(err)
 	}
