@@ -100,25 +100,18 @@ func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
 	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(kinds))}
 	built := &cache.Snapshot{} // the same with the resources as built, to check consistency
 	for k, kind := range kinds {
+		its := make([]item, 0, len(services))
 		items := make([]types.Resource, 0, len(services))
-		wire := make(map[string]types.ResourceWithTTL, len(services))
-		versions := make(map[string]string, len(services))
-		h := sha256.New()
 		for _, s := range services {
 			if k >= n {
 				break
 			}
-			it := s[k]
-			items = append(items, it.res)
-			wire[it.name] = types.ResourceWithTTL{Resource: it.wire}
-			versions[it.name] = it.hash
-			h.Write([]byte(it.name))
-			h.Write([]byte{0})
-			h.Write([]byte(it.hash))
+			its = append(its, s[k])
+			items = append(items, s[k].res)
 		}
-		version := hex.EncodeToString(h.Sum(nil)[:8])
-		built.Resources[kind] = cache.NewResources(version, items)
-		snap.Resources[kind] = cache.Resources{Version: version, Items: wire}
+		res, versions := served(its)
+		built.Resources[kind] = cache.NewResources(res.Version, items)
+		snap.Resources[kind] = res
 		url, err := cache.GetResponseTypeURL(kind)
 		if err != nil {
 			return nil, fmt.Errorf("xds: %w", err)
@@ -131,6 +124,23 @@ func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
 	return snap, nil
 }
 
+// served is what the cache serves of one type's items: their wire forms
+// under a version that hashes their names and hashes, and the delta
+// version map (name -> hash).
+func served(its []item) (cache.Resources, map[string]string) {
+	wire := make(map[string]types.ResourceWithTTL, len(its))
+	versions := make(map[string]string, len(its))
+	h := sha256.New()
+	for _, it := range its {
+		wire[it.name] = types.ResourceWithTTL{Resource: it.wire}
+		versions[it.name] = it.hash
+		h.Write([]byte(it.name))
+		h.Write([]byte{0})
+		h.Write([]byte(it.hash))
+	}
+	return cache.Resources{Version: hex.EncodeToString(h.Sum(nil)[:8]), Items: wire}, versions
+}
+
 // edsKind is the position of load assignments in kinds.
 const edsKind = 1
 
@@ -141,22 +151,14 @@ const edsKind = 1
 // the resource names are base's.
 func variant(base *cache.Snapshot, services []serviceItems, repl map[int]item) *cache.Snapshot {
 	snap := &cache.Snapshot{Resources: base.Resources, VersionMap: maps.Clone(base.VersionMap)}
-	wire := make(map[string]types.ResourceWithTTL, len(services))
-	versions := make(map[string]string, len(services))
-	h := sha256.New()
+	its := make([]item, len(services))
 	for i, s := range services {
-		it := s[edsKind]
+		its[i] = s[edsKind]
 		if r, ok := repl[i]; ok {
-			it = r
+			its[i] = r
 		}
-		wire[it.name] = types.ResourceWithTTL{Resource: it.wire}
-		versions[it.name] = it.hash
-		h.Write([]byte(it.name))
-		h.Write([]byte{0})
-		h.Write([]byte(it.hash))
 	}
-	snap.Resources[types.Endpoint] = cache.Resources{Version: hex.EncodeToString(h.Sum(nil)[:8]), Items: wire}
-	snap.VersionMap[resource.EndpointType] = versions
+	snap.Resources[types.Endpoint], snap.VersionMap[resource.EndpointType] = served(its)
 	return snap
 }
 
