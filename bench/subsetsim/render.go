@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xds-server/xds-server/bench"
 )
 
 // results is everything one run measured.
@@ -135,15 +137,12 @@ func find(c configResult, name string) *algStats {
 	return nil
 }
 
+// median is bench.Median, with 0 (not NaN) for no samples.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return bench.Median(xs)
 }
 
 func mean(xs []float64) float64 {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/xds-server/xds-server/bench"
 )
 
 const (
@@ -185,13 +187,10 @@ func avg(xs []float64) float64 {
 	return sum / float64(max(1, len(xs)))
 }
 
+// median is bench.Median, with 0 (not NaN) for no samples.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return bench.Median(xs)
 }
