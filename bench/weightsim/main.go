@@ -48,8 +48,8 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{backends: 100, clients: 300, size: 10, util: 0.6, sigma: 1, intervals: 60,
-		interval: 10 * time.Second, noise: 2, damping: 0.5, trials: 5, seed: 1}
+	return options{backends: 100, clients: 300, size: 10, util: 0.6, sigma: 0.7, intervals: 60,
+		interval: 10 * time.Second, noise: 2, damping: 0.5, trials: 21, seed: 1}
 }
 
 func main() {
