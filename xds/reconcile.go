@@ -10,6 +10,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/subsetting"
 )
 
@@ -20,6 +21,7 @@ type memoEntry struct {
 	items serviceItems
 	plan  *servicePlan      // nil when the service is not subset
 	w     map[string]uint32 // the weights it was translated with
+	in    envoy.Service     // the translation input
 }
 
 // reconciler turns discovery snapshots into per-node cache snapshots.
@@ -42,6 +44,7 @@ type reconciler struct {
 	last      *discovery.Snapshot          // latest processed one, redone when weights change
 	changedAt time.Time                    // when the oldest unprocessed change arrived
 	weights   map[string]map[string]uint32 // service -> endpoint id -> EDS weight
+	nodeW     NodeWeights                  // per-node weights
 
 	mu       sync.Mutex                 // guards the fields below
 	memo     map[string]memoEntry       // service name -> translation
@@ -101,6 +104,22 @@ func (r *reconciler) setWeights(w map[string]map[string]uint32) {
 	}
 }
 
+// setNodeWeights replaces the per-node weights and queues a rebuild of the
+// latest discovery snapshot.
+func (r *reconciler) setNodeWeights(w NodeWeights) {
+	r.inMu.Lock()
+	r.nodeW = w
+	if r.input == nil && r.last != nil {
+		r.changedAt = r.now()
+		r.input = r.last
+	}
+	r.inMu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
 // run rebuilds after each burst of updates until ctx is done. A burst ends
 // after debounce without updates, or at maxDelay after its first update.
 func (r *reconciler) run(ctx context.Context) {
@@ -131,7 +150,7 @@ func (r *reconciler) run(ctx context.Context) {
 // reconcile applies the latest discovery snapshot to every node.
 func (r *reconciler) reconcile() {
 	r.inMu.Lock()
-	in, changedAt, weights := r.input, r.changedAt, r.weights
+	in, changedAt, weights, nodeW := r.input, r.changedAt, r.weights, r.nodeW
 	r.input, r.last = nil, in
 	r.inMu.Unlock()
 	if in == nil {
@@ -153,7 +172,7 @@ func (r *reconciler) reconcile() {
 	}
 	r.ready = true
 	r.shared = map[string]*cache.Snapshot{keyProxyless: proxyless, keyEnvoy: envoySnap}
-	r.sub.rebase(items, r.plans(items), r.shared)
+	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW))
 	for _, id := range r.reg.ids() {
 		node, _ := r.reg.get(id)
 		r.setLocked(node, changedAt)
@@ -223,7 +242,7 @@ func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings
 	if err != nil {
 		return memoEntry{}, err
 	}
-	return memoEntry{src: svc, set: set, items: it, plan: plan, w: w}, nil
+	return memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in}, nil
 }
 
 // usesSlots reports whether a service's endpoints get stable slots: steady
@@ -231,6 +250,17 @@ func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings
 func usesSlots(set ServiceSettings, endpoints int) bool {
 	return set.SubsetSize > 0 && set.SubsetSize < endpoints &&
 		(set.Subsetting == "" || set.Subsetting == subsetting.Steady)
+}
+
+// inputs returns the translation inputs of the services with per-node weights.
+func (r *reconciler) inputs(nodeW NodeWeights) map[string]envoy.Service {
+	out := make(map[string]envoy.Service, len(nodeW))
+	for name := range nodeW {
+		if e, ok := r.memo[name]; ok {
+			out[name] = e.in
+		}
+	}
+	return out
 }
 
 // plans lists the subset services among items (sorted by name).

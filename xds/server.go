@@ -146,6 +146,22 @@ func (s *Server) SetWeights(w map[string]map[string]uint32) {
 	s.rec.setWeights(w)
 }
 
+// SetNodeWeights replaces the per-node EDS weights (see NodeWeights).
+// Nodes are updated by the reconcile loop after the debounce; a node whose
+// weights and endpoints are unchanged keeps its snapshot (no push).
+func (s *Server) SetNodeWeights(w NodeWeights) {
+	s.m.weightUpdates.Inc()
+	s.rec.setNodeWeights(w)
+}
+
+// NodeSubsets returns, for every connected node, the ids of the serving
+// endpoints of service it is given (its subset and replacements, or every
+// serving endpoint without subsetting): the per-node solver's subsets.
+// nil if the service is unknown.
+func (s *Server) NodeSubsets(service string) map[string][]string {
+	return s.rec.nodeSubsets(service)
+}
+
 // Reconcile applies the latest Update now, without waiting for the
 // debounce; the Run loop does the same after each burst.
 func (s *Server) Reconcile() { s.rec.reconcile() }

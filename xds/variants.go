@@ -4,11 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+
+	"github.com/xds-server/xds-server/envoy"
 )
 
 // planned is a subset service and its position in the items.
@@ -48,18 +51,26 @@ type subsets struct {
 	sigs     map[string]string          // assembly key -> baseSig of its base
 	variants map[string]*cache.Snapshot // assembly key + "/" + choice ids -> variant
 	byIndex  map[indexKey]variantRef    // this pass's lookups
+
+	nodeW   NodeWeights                        // per-node weights of this pass
+	inputs  map[string]envoy.Service           // service -> translation input (for nodeW)
+	perNode map[string]map[string]*weightedEDS // service -> node -> its weighted load assignment
+	ownLive map[string]bool                    // variants of nodes with weights of their own, this pass
 }
 
 func newSubsets(m *metrics, log *slog.Logger) *subsets {
 	return &subsets{m: m, log: log, sigs: map[string]string{},
-		variants: map[string]*cache.Snapshot{}, byIndex: map[indexKey]variantRef{}}
+		variants: map[string]*cache.Snapshot{}, byIndex: map[indexKey]variantRef{},
+		perNode: map[string]map[string]*weightedEDS{}, ownLive: map[string]bool{}}
 }
 
-// rebase starts a reconcile pass over new items, plans and bases; variants
+// rebase starts a reconcile pass over new items, plans and bases, with the
+// per-node weights nodeW of services whose inputs are given; variants
 // whose base changed outside the subset load assignments are dropped.
-func (v *subsets) rebase(items []serviceItems, plans []planned, shared map[string]*cache.Snapshot) {
+func (v *subsets) rebase(items []serviceItems, plans []planned, shared map[string]*cache.Snapshot, nodeW NodeWeights, inputs map[string]envoy.Service) {
 	v.items, v.planned, v.shared = items, plans, shared
-	v.byIndex = map[indexKey]variantRef{}
+	v.nodeW, v.inputs = nodeW, inputs
+	v.byIndex, v.ownLive = map[indexKey]variantRef{}, map[string]bool{}
 	sigs := make(map[string]string, len(shared))
 	for key, base := range shared {
 		sigs[key] = v.baseSig(base)
@@ -76,7 +87,7 @@ func (v *subsets) rebase(items []serviceItems, plans []planned, shared map[strin
 // settle ends a pass over every known node: variants no index uses are
 // dropped, and plans stop carrying picks over from their predecessors.
 func (v *subsets) settle() {
-	live := make(map[string]bool, len(v.byIndex))
+	live := maps.Clone(v.ownLive)
 	for _, ref := range v.byIndex {
 		live[ref.key] = true
 	}
@@ -88,6 +99,7 @@ func (v *subsets) settle() {
 	for _, p := range v.planned {
 		p.sp.forgetPrev()
 	}
+	v.settleWeighted()
 }
 
 // baseSig summarizes what a variant takes from its base: every type's
@@ -115,29 +127,41 @@ func (v *subsets) baseSig(base *cache.Snapshot) string {
 }
 
 // snapshotFor returns what node should have: the shared snapshot of its
-// assembly key, or, with subsetting, the variant of its client index.
+// assembly key, or, with subsetting or per-node weights, its variant.
+// Nodes without weights of their own share the variant of their client
+// index.
 func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 	base := v.shared[assemblyKey(node)]
-	if base == nil || len(v.planned) == 0 || node.Index < 0 {
+	if base == nil {
+		return nil
+	}
+	own := v.nodeServices(node.ID)
+	subset := len(v.planned) > 0 && node.Index >= 0
+	if !subset && len(own) == 0 {
 		return base
 	}
 	ik := indexKey{assemblyKey(node), node.Index}
-	if ref, ok := v.byIndex[ik]; ok {
+	if ref, ok := v.byIndex[ik]; ok && len(own) == 0 {
 		return ref.snap
 	}
 	var key strings.Builder
 	key.WriteString(ik.assembly)
-	repl := make(map[int]item, len(v.planned))
-	for _, p := range v.planned {
-		c, err := p.sp.choose(node.Index)
-		if err != nil {
-			v.m.buildErrors.Inc()
-			v.log.Error("subset translation failed; node gets every endpoint", "service", p.sp.name, "node", node.ID, "error", err)
+	repl := make(map[int]item, len(v.planned)+len(own))
+	if subset {
+		v.replaceSubsets(node, repl, &key)
+	}
+	for _, pos := range own {
+		if _, done := repl[pos]; done {
 			continue
 		}
-		repl[p.pos] = c.eds
-		key.WriteByte('/')
-		key.WriteString(strconv.FormatUint(c.id, 10))
+		name := v.items[pos][edsKind].name
+		we, err := v.weighted(pos, node.ID, v.items[pos][edsKind].hash, v.inputs[name].Endpoints, v.nodeW[name][node.ID])
+		if err != nil {
+			v.translateFailed(name, node.ID, err)
+			continue
+		}
+		repl[pos] = we.eds
+		key.WriteString(weightedKey(we))
 	}
 	k := key.String()
 	s, ok := v.variants[k]
@@ -145,6 +169,40 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 		s = variant(base, v.items, repl)
 		v.variants[k] = s
 	}
-	v.byIndex[ik] = variantRef{key: k, snap: s}
+	if len(own) == 0 {
+		v.byIndex[ik] = variantRef{key: k, snap: s}
+	} else {
+		v.ownLive[k] = true
+	}
 	return s
+}
+
+// replaceSubsets puts node's pick of every subset service into repl, with
+// the node's own weights where it has them, and their ids into key.
+func (v *subsets) replaceSubsets(node Node, repl map[int]item, key *strings.Builder) {
+	for _, p := range v.planned {
+		c, err := p.sp.choose(node.Index)
+		if err != nil {
+			v.translateFailed(p.sp.name, node.ID, err)
+			continue
+		}
+		if w := v.nodeW[p.sp.name][node.ID]; w != nil {
+			we, err := v.weighted(p.pos, node.ID, "c"+strconv.FormatUint(c.id, 10), p.sp.members(c.choice), w)
+			if err != nil {
+				v.translateFailed(p.sp.name, node.ID, err)
+				continue
+			}
+			repl[p.pos] = we.eds
+			key.WriteString(weightedKey(we))
+			continue
+		}
+		repl[p.pos] = c.eds
+		key.WriteByte('/')
+		key.WriteString(strconv.FormatUint(c.id, 10))
+	}
+}
+
+func (v *subsets) translateFailed(service, node string, err error) {
+	v.m.buildErrors.Inc()
+	v.log.Error("subset translation failed; node gets the shared endpoints", "service", service, "node", node, "error", err)
 }

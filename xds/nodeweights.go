@@ -1,0 +1,146 @@
+package xds
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/xds-server/xds-server/envoy"
+)
+
+// NodeWeights are per-node EDS weights: service -> node id -> endpoint id
+// -> weight (>= 1). A node listed under a service gets its own load
+// assignment of that service, its subset (or every endpoint, without
+// subsetting) with these weights; endpoints it does not list keep their
+// global weight. Nodes and services absent get the global weights.
+type NodeWeights map[string]map[string]map[string]uint32
+
+// weightedEDS is one node's load assignment of one service, kept while its
+// members and weights are unchanged.
+type weightedEDS struct {
+	src    string            // what it weights: the choice's id, or the shared load assignment's hash
+	w      map[string]uint32 // the weights it was built with
+	id     uint64            // unique across passes: names the variants that use it
+	eds    item
+	used   bool // by a node this pass
+}
+
+// nodeServices lists, in item order, the positions of the services that
+// have weights of their own for node.
+func (v *subsets) nodeServices(node string) []int {
+	var out []int
+	for pos, it := range v.items {
+		if v.nodeW[it[edsKind].name][node] != nil {
+			out = append(out, pos)
+		}
+	}
+	return out
+}
+
+// weighted returns node's load assignment of service pos: the endpoints eps
+// (the members of a choice, or every endpoint of a service without
+// subsets), identified by src, with node's weights w. It is translated
+// again only when src or the weights changed.
+func (v *subsets) weighted(pos int, node, src string, eps []envoy.Endpoint, w map[string]uint32) (*weightedEDS, error) {
+	name := v.items[pos][edsKind].name
+	byNode := v.perNode[name]
+	if byNode == nil {
+		byNode = map[string]*weightedEDS{}
+		v.perNode[name] = byNode
+	}
+	if we := byNode[node]; we != nil && we.src == src && maps.Equal(we.w, w) {
+		we.used = true
+		return we, nil
+	}
+	svc := v.inputs[name]
+	svc.Endpoints = make([]envoy.Endpoint, len(eps))
+	for k, ep := range eps {
+		if x, ok := w[ep.ID]; ok && x > 0 {
+			ep.Weight = x
+		}
+		svc.Endpoints[k] = ep
+	}
+	eds, err := translateEDS(svc)
+	if err != nil {
+		return nil, err
+	}
+	v.choiceIDs++
+	we := &weightedEDS{src: src, w: w, id: v.choiceIDs, eds: eds, used: true}
+	byNode[node] = we
+	return we, nil
+}
+
+// weightedKey is a variant key's part for a weighted load assignment.
+func weightedKey(we *weightedEDS) string { return "/n" + strconv.FormatUint(we.id, 10) }
+
+// settleWeighted drops the weighted load assignments no node used this
+// pass and clears the marks of the others.
+func (v *subsets) settleWeighted() {
+	for name, byNode := range v.perNode {
+		for node, we := range byNode {
+			if !we.used {
+				delete(byNode, node)
+			}
+			we.used = false
+		}
+		if len(byNode) == 0 {
+			delete(v.perNode, name)
+		}
+	}
+}
+
+// members returns the endpoints of a choice, in plan order.
+func (sp *servicePlan) members(c *choice) []envoy.Endpoint {
+	eps := make([]envoy.Endpoint, len(c.members))
+	for k, m := range c.members {
+		eps[k] = sp.svc.Endpoints[m]
+	}
+	return eps
+}
+
+// servingIDs returns the ids of the serving endpoints among eps, sorted.
+func servingIDs(eps []envoy.Endpoint) []string {
+	var ids []string
+	for _, ep := range eps {
+		if serving(ep.Health) {
+			ids = append(ids, ep.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// nodeSubsets returns, for every registered node, the ids of the serving
+// endpoints of service it is given (sorted): its subset and replacements,
+// or every serving endpoint of a service without subsets. Nodes without a
+// client index are left out of a subset service; nil if the service is
+// unknown.
+func (r *reconciler) nodeSubsets(service string) map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.memo[service]
+	if !ok {
+		return nil
+	}
+	out := map[string][]string{}
+	var all []string
+	if e.plan == nil {
+		all = servingIDs(e.in.Endpoints)
+	}
+	for _, id := range r.reg.ids() {
+		node, _ := r.reg.get(id)
+		if e.plan == nil {
+			out[id] = all
+			continue
+		}
+		if node.Index < 0 {
+			continue
+		}
+		p, err := e.plan.choose(node.Index)
+		if err != nil {
+			continue
+		}
+		out[id] = servingIDs(e.plan.members(p.choice))
+	}
+	return out
+}
