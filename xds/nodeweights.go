@@ -18,11 +18,11 @@ type NodeWeights map[string]map[string]map[string]uint32
 // weightedEDS is one node's load assignment of one service, kept while its
 // members and weights are unchanged.
 type weightedEDS struct {
-	src    string            // what it weights: the choice's id, or the shared load assignment's hash
-	w      map[string]uint32 // the weights it was built with
-	id     uint64            // unique across passes: names the variants that use it
-	eds    item
-	used   bool // by a node this pass
+	src  string            // what it weights: the choice's id, or the shared load assignment's hash
+	w    map[string]uint32 // the weights it was built with
+	id   uint64            // unique across passes: names the variants that use it
+	eds  item
+	used bool // by a node this pass
 }
 
 // nodeServices lists, in item order, the positions of the services that
