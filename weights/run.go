@@ -17,6 +17,14 @@ import (
 type RunnerConfig struct {
 	Tracker *Tracker    // required
 	Publish func(Table) // required: hands a table to the xDS server
+	// PublishNodes, optional, plans and hands on per-node weights from the
+	// table; it reports whether some node's weights changed (so a push).
+	// It is called at every Step once MinPushInterval has passed since the
+	// last publication, whether or not the global weights changed.
+	PublishNodes func(Table) bool
+	// NodeDebug, optional, answers /debug/weights?service=S&node=ID with
+	// what the node was sent and why; false if nothing is known.
+	NodeDebug func(service, node string) (any, bool)
 	// UpdatePeriod is how often weights are recomputed; 0 means 1s.
 	UpdatePeriod time.Duration
 	// MinChange is the relative change of some endpoint's share of its
@@ -58,8 +66,8 @@ type Runner struct {
 	published Table     // last published
 	pubAt     time.Time // when; zero before the first publication
 
-	updates, publishes prometheus.Counter
-	spread, age        *prometheus.GaugeVec
+	updates, publishes, nodePublishes prometheus.Counter
+	spread, age                       *prometheus.GaugeVec
 }
 
 // NewRunner validates cfg and returns a Runner; start it with Run.
@@ -77,6 +85,9 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		publishes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_weights_publishes_total", Help: "Weight tables handed to the xDS server because weights changed enough (weight-driven pushes).",
 		}),
+		nodePublishes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_weights_node_publishes_total", Help: "Per-node weight sets handed to the xDS server because some node's weights changed enough (weight-driven pushes).",
+		}),
 		spread: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_weights_spread", Help: "Max over min EDS weight of a service's endpoints, as last computed.",
 		}, []string{"service"}),
@@ -85,7 +96,7 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		}, []string{"service"}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.spread, r.age} {
+		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.nodePublishes, r.spread, r.age} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("weights: runner: metrics: %w", err)
 			}
@@ -108,24 +119,39 @@ func (r *Runner) Run(ctx context.Context) {
 	}
 }
 
-// Step computes the table at now and publishes it if the push policy
-// allows; it reports whether it published.
+// Step computes the table at now and, at most once per MinPushInterval,
+// publishes it if it changed enough (and the per-node weights through
+// PublishNodes, if set); it reports whether it published anything.
 func (r *Runner) Step(now time.Time) bool {
 	t := r.cfg.Tracker.Update(now)
 	r.updates.Inc()
 	r.record(t)
 	r.mu.Lock()
 	r.latest = t
-	due := r.pubAt.IsZero() || (now.Sub(r.pubAt) >= r.cfg.MinPushInterval && Changed(r.published, t, r.cfg.MinChange))
-	if due {
-		r.published, r.pubAt = t, now
+	first := r.pubAt.IsZero()
+	due := first || now.Sub(r.pubAt) >= r.cfg.MinPushInterval
+	global := due && (first || Changed(r.published, t, r.cfg.MinChange))
+	if global {
+		r.published = t
 	}
 	r.mu.Unlock()
-	if due {
+	if !due {
+		return false
+	}
+	if global {
 		r.publishes.Inc()
 		r.cfg.Publish(t)
 	}
-	return due
+	nodes := r.cfg.PublishNodes != nil && r.cfg.PublishNodes(t)
+	if nodes {
+		r.nodePublishes.Inc()
+	}
+	if global || nodes {
+		r.mu.Lock()
+		r.pubAt = now
+		r.mu.Unlock()
+	}
+	return global || nodes
 }
 
 // Table returns the table last computed.
@@ -155,6 +181,13 @@ func (r *Runner) record(t Table) {
 	}
 }
 
+func (r *Runner) nodeDebug(service, node string) (any, bool) {
+	if r.cfg.NodeDebug == nil {
+		return nil, false
+	}
+	return r.cfg.NodeDebug(service, node)
+}
+
 // Map returns the table's EDS weights: service -> endpoint id -> weight.
 func (t Table) Map() map[string]map[string]uint32 {
 	out := make(map[string]map[string]uint32, len(t.Services))
@@ -170,14 +203,24 @@ func (t Table) Map() map[string]map[string]uint32 {
 
 // DebugHandler serves GET /debug/weights?service=S: per endpoint the
 // latest report, its age, qps, eps, utilization, the computed weight and
-// why, as last computed.
+// why, as last computed; with &node=ID, what that node was sent
+// (NodeDebug).
 func (r *Runner) DebugHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		name := req.URL.Query().Get("service")
+		name, node := req.URL.Query().Get("service"), req.URL.Query().Get("node")
 		t := r.Table()
 		var body any = t
 		code := http.StatusOK
-		if name != "" {
+		switch {
+		case node != "" && name == "":
+			code, body = http.StatusBadRequest, map[string]string{"error": "node needs service: /debug/weights?service=S&node=ID"}
+		case node != "":
+			if b, ok := r.nodeDebug(name, node); ok {
+				body = b
+			} else {
+				code, body = http.StatusNotFound, map[string]string{"error": "no per-node weights for node " + node + " in service " + name}
+			}
+		case name != "":
 			if s, ok := t.Service(name); ok {
 				body = s
 			} else {

@@ -94,3 +94,64 @@ func TestRunnerConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestRunnerPublishesNodesAtMostOncePerInterval(t *testing.T) {
+	tr, err := NewTracker(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.SetEndpoints("api", []Endpoint{{ID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	globals, calls := 0, 0
+	nodesChange := true
+	r, err := NewRunner(RunnerConfig{Tracker: tr, Publish: func(Table) { globals++ },
+		PublishNodes:    func(Table) bool { calls++; return nodesChange },
+		MinPushInterval: 5 * time.Second, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_000_000, 0)
+	// Every second for 20 s, the nodes' weights always change: they are
+	// planned, and pushed, once per 5 s; the unchanged global table once.
+	for s := range 20 {
+		r.Step(t0.Add(time.Duration(s) * time.Second))
+	}
+	if calls != 4 || globals != 1 {
+		t.Errorf("20 steps of 1s: PublishNodes called %d times, Publish %d; want 4 and 1", calls, globals)
+	}
+	if got := testutil.ToFloat64(r.nodePublishes); got != 4 {
+		t.Errorf("xds_weights_node_publishes_total = %v, want 4", got)
+	}
+	// Nothing changes for the nodes: they are asked every step once due.
+	nodesChange = false
+	calls = 0
+	for s := 20; s < 23; s++ {
+		r.Step(t0.Add(time.Duration(s) * time.Second))
+	}
+	if calls != 3 {
+		t.Errorf("no node change: PublishNodes called %d times in 3 due steps, want 3", calls)
+	}
+}
+
+func TestDebugHandlerNode(t *testing.T) {
+	tr, _ := NewTracker(DefaultConfig())
+	r, err := NewRunner(RunnerConfig{Tracker: tr, Publish: func(Table) {},
+		NodeDebug: func(service, node string) (any, bool) {
+			return map[string]string{"node": node}, service == "api" && node == "n1"
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for url, want := range map[string]int{
+		"/debug/weights?service=api&node=n1": http.StatusOK,
+		"/debug/weights?service=api&node=n2": http.StatusNotFound,
+		"/debug/weights?node=n1":             http.StatusBadRequest,
+	} {
+		rec := httptest.NewRecorder()
+		r.DebugHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
+		if rec.Code != want {
+			t.Errorf("GET %s: %d %s, want %d", url, rec.Code, rec.Body, want)
+		}
+	}
+}

@@ -67,6 +67,7 @@ var options = []option{
 	{"weights.max_ratio", 100.0, "largest over smallest EDS weight within a service"},
 	{"weights.orca_interval", time.Second, "ORCA report interval asked of backends"},
 	{"weights.lrs_interval", time.Second, "load report interval asked of LRS clients (Envoy, gRPC)"},
+	{"weights.per_node_damping", 0.5, "per_node mode: fraction of the way from a node's last weights to the solver's optimum per push, in (0, 1]"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }

@@ -30,8 +30,12 @@ type weightShell struct {
 	orca    *weights.ORCA
 	lrs     *weights.LRS
 	push    http.Handler
+	perNode *weights.PerNode
+	srv     *xds.Server
 
 	mu      sync.Mutex
+	perSvc  map[string]bool              // services in per_node mode
+	hadNode bool                         // per-node weights were handed to the server
 	known   map[string]bool              // services the tracker holds
 	addrs   map[string]map[string]string // service -> host:port -> endpoint id (for LRS)
 	sources map[string]map[string]bool   // service -> enabled sources
@@ -43,10 +47,17 @@ func newWeightShell(cfg Config, log *slog.Logger, reg prometheus.Registerer, srv
 	if err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
-	w := &weightShell{cfg: cfg, log: log, tracker: tr, known: map[string]bool{},
-		addrs: map[string]map[string]string{}, sources: map[string]map[string]bool{}}
+	w := &weightShell{cfg: cfg, log: log, tracker: tr, srv: srv, known: map[string]bool{},
+		addrs: map[string]map[string]string{}, sources: map[string]map[string]bool{}, perSvc: map[string]bool{}}
+	if w.perNode, err = weights.NewPerNode(cfg.Weights.solver(), cfg.Weights.MinChange); err != nil {
+		return nil, fmt.Errorf("weights: %w", err)
+	}
 	if w.runner, err = weights.NewRunner(weights.RunnerConfig{Tracker: tr, Registerer: reg,
 		Publish:      func(t weights.Table) { srv.SetWeights(t.Map()) },
+		PublishNodes: w.publishNodes,
+		NodeDebug: func(service, node string) (any, bool) {
+			return w.perNode.Debug(service, node)
+		},
 		UpdatePeriod: cfg.Weights.UpdatePeriod, MinChange: cfg.Weights.MinChange, MinPushInterval: cfg.Weights.MinPushInterval,
 	}); err != nil {
 		return nil, err
@@ -80,12 +91,14 @@ func (w *weightShell) observe(s discovery.Snapshot) {
 	seen := map[string]bool{}
 	addrs := map[string]map[string]string{}
 	sources := map[string]map[string]bool{}
+	perSvc := map[string]bool{}
 	for _, svc := range s.Services {
 		set, on := w.cfg.weightsOf(svc.Name)
 		if !on {
 			continue
 		}
 		seen[svc.Name] = true
+		perSvc[svc.Name] = set.Mode == "per_node"
 		eps := make([]weights.Endpoint, 0, len(svc.Endpoints))
 		addrs[svc.Name] = map[string]string{}
 		sources[svc.Name] = map[string]bool{}
@@ -110,9 +123,52 @@ func (w *weightShell) observe(s discovery.Snapshot) {
 			_ = w.tracker.SetEndpoints(name, nil) // the service left, or its weights were turned off
 		}
 	}
-	w.known, w.addrs, w.sources = seen, addrs, sources
+	w.known, w.addrs, w.sources, w.perSvc = seen, addrs, sources, perSvc
 	w.mu.Unlock()
 	w.orca.SetTargets(targets)
+}
+
+// publishNodes plans the per-node weights of the services in per_node
+// mode from table t (the runner calls it at most once per
+// min_push_interval) and hands them to the xDS server when some node's
+// changed; it reports whether it did.
+func (w *weightShell) publishNodes(t weights.Table) bool {
+	w.mu.Lock()
+	var names []string
+	for name, on := range w.perSvc {
+		if on {
+			names = append(names, name)
+		}
+	}
+	had := w.hadNode
+	w.mu.Unlock()
+	all, changed := xds.NodeWeights{}, false
+	keep := map[string]bool{}
+	for _, name := range names {
+		st, ok := t.Service(name)
+		if !ok {
+			continue
+		}
+		keep[name] = true
+		m, ch, err := w.perNode.Plan(st, w.srv.NodeSubsets(name), w.tracker.NodeRates(name, t.At))
+		if err != nil {
+			w.log.Error("per-node weights failed; nodes keep their last weights", "service", name, "error", err)
+			continue
+		}
+		changed = changed || ch
+		if len(m) > 0 {
+			all[name] = m
+		}
+	}
+	w.perNode.Forget(keep)
+	if !changed && (len(all) > 0 || !had) {
+		return false
+	}
+	w.mu.Lock()
+	w.hadNode = len(all) > 0
+	w.mu.Unlock()
+	w.srv.SetNodeWeights(all)
+	return true
 }
 
 // orcaPort is the endpoint's ORCA port: its meta value at key, else the

@@ -24,12 +24,13 @@ type WeightsConfig struct {
 	MaxRatio         float64       `mapstructure:"max_ratio"`                 // largest/smallest weight in a service
 	ORCAInterval     time.Duration `mapstructure:"orca_interval"`             // report interval asked of backends
 	LRSInterval      time.Duration `mapstructure:"lrs_interval"`              // load report interval asked of clients
+	PerNodeDamping   float64       `mapstructure:"per_node_damping"`          // per_node: fraction of the way to the optimum per solve
 }
 
 // ServiceWeights are the per-service weight settings (services.<name>.weights).
 type ServiceWeights struct {
 	Enabled      *bool    `mapstructure:"enabled"`        // nil = inherit; default false
-	Mode         string   `mapstructure:"mode"`           // global
+	Mode         string   `mapstructure:"mode"`           // global or per_node
 	Sources      []string `mapstructure:"sources"`        // orca, lrs, http
 	ORCAPortMeta string   `mapstructure:"orca_port_meta"` // meta key holding the ORCA port (else the service port)
 }
@@ -72,6 +73,12 @@ func (w WeightsConfig) tracker() weights.Config {
 	}
 }
 
+func (w WeightsConfig) solver() weights.SolveConfig {
+	c := weights.DefaultSolveConfig()
+	c.Damping, c.MaxRatio = w.PerNodeDamping, w.MaxRatio
+	return c
+}
+
 // validateWeights checks the weights section and every service's weights.
 func (c Config) validateWeights(bad func(key, format string, args ...any)) {
 	if err := c.Weights.tracker().Validate(); err != nil {
@@ -84,17 +91,18 @@ func (c Config) validateWeights(bad func(key, format string, args ...any)) {
 			bad(key, "%v must be positive", d)
 		}
 	}
+	if err := c.Weights.solver().Validate(); err != nil {
+		bad("weights.per_node_damping", "%v", err)
+	}
 	if m := c.Weights.MinChange; m < 0 || m >= 1 {
 		bad("weights.min_change", "%v is not in [0, 1)", m)
 	}
 	for name, s := range c.Services {
 		w := s.Weights
 		switch w.Mode {
-		case "", "global":
-		case "per_node":
-			bad(fmt.Sprintf("services.%s.weights.mode", name), "per_node is not available yet; use global")
+		case "", "global", "per_node":
 		default:
-			bad(fmt.Sprintf("services.%s.weights.mode", name), "%q is not one of global", w.Mode)
+			bad(fmt.Sprintf("services.%s.weights.mode", name), "%q is not one of global, per_node", w.Mode)
 		}
 		for _, src := range w.Sources {
 			if !slices.Contains(weightSources, src) {
