@@ -167,10 +167,10 @@ type NodeDebug struct {
 // NodeEndpointDebug is one member of a node's subset.
 type NodeEndpointDebug struct {
 	Endpoint string  `json:"endpoint"`
-	Weight   uint32  `json:"weight"`            // the EDS weight sent to the node (the solver's, or the one kept)
-	Share    float64 `json:"share"`             // the solver's split: fraction of the node's rate
-	Capacity float64 `json:"capacity"`          // requests/s at utilization 1
-	Load     float64 `json:"predicted_load"`    // requests/s from every node once all follow their weights
+	Weight   uint32  `json:"weight"`         // the EDS weight sent to the node (the solver's, or the one kept)
+	Share    float64 `json:"share"`          // the solver's split: fraction of the node's rate
+	Capacity float64 `json:"capacity"`       // requests/s at utilization 1
+	Load     float64 `json:"predicted_load"` // requests/s from every node once all follow their weights
 	Util     float64 `json:"predicted_utilization"`
 }
 
