@@ -151,11 +151,12 @@ func (r *reconciler) run(ctx context.Context) {
 func (r *reconciler) reconcile() {
 	r.inMu.Lock()
 	in, changedAt, weights, nodeW := r.input, r.changedAt, r.weights, r.nodeW
-	r.input, r.last = nil, in
-	r.inMu.Unlock()
-	if in == nil {
+	if in == nil { // a kick whose change an earlier pass already took
+		r.inMu.Unlock()
 		return
 	}
+	r.input, r.last = nil, in
+	r.inMu.Unlock()
 	start := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -53,7 +53,7 @@ func connect(s *Server, stream int64, id string) {
 	cb.request(stream, &core.Node{Id: id, Cluster: "test"})
 }
 
-func versions(t *testing.T, s *Server, node string) map[types.ResponseType]string {
+func versions(t testing.TB, s *Server, node string) map[types.ResponseType]string {
 	t.Helper()
 	snap, ok := s.rec.snapshotOf(node)
 	if !ok {

@@ -153,3 +153,19 @@ func TestNodeWeightsOverSubsets(t *testing.T) {
 		}
 	}
 }
+
+// A pass with nothing new must not forget the last discovery snapshot:
+// weights set afterwards still apply (a kick arriving while a pass runs
+// causes such an empty pass).
+func TestWeightsAfterAnEmptyPass(t *testing.T) {
+	s := newTestServer(t, Config{})
+	connect(s, 1, "n1")
+	s.Update(world(1, 2))
+	s.rec.reconcile()
+	s.rec.reconcile() // nothing pending
+	s.SetWeights(map[string]map[string]uint32{"svc-000": {"svc-000-001": 7}})
+	s.rec.reconcile()
+	if w := weightsOf(t, s, "n1", "svc-000"); w["svc-000-001"] != 7 {
+		t.Errorf("weights after an empty pass: %v, want svc-000-001 at 7", w)
+	}
+}

@@ -129,7 +129,10 @@ func renderGoBench(p printer, bs []goBench) {
 	p("BenchmarkSolve: `Solve` for 1,000 nodes x 1,000 endpoints, subsets of 20, lognormal rates, capacities")
 	p("1-2x (input building excluded). BenchmarkIngest: 10,000 endpoints (100 services x 100) each observed")
 	p("once, then one `Update`: one second's work of the tracker at one report per endpoint per second")
-	p("(decoding ORCA, LRS or HTTP is not included), so ns/op / 1 s is the fraction of one core.")
+	p("(decoding not included), so ns/op / 1 s is the fraction of one core. BenchmarkIngestORCA adds decoding")
+	p("each endpoint's `OrcaLoadReport` from its wire bytes; BenchmarkIngestLRS instead decodes 100")
+	p("`LoadStatsRequest`s of 100 endpoints each and resolves their addresses (gRPC framing aside in both).")
+	p("BenchmarkWeightPushes (package xds): see push amplification below.")
 	p("")
 	p("| benchmark | runs | time/op | B/op | allocs/op | other |")
 	p("|---|---|---|---|---|---|")
@@ -174,9 +177,21 @@ func renderTargets(p printer, r results) {
 		d := time.Duration(b.metrics["ns/op"])
 		p("| solver, 1,000 nodes x 1,000 endpoints, subset 20, < %s | %s | %s |", ms(solveTarget), ms(d), yes(d < solveTarget))
 	}
-	if b, ok := findBench(r.goBench, "Ingest"); ok {
-		f := b.metrics["ns/op"] / 1e9
-		p("| ingestion, 10,000 endpoints reporting every second, < %.0f%% of one core | %s | %s |", ingestTarget*100, pct(f), yes(f < ingestTarget))
+	for _, in := range []struct{ name, what string }{
+		{"Ingest", "tracker only"}, {"IngestORCA", "ORCA reports decoded"}, {"IngestLRS", "LRS requests decoded"},
+	} {
+		if b, ok := findBench(r.goBench, in.name); ok {
+			f := b.metrics["ns/op"] / 1e9
+			p("| ingestion, 10,000 endpoints reporting every second (%s), < %.0f%% of one core | %s | %s |",
+				in.what, ingestTarget*100, pct(f), yes(f < ingestTarget))
+		}
+	}
+	for _, mode := range []string{"global", "per_node"} {
+		if b, ok := findBench(r.goBench, "WeightPushes/"+mode); ok {
+			gap := b.metrics["min-gap-s"]
+			p("| push amplification (%s): 1,000 nodes, reports every second, at most one push per node per 5 s | shortest gap %gs, %.1f pushes/node/min | %s |",
+				mode, gap, b.metrics["pushes/node/min"], yes(gap >= 5))
+		}
 	}
 	p("")
 	renderGlobalNotes(p, gl)
