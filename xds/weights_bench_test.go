@@ -132,4 +132,3 @@ func simulatePushes(b *testing.B, perNode bool) (time.Duration, float64) {
 	}
 	return gap, float64(pushes) / pushNodes * 60 / pushSeconds
 }
-
