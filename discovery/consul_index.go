@@ -136,6 +136,10 @@ func consulEndpoints(entries []*api.ServiceEntry, tags []string, warningAs Healt
 			id = node.Node + "/" + s.ID
 		}
 		h, w := consulHealth(s, e.Checks, warningAs)
+		drain := ""
+		if h == HealthDraining {
+			drain = DrainConsul
+		}
 		eps = append(eps, Endpoint{
 			ID:       id,
 			Address:  cmp.Or(s.Address, node.Address),
@@ -145,6 +149,8 @@ func consulEndpoints(entries []*api.ServiceEntry, tags []string, warningAs Healt
 			Locality: LocalityFrom(s.Meta, s.Tags, cmp.Or(node.Datacenter, defaultRegion)),
 			Meta:     s.Meta,
 			Tags:     s.Tags,
+			Node:     node.Node,
+			Drain:    drain,
 		})
 	}
 	return eps

@@ -123,10 +123,10 @@ func TestConsulEndpoints(t *testing.T) {
 	got := consulEndpoints(entries, []string{"x"}, HealthHealthy, "dc-default")
 	want := []Endpoint{
 		{ID: "web-1", Address: "10.0.0.1", Port: 80, Health: HealthHealthy, Weight: 2, Locality: Locality{Region: "eu", Zone: "a"},
-			Meta: map[string]string{"region": "eu"}, Tags: []string{"zone=a", "x"}},
-		{ID: "web-2", Address: "10.9.9.2", Port: 81, Health: HealthHealthy, Locality: Locality{Region: "dc-default"}, Tags: []string{"x"}},
-		{ID: "n3/dup", Address: "10.0.0.3", Port: 82, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}},
-		{ID: "n4/dup", Address: "10.0.0.4", Port: 83, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}},
+			Meta: map[string]string{"region": "eu"}, Tags: []string{"zone=a", "x"}, Node: "n1"},
+		{ID: "web-2", Address: "10.9.9.2", Port: 81, Health: HealthHealthy, Locality: Locality{Region: "dc-default"}, Tags: []string{"x"}, Node: "n2"},
+		{ID: "n3/dup", Address: "10.0.0.3", Port: 82, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}, Node: "n3"},
+		{ID: "n4/dup", Address: "10.0.0.4", Port: 83, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}, Node: "n4"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d endpoints %+v, want %d", len(got), got, len(want))

@@ -65,6 +65,10 @@ type Endpoint struct {
 	Locality Locality          // from the zone/region meta or tags
 	Meta     map[string]string // service instance metadata, never nil after normalization
 	Tags     []string          // sorted
+	Node     string            // Consul node name; "" for the static source
+	// Drain says why the endpoint is DRAINING: its Drain* sources,
+	// comma separated and sorted; "" when it is not draining.
+	Drain string
 }
 
 // Service is a named set of endpoints, sorted by ID.
@@ -102,7 +106,7 @@ func (s Snapshot) EndpointCount() int {
 func (e Endpoint) Equal(o Endpoint) bool {
 	return e.ID == o.ID && e.Address == o.Address && e.Port == o.Port &&
 		e.Health == o.Health && e.Weight == o.Weight && e.Locality == o.Locality &&
-		maps.Equal(e.Meta, o.Meta) && slices.Equal(e.Tags, o.Tags)
+		maps.Equal(e.Meta, o.Meta) && slices.Equal(e.Tags, o.Tags) && e.Node == o.Node && e.Drain == o.Drain
 }
 
 // Equal reports whether two services have the same name and endpoints.

@@ -206,6 +206,10 @@ func (fe staticEndpoint) endpoint() (Endpoint, error) {
 	if fe.Draining {
 		h = HealthDraining
 	}
+	drain := ""
+	if h == HealthDraining {
+		drain = DrainStatic
+	}
 	id := fe.ID
 	if id == "" && fe.Address != "" {
 		id = fmt.Sprintf("%s:%d", fe.Address, fe.Port)
@@ -216,6 +220,6 @@ func (fe staticEndpoint) endpoint() (Endpoint, error) {
 	loc.SubZone = cmp.Or(fe.SubZone, loc.SubZone)
 	return Endpoint{
 		ID: id, Address: fe.Address, Port: fe.Port, Health: h, Weight: fe.Weight,
-		Locality: loc, Meta: fe.Meta, Tags: fe.Tags,
+		Locality: loc, Meta: fe.Meta, Tags: fe.Tags, Drain: drain,
 	}, nil
 }

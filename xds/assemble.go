@@ -2,6 +2,7 @@ package xds
 
 import (
 	"cmp"
+	"maps"
 	"strings"
 	"time"
 
@@ -40,7 +41,7 @@ func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint
 			Locality: envoy.Locality{
 				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.SubZone,
 			},
-			Meta: ep.Meta,
+			Meta: endpointMeta(ep),
 		})
 	}
 	return envoy.Service{
@@ -49,6 +50,18 @@ func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint
 		ConnectTimeout: set.ConnectTimeout,
 		Endpoints:      eps,
 	}
+}
+
+// endpointMeta is the metadata sent with an endpoint: its discovery meta,
+// plus "drain" (why it is DRAINING: discovery.Endpoint.Drain) when it is.
+func endpointMeta(ep discovery.Endpoint) map[string]string {
+	if ep.Drain == "" {
+		return ep.Meta
+	}
+	m := make(map[string]string, len(ep.Meta)+1)
+	maps.Copy(m, ep.Meta)
+	m["drain"] = ep.Drain
+	return m
 }
 
 func healthStatus(h discovery.Health) envoy.HealthStatus {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
@@ -95,6 +97,10 @@ type Server struct {
 	grpc   *grpc.Server
 	stop   context.CancelFunc // ends every open xDS stream
 	stopCt context.Context
+
+	closing  sync.Once
+	closed   chan struct{} // closed once GracefulStop has returned
+	shutting atomic.Bool   // StopAccepting was called
 }
 
 // New creates a server. Feed it with Update, start its loop with Run and
@@ -104,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, reg: newRegistry(), m: newMetrics(cfg.Registerer)}
+	s := &Server{cfg: cfg, reg: newRegistry(), m: newMetrics(cfg.Registerer), closed: make(chan struct{})}
 	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
 	s.rec = newReconciler(s.cache, s.reg, s.m, cfg)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
@@ -166,8 +172,9 @@ func (s *Server) NodeSubsets(service string) map[string][]string {
 // debounce; the Run loop does the same after each burst.
 func (s *Server) Reconcile() { s.rec.reconcile() }
 
-// Ready reports whether a first snapshot has been built.
-func (s *Server) Ready() bool { return s.rec.isReady() }
+// Ready reports whether a first snapshot has been built and the server is
+// not shutting down.
+func (s *Server) Ready() bool { return s.rec.isReady() && !s.shutting.Load() }
 
 // Run runs the reconcile loop and the expiry of departed nodes until ctx is done.
 func (s *Server) Run(ctx context.Context) {
@@ -205,20 +212,30 @@ func (s *Server) Serve(lis net.Listener) error {
 // on the same listener.
 func (s *Server) GRPC() *grpc.Server { return s.grpc }
 
-// Shutdown stops accepting streams, ends the open ones once their in-flight
-// responses are written, and waits for that until ctx is done (then it
-// closes everything at once).
+// StopAccepting closes the listener and refuses new streams (gRPC
+// GOAWAY), while the open streams keep being served and updated, so that
+// clients can reconnect to another replica at their own pace. Ready
+// reports false from now on. Idempotent.
+func (s *Server) StopAccepting() {
+	s.closing.Do(func() {
+		s.shutting.Store(true)
+		go func() {
+			s.grpc.GracefulStop()
+			close(s.closed)
+		}()
+	})
+}
+
+// Shutdown stops accepting streams (if StopAccepting was not called),
+// ends the open ones once their in-flight responses are written, and waits
+// for that until ctx is done (then it closes everything at once).
 func (s *Server) Shutdown(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		s.grpc.GracefulStop()
-		close(done)
-	}()
+	s.StopAccepting()
 	s.stop()
 	select {
-	case <-done:
+	case <-s.closed:
 	case <-ctx.Done():
 		s.grpc.Stop()
-		<-done
+		<-s.closed
 	}
 }

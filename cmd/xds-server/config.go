@@ -20,6 +20,7 @@ type Config struct {
 	Services   map[string]ServiceConfig `mapstructure:"services"`
 	Subsetting SubsettingConfig         `mapstructure:"subsetting"`
 	Weights    WeightsConfig            `mapstructure:"weights"`
+	Drain      DrainConfig              `mapstructure:"drain"`
 	Log        LogConfig                `mapstructure:"log"`
 }
 
@@ -40,7 +41,8 @@ type XDSConfig struct {
 	MaxDelay        time.Duration   `mapstructure:"max_delay"`        // longest a burst may postpone a rebuild
 	NodeGrace       time.Duration   `mapstructure:"node_grace"`       // keep a departed node's snapshot this long
 	MaxStreams      uint32          `mapstructure:"max_streams"`      // concurrent streams per connection
-	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"` // graceful shutdown limit
+	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"` // graceful shutdown limit, after the grace
+	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`   // existing streams keep being served this long after SIGTERM
 	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
 }
 
@@ -90,6 +92,7 @@ type ServiceConfig struct {
 	SubsetSize     *int           `mapstructure:"subset_size"` // endpoints per node; 0 = off; nil = inherit
 	Subsetting     string         `mapstructure:"subsetting"`  // classic | steady
 	Weights        ServiceWeights `mapstructure:"weights"`     // EDS weights from utilization reports
+	DrainWindow    string         `mapstructure:"drain_window"` // overrides drain.window; "" = inherit
 }
 
 // LogConfig configures logging.
@@ -109,6 +112,9 @@ func (c Config) Validate() error {
 	xc := c.xdsConfig()
 	if err := xc.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.XDS.ShutdownGrace < 0 {
+		bad("xds.shutdown_grace", "%v is negative", c.XDS.ShutdownGrace)
 	}
 	if c.XDS.ShutdownTimeout < 0 {
 		bad("xds.shutdown_timeout", "%v is negative", c.XDS.ShutdownTimeout)
@@ -142,6 +148,7 @@ func (c Config) Validate() error {
 		}
 	}
 	c.validateWeights(bad)
+	c.validateDrain(bad)
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", "%v", err)
 	}

@@ -33,7 +33,8 @@ var options = []option{
 	{"xds.max_delay", time.Second, "longest a burst of changes may postpone an update"},
 	{"xds.node_grace", 5 * time.Minute, "keep the snapshot of a disconnected node this long"},
 	{"xds.max_streams", uint32(1000), "concurrent gRPC streams per client connection"},
-	{"xds.shutdown_timeout", 10 * time.Second, "how long a graceful shutdown may take before streams are cut"},
+	{"xds.shutdown_grace", 5 * time.Second, "on SIGTERM, new streams are refused at once and existing ones keep being served (and updated) this long, so clients can reconnect elsewhere"},
+	{"xds.shutdown_timeout", 10 * time.Second, "after the grace, how long closing the streams may take before they are cut"},
 	{"xds.keepalive.time", 30 * time.Second, "ping a client connection idle this long"},
 	{"xds.keepalive.timeout", 10 * time.Second, "close a connection whose ping is not answered in this time"},
 	{"xds.keepalive.min_time", 10 * time.Second, "reject clients that ping more often than this"},
@@ -68,6 +69,10 @@ var options = []option{
 	{"weights.orca_interval", time.Second, "ORCA report interval asked of backends"},
 	{"weights.lrs_interval", time.Second, "load report interval asked of LRS clients (Envoy, gRPC)"},
 	{"weights.per_node_damping", 0.5, "per_node mode: fraction of the way from a node's last weights to the solver's optimum per push, in (0, 1]"},
+	{"drain.window", 30 * time.Second, "an endpoint that leaves discovery stays DRAINING this long before it is removed (0: removed at once); per service: services.<name>.drain_window"},
+	{"drain.meta_key", "lame_duck", "endpoints whose meta value at this key is true (true, 1, yes, on) are DRAINING; empty: off"},
+	{"drain.tag", "lame_duck", "endpoints with this tag are DRAINING; empty: off"},
+	{"drain.orca_metric", "lame_duck", "endpoints whose ORCA reports carry this named metric >= 1 are DRAINING (services with the orca weights source); empty: off"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }
@@ -78,7 +83,7 @@ var serviceDefaults = map[string]any{"lb_policy": "round_robin", "connect_timeou
 
 // serviceKeys are the keys allowed under services.<name>.
 var serviceKeys = []string{"lb_policy", "connect_timeout", "subset_size", "subsetting",
-	"weights.enabled", "weights.mode", "weights.sources", "weights.orca_port_meta"}
+	"weights.enabled", "weights.mode", "weights.sources", "weights.orca_port_meta", "drain_window"}
 
 // newFlagSet declares --config and one flag per option.
 func newFlagSet(name string) *pflag.FlagSet {

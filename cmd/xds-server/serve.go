@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/examples"
 	"github.com/xds-server/xds-server/xds"
 )
@@ -70,16 +71,27 @@ func serve(cfg Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	admin := &http.Server{Handler: adminHandler(srv, reg, ws.handlers), ReadHeaderTimeout: 10 * time.Second}
+	drains, err := discovery.NewDrains(discovery.DrainsConfig{Drain: cfg.drainer(), Registerer: reg,
+		Emit: func(snap discovery.Snapshot) { ws.observe(snap); srv.Update(snap) }})
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
+	if m := cfg.Drain.ORCAMetric; m != "" {
+		ws.onORCA = func(r weights.Report) { drains.SetORCA(r.Service, r.Endpoint, r.Named[m] >= 1) }
+	}
+	drainAPI := func(mux *http.ServeMux) { mux.Handle("/v1/drain", drains.Handler()) }
+	admin := &http.Server{Handler: adminHandler(srv, reg, ws.handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second}
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 	wg.Go(func() { srv.Run(bg) })
 	wg.Go(func() { ws.run(bg) })
+	wg.Go(func() { drains.Run(bg) })
 	wg.Go(func() {
-		update := func(snap discovery.Snapshot) { ws.observe(snap); srv.Update(snap) }
-		if err := src.Run(bg, update); err != nil {
+		if err := src.Run(bg, drains.Observe); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	})
@@ -95,7 +107,9 @@ func serve(cfg Config, logOut io.Writer) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "timeout", cfg.XDS.ShutdownTimeout)
+		log.Info("shutting down: refusing new streams, serving the open ones", "grace", cfg.XDS.ShutdownGrace, "timeout", cfg.XDS.ShutdownTimeout)
+		srv.StopAccepting()
+		waitGrace(cfg.XDS.ShutdownGrace, errc)
 	case runErr = <-errc:
 		log.Error("fatal error; shutting down", "error", runErr)
 	}
@@ -104,10 +118,25 @@ func serve(cfg Config, logOut io.Writer) error {
 	ws.lrs.Stop() // LRS streams would hold the graceful stop until its deadline
 	srv.Shutdown(sctx)
 	_ = admin.Shutdown(sctx)
+	drains.Close()
 	cancelBG()
 	wg.Wait()
 	log.Info("stopped")
 	return runErr
+}
+
+// waitGrace waits out the shutdown grace period, during which the open
+// xDS streams are still served and updated; a fatal error ends it early.
+func waitGrace(grace time.Duration, errc <-chan error) {
+	if grace <= 0 {
+		return
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-errc:
+	}
 }
 
 // newRegistry is the process's metrics registry, with the Go runtime and

@@ -32,6 +32,7 @@ type weightShell struct {
 	push    http.Handler
 	perNode *weights.PerNode
 	srv     *xds.Server
+	onORCA  func(weights.Report) // sees every ORCA report (the lame-duck drain source); nil = none
 
 	mu      sync.Mutex
 	perSvc  map[string]bool              // services in per_node mode
@@ -204,6 +205,9 @@ type sourceFilter struct {
 }
 
 func (f sourceFilter) Observe(r weights.Report, now time.Time) error {
+	if f.source == "orca" && f.w.onORCA != nil {
+		f.w.onORCA(r)
+	}
 	if !f.takes(r.Service) {
 		return fmt.Errorf("%w: service %s does not take %s reports (services.%s.weights.sources)",
 			weights.ErrUnknownEndpoint, r.Service, f.source, r.Service)

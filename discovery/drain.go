@@ -1,0 +1,263 @@
+package discovery
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Drain sources: why an endpoint is DRAINING (Endpoint.Drain).
+const (
+	DrainConsul       = "consul_maintenance" // Consul service or node maintenance mode
+	DrainStatic       = "static"             // the static file says draining
+	DrainMeta         = "meta"               // the configured meta key is true
+	DrainTag          = "tag"                // the configured tag is present
+	DrainAdmin        = "admin"              // the admin drain API
+	DrainORCA         = "orca"               // the backend's ORCA report carries the lame-duck metric
+	DrainDeregistered = "deregistered"       // it left discovery less than the drain window ago
+)
+
+// DrainSources lists every drain source, for metrics.
+var DrainSources = []string{DrainConsul, DrainStatic, DrainMeta, DrainTag, DrainAdmin, DrainORCA, DrainDeregistered}
+
+// DrainConfig configures a Drainer.
+type DrainConfig struct {
+	// Window returns how long an endpoint that left discovery stays, as
+	// DRAINING, before it is removed; 0 removes it at once. nil means 0.
+	Window func(service string) time.Duration
+	// MetaKey, if set, drains endpoints whose meta value at this key is
+	// true ("true", "1", "yes" or "on", any case).
+	MetaKey string
+	// Tag, if set, drains endpoints with this tag.
+	Tag string
+}
+
+// DrainTarget is what an admin drain applies to: one endpoint (Service and
+// Endpoint), a whole service (Service only) or every endpoint on a
+// discovery node (Node only).
+type DrainTarget struct {
+	Service  string `json:"service,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Node     string `json:"node,omitempty"`
+}
+
+// AdminDrain is a drain set through the admin API.
+type AdminDrain struct {
+	DrainTarget
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until,omitzero"` // zero: until deleted
+}
+
+// matches reports whether the drain covers endpoint ep of service.
+func (t DrainTarget) matches(service string, ep Endpoint) bool {
+	if t.Node != "" {
+		return ep.Node == t.Node
+	}
+	return t.Service == service && (t.Endpoint == "" || t.Endpoint == ep.ID)
+}
+
+// departed is an endpoint that left discovery, kept until until.
+type departed struct {
+	ep    Endpoint
+	until time.Time
+}
+
+// Drainer overlays the drain sources on discovery snapshots: Apply turns
+// the endpoints any source drains DRAINING (with the reasons in Drain) and
+// keeps departed endpoints DRAINING for the window. It holds state between
+// calls (the previous snapshot, departed endpoints, admin and ORCA drains)
+// but reads no clock and starts nothing; it is not safe for concurrent
+// use.
+type Drainer struct {
+	cfg   DrainConfig
+	admin map[DrainTarget]AdminDrain
+	orca  map[[2]string]bool             // {service, endpoint} -> lame duck
+	prev  map[string]map[string]Endpoint // last registered endpoints per service
+	gone  map[string]map[string]departed // service -> endpoint id -> departed
+}
+
+// NewDrainer returns a Drainer with no drains.
+func NewDrainer(cfg DrainConfig) *Drainer {
+	return &Drainer{cfg: cfg, admin: map[DrainTarget]AdminDrain{}, orca: map[[2]string]bool{},
+		prev: map[string]map[string]Endpoint{}, gone: map[string]map[string]departed{}}
+}
+
+// SetAdmin adds or replaces an admin drain.
+func (d *Drainer) SetAdmin(a AdminDrain) { d.admin[a.DrainTarget] = a }
+
+// DeleteAdmin removes an admin drain and reports whether there was one.
+func (d *Drainer) DeleteAdmin(t DrainTarget) bool {
+	_, ok := d.admin[t]
+	delete(d.admin, t)
+	return ok
+}
+
+// Admin returns the admin drains in force at now, sorted by target;
+// expired ones are dropped.
+func (d *Drainer) Admin(now time.Time) []AdminDrain {
+	out := make([]AdminDrain, 0, len(d.admin))
+	for t, a := range d.admin {
+		if !a.Until.IsZero() && !now.Before(a.Until) {
+			delete(d.admin, t)
+			continue
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b AdminDrain) int {
+		return strings.Compare(a.Service+"\x00"+a.Endpoint+"\x00"+a.Node, b.Service+"\x00"+b.Endpoint+"\x00"+b.Node)
+	})
+	return out
+}
+
+// SetORCA records whether an endpoint's ORCA reports say lame duck; it
+// reports whether that changed anything.
+func (d *Drainer) SetORCA(service, endpoint string, lameDuck bool) bool {
+	k := [2]string{service, endpoint}
+	if d.orca[k] == lameDuck {
+		return false
+	}
+	if lameDuck {
+		d.orca[k] = true
+	} else {
+		delete(d.orca, k)
+	}
+	return true
+}
+
+// Apply returns raw (a discovery snapshot) with the drains of now applied,
+// and the next time at which Apply must run again for a timer to take
+// effect (a departed endpoint's window or an admin drain's TTL ending);
+// zero when none is pending.
+func (d *Drainer) Apply(raw Snapshot, now time.Time) (Snapshot, time.Time) {
+	admin := d.Admin(now)
+	var next time.Time
+	for _, a := range admin {
+		next = earliest(next, a.Until)
+	}
+	out := Snapshot{Services: make([]Service, 0, len(raw.Services))}
+	registered := make(map[string]map[string]Endpoint, len(raw.Services))
+	for _, svc := range raw.Services {
+		regs := make(map[string]Endpoint, len(svc.Endpoints))
+		eps := make([]Endpoint, 0, len(svc.Endpoints))
+		for _, ep := range svc.Endpoints {
+			regs[ep.ID] = ep
+			eps = append(eps, d.overlay(svc.Name, ep, admin))
+		}
+		registered[svc.Name] = regs
+		out.Services = append(out.Services, Service{Name: svc.Name, Endpoints: eps})
+	}
+	d.depart(registered, now)
+	for name, gone := range d.gone {
+		for _, g := range gone {
+			next = earliest(next, g.until)
+		}
+		out.Services = withDeparted(out.Services, name, gone)
+	}
+	d.prev = registered
+	slices.SortFunc(out.Services, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
+	return out, next
+}
+
+// overlay applies the per-endpoint sources to a registered endpoint.
+func (d *Drainer) overlay(service string, ep Endpoint, admin []AdminDrain) Endpoint {
+	var why []string
+	if ep.Drain != "" {
+		why = strings.Split(ep.Drain, ",")
+	}
+	if d.cfg.MetaKey != "" && truthy(ep.Meta[d.cfg.MetaKey]) {
+		why = append(why, DrainMeta)
+	}
+	if d.cfg.Tag != "" && slices.Contains(ep.Tags, d.cfg.Tag) {
+		why = append(why, DrainTag)
+	}
+	if slices.ContainsFunc(admin, func(a AdminDrain) bool { return a.matches(service, ep) }) {
+		why = append(why, DrainAdmin)
+	}
+	if d.orca[[2]string{service, ep.ID}] {
+		why = append(why, DrainORCA)
+	}
+	return drained(ep, why)
+}
+
+// depart updates the departed endpoints: those registered before and not
+// now start their window; those registered again, or whose window ended,
+// are forgotten.
+func (d *Drainer) depart(registered map[string]map[string]Endpoint, now time.Time) {
+	for name, prev := range d.prev {
+		for id, ep := range prev {
+			if _, still := registered[name][id]; still {
+				continue
+			}
+			w := time.Duration(0)
+			if d.cfg.Window != nil {
+				w = d.cfg.Window(name)
+			}
+			if w <= 0 {
+				continue
+			}
+			if d.gone[name] == nil {
+				d.gone[name] = map[string]departed{}
+			}
+			d.gone[name][id] = departed{ep: ep, until: now.Add(w)}
+		}
+	}
+	for name, gone := range d.gone {
+		for id, g := range gone {
+			if _, back := registered[name][id]; back || !now.Before(g.until) {
+				delete(gone, id)
+			}
+		}
+		if len(gone) == 0 {
+			delete(d.gone, name)
+		}
+	}
+}
+
+// withDeparted adds the departed endpoints of service name, DRAINING, to
+// services (adding the service if it left entirely).
+func withDeparted(services []Service, name string, gone map[string]departed) []Service {
+	i := slices.IndexFunc(services, func(s Service) bool { return s.Name == name })
+	if i < 0 {
+		services = append(services, Service{Name: name})
+		i = len(services) - 1
+	}
+	eps := services[i].Endpoints
+	for _, id := range slices.Sorted(maps.Keys(gone)) {
+		ep := gone[id].ep
+		why := []string{DrainDeregistered}
+		if ep.Drain != "" {
+			why = append(why, strings.Split(ep.Drain, ",")...)
+		}
+		eps = append(eps, drained(ep, why))
+	}
+	slices.SortFunc(eps, func(a, b Endpoint) int { return strings.Compare(a.ID, b.ID) })
+	services[i].Endpoints = eps
+	return services
+}
+
+// drained returns ep DRAINING for the reasons why, or ep as is if none.
+func drained(ep Endpoint, why []string) Endpoint {
+	if len(why) == 0 {
+		return ep
+	}
+	slices.Sort(why)
+	ep.Health, ep.Drain = HealthDraining, strings.Join(slices.Compact(why), ",")
+	return ep
+}
+
+func truthy(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "yes", "on":
+		return true
+	}
+	return false
+}
+
+// earliest is the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
