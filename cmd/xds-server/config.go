@@ -89,9 +89,9 @@ type ConsulConfig struct {
 type ServiceConfig struct {
 	LBPolicy       string         `mapstructure:"lb_policy"`
 	ConnectTimeout time.Duration  `mapstructure:"connect_timeout"`
-	SubsetSize     *int           `mapstructure:"subset_size"` // endpoints per node; 0 = off; nil = inherit
-	Subsetting     string         `mapstructure:"subsetting"`  // classic | steady
-	Weights        ServiceWeights `mapstructure:"weights"`     // EDS weights from utilization reports
+	SubsetSize     *int           `mapstructure:"subset_size"`  // endpoints per node; 0 = off; nil = inherit
+	Subsetting     string         `mapstructure:"subsetting"`   // classic | steady
+	Weights        ServiceWeights `mapstructure:"weights"`      // EDS weights from utilization reports
 	DrainWindow    string         `mapstructure:"drain_window"` // overrides drain.window; "" = inherit
 }
 

@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/xds-server/xds-server/discovery"
-	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/examples"
+	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
 )
 
