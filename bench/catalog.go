@@ -153,6 +153,16 @@ func (f *Flipper) Next(s, e int) Want {
 	return Want{Key: f.cat.Key(s, e), Status: corev3.HealthStatus_UNHEALTHY}
 }
 
+// Current is the health endpoint e of service s has now.
+func (f *Flipper) Current(s, e int) Want {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if up, ok := f.up[[2]int{s, e}]; ok && !up {
+		return Want{Key: f.cat.Key(s, e), Status: corev3.HealthStatus_UNHEALTHY}
+	}
+	return Want{Key: f.cat.Key(s, e), Status: corev3.HealthStatus_HEALTHY}
+}
+
 // Flip sets the check of endpoint e of service s to the status Next returned.
 func (f *Flipper) Flip(ctx context.Context, s, e int) error {
 	want := f.Next(s, e)

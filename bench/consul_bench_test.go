@@ -19,6 +19,7 @@ var (
 	flagStreamsPerConn = flag.Int("streams-per-conn", 1, "nodes sharing one gRPC connection (1: a connection per node)")
 	flagChanges        = flag.Int("changes", 20, "single-endpoint changes per run (propagation latency)")
 	flagPushes         = flag.Int("pushes", 5, "full pushes per run (one endpoint of every service flipped at once)")
+	flagDrains         = flag.Int("drains", 10, "lame-duck drains per run, alternately Consul maintenance and the admin drain API (drain propagation latency)")
 	flagGap            = flag.Duration("gap", 500*time.Millisecond, "quiet time between two changes, so they never coalesce")
 	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
 	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
@@ -45,6 +46,9 @@ func BenchmarkConsulFleet(b *testing.B) {
 				r := runConsulFleet(b, mode)
 				b.ReportMetric(Percentile(r.Latencies, 50)*1e3, "p50-ms")
 				b.ReportMetric(Percentile(r.Latencies, 99)*1e3, "p99-ms")
+				if len(r.DrainLatencies) > 0 {
+					b.ReportMetric(Percentile(r.DrainLatencies, 99)*1e3, "drain-p99-ms")
+				}
 				b.ReportMetric((r.RSSAfter-r.RSSBefore)/float64(r.Nodes)/1024, "rss-KiB/node")
 				b.ReportMetric(r.RSSPeak/(1<<20), "peak-rss-MiB")
 				cpu := make([]float64, 0, len(r.Pushes))
@@ -140,6 +144,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		r.Pushes = append(r.Pushes, fullPush(b, fleet, flip, cat, metrics, k))
 		sleep(ctx, *flagGap)
 	}
+	drainPhase(b, fleet, NewDrainer(cat, agent, srv.AdminAddr), flip, cat, &r)
 	b.StopTimer()
 	sleep(ctx, settle)
 	mem, err := ReadMemory(pid)
@@ -148,6 +153,40 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	}
 	r.RSSEnd, r.RSSPeak = mem.RSS, mem.Peak
 	return r
+}
+
+// drainPhase drains -drains endpoints one at a time, alternately by Consul
+// maintenance and by the admin API, and records for each the latency
+// until every node has it DRAINING; each is undrained (unmeasured) before
+// the next.
+func drainPhase(b *testing.B, fleet *Fleet, d *Drainer, flip *Flipper, cat Catalog, r *Run) {
+	ctx := b.Context()
+	for k := range *flagDrains {
+		s, e := (k*7+3)%cat.Services, (k*3+1)%cat.Endpoints
+		how, do := "consul", d.Maintenance
+		if k%2 == 1 {
+			how, do = "admin", d.Admin
+		}
+		w := fleet.Install([]Want{d.DrainWant(s, e)})
+		if err := do(ctx, s, e, true); err != nil {
+			b.Fatal(err)
+		}
+		if err := fleet.Await(ctx, w, changeTimeout); err != nil {
+			b.Fatalf("drain %d (%s): %v", k, how, err)
+		}
+		for _, lat := range w.Latencies() {
+			r.DrainLatencies = append(r.DrainLatencies, lat.Seconds())
+		}
+		r.Drains++
+		w = fleet.Install([]Want{flip.Current(s, e)}) // its health from before the drain
+		if err := do(ctx, s, e, false); err != nil {
+			b.Fatal(err)
+		}
+		if err := fleet.Await(ctx, w, changeTimeout); err != nil {
+			b.Fatalf("undrain %d (%s): %v", k, how, err)
+		}
+		sleep(ctx, *flagGap)
+	}
 }
 
 // fullPush flips one endpoint of every service at once and measures the

@@ -43,6 +43,11 @@ type Run struct {
 	// ChangeEDS is, per change, the EDS responses received per node.
 	ChangeEDS []float64 `json:"change_eds_per_node"`
 	Pushes    []Push    `json:"pushes"`
+	// DrainLatencies are the drain propagation samples in seconds, one per
+	// node and drain: Consul maintenance or admin drain call -> EDS
+	// response showing the endpoint DRAINING.
+	DrainLatencies []float64 `json:"drain_latencies,omitempty"`
+	Drains         int       `json:"drains,omitempty"`
 }
 
 // Push is one full push: one endpoint of every service flipped at once.

@@ -39,6 +39,8 @@ type stats struct {
 	connect, goroutinesPerNode []float64
 	pushCPU, pushWall, pushP99 []float64 // every full push of every run
 	pushEDS, pushReconciles    []float64
+	drains                     []float64 // drain propagation, pooled
+	drainCount                 int
 }
 
 func compute(runs []bench.Run) stats {
@@ -46,6 +48,8 @@ func compute(runs []bench.Run) stats {
 	var pooled []float64
 	for _, r := range runs {
 		pooled = append(pooled, r.Latencies...)
+		s.drains = append(s.drains, r.DrainLatencies...)
+		s.drainCount += r.Drains
 		s.runP50 = append(s.runP50, bench.Percentile(r.Latencies, 50))
 		s.runP99 = append(s.runP99, bench.Percentile(r.Latencies, 99))
 		n := float64(r.Nodes)
@@ -108,6 +112,14 @@ func render(r report) string {
 		p("| Consul change -> every node updated, p99 (%s, %d samples) | < 1 s | %s (p50 %s; median of per-run p99 %s) | %.2f | %s |",
 			s.mode, s.samples, secs(s.p99), secs(s.p50), secs(bench.Median(s.runP99)), s.p99/latencyTarget, yes(s.p99 < latencyTarget))
 	}
+	for _, s := range all {
+		if len(s.drains) == 0 {
+			continue
+		}
+		d99 := bench.Percentile(s.drains, 99)
+		p("| drain propagation (Consul maintenance or admin drain call -> every node has the endpoint DRAINING), p99 (%s, %d drains, %d samples) | < 1 s | %s (p50 %s) | %.2f | %s |",
+			s.mode, s.drainCount, len(s.drains), secs(d99), secs(bench.Percentile(s.drains, 50)), d99/latencyTarget, yes(d99 < latencyTarget))
+	}
 	budget := memoryTarget / memoryNodes
 	for _, s := range all {
 		per, peak := bench.Median(s.perNode), bench.Median(s.peakPerNode)
@@ -154,6 +166,11 @@ func renderMethod(p func(string, ...any), r report, first bench.Run) {
 	p("  (HEALTHY/UNHEALTHY). The next change starts once every node has the previous one, plus a")
 	p("  quiet gap, so changes never coalesce; each change touches another service. p50/p99 are")
 	p("  nearest-rank over all node x change samples of all runs.")
+	p("- **Drain propagation.** After the full pushes, endpoints are put into lame duck one at a")
+	p("  time, alternately with Consul service maintenance (`PUT /v1/agent/service/maintenance/:id`)")
+	p("  and xds-server's `POST /v1/drain`; a node's sample is the time from just before that call")
+	p("  until it reads the first EDS response with that endpoint DRAINING. Each is undrained, and")
+	p("  every node has seen that, before the next.")
 	p("- **Memory.** Server RSS (`process_resident_memory_bytes` on `/metrics`, i.e. VmRSS), Go heap")
 	p("  in use and Go heap goal (`go_memstats_next_gc_bytes`, about twice what was live at the last")
 	p("  GC), 2s after the catalog is loaded with no node connected (before) and 2s after every node")
