@@ -194,6 +194,9 @@ func TestValidationErrors(t *testing.T) {
 		"bad weights mode":         {file: "services: { api: { weights: { mode: local } } }\n", want: []string{"services.api.weights.mode", "local"}},
 		"unknown weights mode":     {file: "services: { api: { weights: { mode: per_endpoint } } }\n", want: []string{"services.api.weights.mode", "per_endpoint"}},
 		"bad per-node damping":     {file: "weights: { per_node_damping: 1.5 }\n", want: []string{"weights.per_node_damping", "damping"}},
+		"bad drain window":         {file: "services: { api: { drain_window: soon } }\n", want: []string{"services.api.drain_window", "soon"}},
+		"negative drain window":    {file: "drain: { window: -1s }\n", want: []string{"drain.window", "negative"}},
+		"negative shutdown grace":  {file: "xds: { shutdown_grace: -1s }\n", want: []string{"xds.shutdown_grace", "negative"}},
 		"bad weights source":       {file: "services: { api: { weights: { sources: [orca, snmp] } } }\n", want: []string{"services.api.weights.sources", "snmp"}},
 		"bad smoothing":            {args: []string{"--weights.smoothing", "0"}, want: []string{"weights", "smoothing"}},
 		"bad min change":           {file: "weights: { min_change: 2 }\n", want: []string{"weights.min_change"}},
@@ -255,5 +258,16 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if !reflect.DeepEqual(cfg, def) {
 		t.Errorf("examples/xds-server.yaml differs from the defaults:\n file     %+v\n defaults %+v", cfg, def)
+	}
+}
+
+func TestDrainWindowPerService(t *testing.T) {
+	cfg := Config{Drain: DrainConfig{Window: 30 * time.Second}, Services: map[string]ServiceConfig{
+		"*": {}, "api": {DrainWindow: "5s"}, "web": {DrainWindow: "0s"},
+	}}
+	for svc, want := range map[string]time.Duration{"api": 5 * time.Second, "API": 5 * time.Second, "web": 0, "other": 30 * time.Second} {
+		if got := cfg.drainWindow(svc); got != want {
+			t.Errorf("drainWindow(%s) = %v, want %v", svc, got, want)
+		}
 	}
 }
