@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"time"
@@ -113,8 +114,13 @@ func orcaReport(t ORCATarget, lr *orcadata.OrcaLoadReport, now time.Time) Report
 		CPU:      lr.GetCpuUtilization(),
 		App:      lr.GetApplicationUtilization(),
 	}
-	if named := lr.GetNamedMetrics(); len(named) > 0 {
-		r.Named = named
+	// Named metrics, and named utilizations (all grpc-go's
+	// ServerMetricsRecorder can send) where no named metric has the name.
+	named, util := lr.GetNamedMetrics(), lr.GetUtilization()
+	if len(named)+len(util) > 0 {
+		r.Named = make(map[string]float64, len(named)+len(util))
+		maps.Copy(r.Named, util)
+		maps.Copy(r.Named, named)
 	}
 	return r
 }

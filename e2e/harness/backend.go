@@ -49,6 +49,11 @@ func (b *Backend) SetLoad(cpu, qps float64) {
 	b.load.SetQPS(qps)
 }
 
+// SetNamed sets a named utilization of the backend's ORCA reports (e.g.
+// the lame-duck metric; grpc-go's recorder has no other named metrics); it
+// goes out with the next report.
+func (b *Backend) SetNamed(name string, v float64) { b.load.SetNamedUtilization(name, v) }
+
 // Addr is host:port.
 func (b *Backend) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(b.Port)) }
 
