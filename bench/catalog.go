@@ -145,12 +145,13 @@ func NewFlipper(cat Catalog, agent *api.Agent) *Flipper {
 
 // Next is what flipping endpoint e of service s would produce.
 func (f *Flipper) Next(s, e int) Want {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if up, ok := f.up[[2]int{s, e}]; ok && !up {
-		return Want{Key: f.cat.Key(s, e), Status: corev3.HealthStatus_HEALTHY}
+	w := f.Current(s, e)
+	if w.Status == corev3.HealthStatus_HEALTHY {
+		w.Status = corev3.HealthStatus_UNHEALTHY
+	} else {
+		w.Status = corev3.HealthStatus_HEALTHY
 	}
-	return Want{Key: f.cat.Key(s, e), Status: corev3.HealthStatus_UNHEALTHY}
+	return w
 }
 
 // Current is the health endpoint e of service s has now.

@@ -91,8 +91,14 @@ func (r *reconciler) update(s discovery.Snapshot) {
 // endpoint id -> weight; services absent keep their discovery weights) and
 // queues a rebuild of the latest discovery snapshot.
 func (r *reconciler) setWeights(w map[string]map[string]uint32) {
+	r.redo(func() { r.weights = w })
+}
+
+// redo applies set under the input lock and queues a rebuild of the
+// latest discovery snapshot.
+func (r *reconciler) redo(set func()) {
 	r.inMu.Lock()
-	r.weights = w
+	set()
 	if r.input == nil && r.last != nil {
 		r.changedAt = r.now()
 		r.input = r.last
@@ -107,17 +113,7 @@ func (r *reconciler) setWeights(w map[string]map[string]uint32) {
 // setNodeWeights replaces the per-node weights and queues a rebuild of the
 // latest discovery snapshot.
 func (r *reconciler) setNodeWeights(w NodeWeights) {
-	r.inMu.Lock()
-	r.nodeW = w
-	if r.input == nil && r.last != nil {
-		r.changedAt = r.now()
-		r.input = r.last
-	}
-	r.inMu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	r.redo(func() { r.nodeW = w })
 }
 
 // run rebuilds after each burst of updates until ctx is done. A burst ends
