@@ -1,7 +1,11 @@
 package xds
 
 import (
+	"sync/atomic"
+
 	"context"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"log/slog"
 	"time"
 
@@ -19,17 +23,30 @@ type callbacks struct {
 	m   *metrics
 	log *slog.Logger
 	now func() time.Time
+	// refusing, once true, makes new streams fail with Unavailable (the
+	// server is shutting down); nil never refuses.
+	refusing *atomic.Bool
 }
+
+// errShuttingDown ends streams opened during shutdown.
+var errShuttingDown = status.Error(codes.Unavailable, "xds: server is shutting down; reconnect to another replica")
 
 var _ serverv3.Callbacks = (*callbacks)(nil)
 
 func (c *callbacks) OnStreamOpen(_ context.Context, _ int64, _ string) error {
-	c.m.streams.WithLabelValues("sotw").Inc()
-	return nil
+	c.m.streams.WithLabelValues("sotw").Inc() // OnStreamClosed follows even on error
+	return c.open()
 }
 
 func (c *callbacks) OnDeltaStreamOpen(_ context.Context, _ int64, _ string) error {
 	c.m.streams.WithLabelValues("delta").Inc()
+	return c.open()
+}
+
+func (c *callbacks) open() error {
+	if c.refusing != nil && c.refusing.Load() {
+		return errShuttingDown
+	}
 	return nil
 }
 

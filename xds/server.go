@@ -118,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newSubsetCollector(s))
 	}
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now}
+	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting}
 	s.stopCt, s.stop = context.WithCancel(context.Background())
 	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
 	s.grpc = grpc.NewServer(

@@ -230,3 +230,33 @@ func eventually(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// After StopAccepting, a new stream is refused while an open one keeps
+// getting updates; the server is no longer ready.
+func TestStopAcceptingKeepsOpenStreams(t *testing.T) {
+	f := start(t)
+	f.srv.Update(testWorld(1, 1))
+	c := f.client(t, harness.ADSConfig{NodeID: "n1"})
+	first := next(t, c, resource.EndpointType)
+	if !f.srv.Ready() {
+		t.Fatal("not ready before shutdown")
+	}
+	f.srv.StopAccepting()
+	if f.srv.Ready() {
+		t.Error("still ready while shutting down")
+	}
+	// A new stream on the same connection is refused (GOAWAY).
+	late, err := harness.StartADS(context.Background(), harness.ADSConfig{Conn: f.conn, NodeID: "n2", Types: allTypes})
+	if err == nil {
+		select {
+		case u := <-late.Updates():
+			t.Errorf("a stream opened after StopAccepting got %s", u.TypeURL)
+		case <-time.After(500 * time.Millisecond): // nothing to await: proving an absence
+		}
+		_ = late.Close()
+	}
+	f.srv.Update(testWorld(1, 2))
+	if u := next(t, c, resource.EndpointType); u.Version == first.Version {
+		t.Errorf("the open stream got no new endpoints during the grace (version %s)", u.Version)
+	}
+}
