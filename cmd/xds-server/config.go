@@ -21,6 +21,7 @@ type Config struct {
 	Subsetting SubsettingConfig         `mapstructure:"subsetting"`
 	Weights    WeightsConfig            `mapstructure:"weights"`
 	Drain      DrainConfig              `mapstructure:"drain"`
+	RateLimit  RateLimitConfig          `mapstructure:"ratelimit"`
 	Log        LogConfig                `mapstructure:"log"`
 }
 
@@ -149,6 +150,7 @@ func (c Config) Validate() error {
 	}
 	c.validateWeights(bad)
 	c.validateDrain(bad)
+	c.validateRateLimit(bad)
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", "%v", err)
 	}

@@ -271,3 +271,28 @@ func TestDrainWindowPerService(t *testing.T) {
 		}
 	}
 }
+
+func TestRateLimitCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := dir + "/good.yaml"
+	bad := dir + "/bad.yaml"
+	write := func(p, body string) {
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(good, "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: 10 }\n")
+	write(bad, "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: fortnight, requests_per_unit: 10 }\n")
+	var out, errOut bytes.Buffer
+	if code := run([]string{"ratelimit", "check", "--config", good}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "1 domain(s), 1 rule(s)") {
+		t.Errorf("good config: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"ratelimit", "check", "--config", bad}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "fortnight") {
+		t.Errorf("bad config: exit %d, %q; want 1 naming the unit", code, errOut.String())
+	}
+	if code := run([]string{"validate", "--ratelimit.config", bad}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "ratelimit.config") {
+		t.Errorf("validate with a bad rate-limit config: exit %d, %q", code, errOut.String())
+	}
+}

@@ -73,6 +73,12 @@ var options = []option{
 	{"drain.meta_key", "lame_duck", "endpoints whose meta value at this key is true (true, 1, yes, on) are DRAINING; empty: off"},
 	{"drain.tag", "lame_duck", "endpoints with this tag are DRAINING; empty: off"},
 	{"drain.orca_metric", "lame_duck", "endpoints whose ORCA reports carry this named metric >= 1 are DRAINING (services with the orca weights source); empty: off"},
+	{"ratelimit.address", ":18081", "host:port of the rate-limit service (Envoy RLS v3 gRPC)"},
+	{"ratelimit.config", "", "envoyproxy/ratelimit YAML file or directory (one domain per file); empty: no domains, every request is OK"},
+	{"ratelimit.failure_mode", "allow", "when the store fails: allow (fail open) or deny"},
+	{"ratelimit.store", "memory", "where counters live: memory"},
+	{"ratelimit.headers", false, "add RateLimit-Limit/Remaining/Reset response headers for the descriptor closest to its limit"},
+	{"ratelimit.reload_interval", 5 * time.Second, "how often the rate-limit config is checked for changes (a bad reload keeps the previous config)"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }
@@ -102,6 +108,8 @@ func newFlagSet(name string) *pflag.FlagSet {
 			fs.Float64(o.key, d, o.help)
 		case []string:
 			fs.StringSlice(o.key, d, o.help)
+		case bool:
+			fs.Bool(o.key, d, o.help)
 		default:
 			panic(fmt.Sprintf("option %s: unsupported default type %T", o.key, d))
 		}

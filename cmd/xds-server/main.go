@@ -6,6 +6,7 @@
 //
 //	xds-server [serve] [--config FILE] [--key value ...]
 //	xds-server validate --config FILE [--key value ...]
+//	xds-server ratelimit check --config FILE_OR_DIR
 //
 // Every configuration key is also a flag (--xds.address) and an env var
 // (XDS_SERVER_XDS_ADDRESS); flags override env, env overrides the file.
@@ -31,6 +32,8 @@ const usage = `xds-server: an Envoy xDS control plane for Consul.
 Usage:
   xds-server [serve] [flags]      run the server (the default)
   xds-server validate [flags]     check the configuration and exit (non-zero when invalid)
+  xds-server ratelimit check --config FILE_OR_DIR
+                                  check an envoyproxy/ratelimit config (file or directory)
   xds-server help                 show this help
 
 Every key below is also a config file key and an env var: --discovery.consul.address
@@ -44,6 +47,9 @@ Flags:
 
 // run is main without the exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 1 && args[0] == "ratelimit" && args[1] == "check" {
+		return rateLimitCheck(args[2:], stdout, stderr)
+	}
 	cmd := "serve"
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "help") {
 		cmd, args = args[0], args[1:]

@@ -81,12 +81,21 @@ func serve(cfg Config, logOut io.Writer) error {
 	if m := cfg.Drain.ORCAMetric; m != "" {
 		ws.onORCA = func(r weights.Report) { drains.SetORCA(r.Service, r.Endpoint, r.Named[m] >= 1) }
 	}
-	drainAPI := func(mux *http.ServeMux) { mux.Handle("/v1/drain", drains.Handler()) }
+	rl, err := newRateLimit(cfg.RateLimit, log, reg)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
+	drainAPI := func(mux *http.ServeMux) {
+		mux.Handle("/v1/drain", drains.Handler())
+		mux.Handle("/v1/ratelimit", rl.svc.HTTPHandler())
+	}
 	admin := &http.Server{Handler: adminHandler(srv, reg, ws.handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second}
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	wg.Go(func() { srv.Run(bg) })
 	wg.Go(func() { ws.run(bg) })
 	wg.Go(func() { drains.Run(bg) })
@@ -96,13 +105,14 @@ func serve(cfg Config, logOut io.Writer) error {
 		}
 	})
 	go func() { errc <- srv.Serve(xdsLis) }()
+	rl.run(bg, errc)
 	go func() {
 		if err := admin.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin: %w", err)
 		}
 	}()
 	log.Info("xds-server started", "xds_address", xdsLis.Addr().String(), "admin_address", adminLis.Addr().String(),
-		"discovery", cfg.Discovery.Source)
+		"discovery", cfg.Discovery.Source, "ratelimit_address", rl.lis.Addr().String())
 
 	var runErr error
 	select {
@@ -117,6 +127,7 @@ func serve(cfg Config, logOut io.Writer) error {
 	defer cancel()
 	ws.lrs.Stop() // LRS streams would hold the graceful stop until its deadline
 	srv.Shutdown(sctx)
+	rl.stop(sctx)
 	_ = admin.Shutdown(sctx)
 	drains.Close()
 	cancelBG()

@@ -87,7 +87,7 @@ func StartServer(t testing.TB, args ...string) *Server {
 		logs:      &syncBuffer{},
 		exited:    make(chan struct{}),
 	}
-	all := append([]string{"--xds.address", s.XDSAddr, "--admin.address", s.AdminAddr, "--xds.shutdown_grace", "0s"}, args...)
+	all := append([]string{"--xds.address", s.XDSAddr, "--admin.address", s.AdminAddr, "--xds.shutdown_grace", "0s", "--ratelimit.address", "127.0.0.1:0"}, args...)
 	s.cmd = exec.Command(ServerBinary(t), all...)
 	s.cmd.Dir = repoRoot()
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
