@@ -8,6 +8,7 @@ package section
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -16,6 +17,19 @@ import (
 // Markers returns the begin and end marker lines of section name.
 func Markers(name string) (begin, end string) {
 	return "<!-- " + name + ":begin -->", "<!-- " + name + ":end -->"
+}
+
+// Emit writes body to w and, when path is not empty, makes it section
+// name of the file at path (Rewrite): what a simulator does with its
+// section.
+func Emit(w io.Writer, path, name, body string) error {
+	if _, err := io.WriteString(w, body); err != nil {
+		return fmt.Errorf("section: %w", err)
+	}
+	if path == "" {
+		return nil
+	}
+	return Rewrite(path, name, body)
 }
 
 // Rewrite replaces section name of the file at path with body (see

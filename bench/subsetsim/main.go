@@ -22,6 +22,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/xds-server/xds-server/bench/section"
 )
 
 // options are the command line.
@@ -88,12 +90,5 @@ func run(o options, args []string, stdout, stderr io.Writer) error {
 		}
 		res.xds = xb
 	}
-	section := render(res)
-	if _, err := io.WriteString(stdout, section); err != nil {
-		return fmt.Errorf("subsetsim: %w", err)
-	}
-	if o.markdown != "" {
-		return rewriteSection(o.markdown, section)
-	}
-	return nil
+	return section.Emit(stdout, o.markdown, sectionName, render(res))
 }

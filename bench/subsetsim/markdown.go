@@ -8,8 +8,5 @@ const sectionName = "subsetting"
 
 var beginMarker, endMarker = section.Markers(sectionName)
 
-// rewriteSection replaces this simulator's section of the file at path.
-func rewriteSection(path, body string) error { return section.Rewrite(path, sectionName, body) }
-
 // replaceSection returns doc with this simulator's section replaced.
 func replaceSection(doc, body string) (string, error) { return section.Replace(doc, sectionName, body) }

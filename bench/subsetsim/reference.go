@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
 	"slices"
 
 	"github.com/xds-server/xds-server/subsetting"
@@ -30,7 +31,7 @@ func newBoundedLoad(ids []string, size, clients int) (subsetting.Plan, error) {
 	p := &boundedLoad{ids: ids, size: min(size, n), orders: make([][]int, clients)}
 	hashes := make([]uint64, n)
 	for i, id := range ids {
-		hashes[i] = mix(fnv(id))
+		hashes[i] = mix(fnv64a(id))
 	}
 	loads := make([]int, n)
 	for c := range clients {
@@ -74,13 +75,11 @@ func (p *boundedLoad) Order(dst []int, client, n int) []int {
 	return append(dst, p.orders[client][:max(0, min(n, len(p.ids)))]...)
 }
 
-func fnv(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
+// fnv64a is the 64-bit FNV-1a hash of s.
+func fnv64a(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
 }
 
 func mix(x uint64) uint64 {

@@ -30,6 +30,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/xds-server/xds-server/bench/section"
 )
 
 // options are the command line.
@@ -125,12 +127,5 @@ func run(o options, args []string, stdout io.Writer, log *slog.Logger) error {
 		}
 		res.goBench = gb
 	}
-	section := render(res)
-	if _, err := io.WriteString(stdout, section); err != nil {
-		return fmt.Errorf("weightsim: %w", err)
-	}
-	if o.markdown != "" {
-		return rewriteSection(o.markdown, section)
-	}
-	return nil
+	return section.Emit(stdout, o.markdown, sectionName, render(res))
 }
