@@ -81,7 +81,7 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	echo "go run ./bench/report -runs \$TMP/runs.jsonl -inprocess \$TMP/inprocess.txt -out $out"
 	echo "go test ./xds -run '^\$' -bench SubsetReconcile -benchmem -count 5 -benchtime 5x > \$TMP/xds-subsets.txt"
 	echo "go run ./bench/subsetsim -preset all -xds-bench \$TMP/xds-subsets.txt -markdown $out   # rewrites only its marked section"
-	echo "go test ./weights -run '^\$' -bench 'Solve|Ingest' -benchmem -count 5 > \$TMP/weights-bench.txt"
+	echo "go test ./weights -run '^\$' -bench 'Solve|Balance|Ingest' -benchmem -count 5 > \$TMP/weights-bench.txt"
 	echo "go test ./xds -run '^\$' -bench WeightPushes -benchtime 1x -count 3 >> \$TMP/weights-bench.txt"
 	echo "go run ./bench/weightsim -go-bench \$TMP/weights-bench.txt -markdown $out   # rewrites only its marked section"
 } >"$tmp/commands.txt"
@@ -114,7 +114,7 @@ echo "bench: subsets in xds (10,000 nodes x 1,000 endpoints)" >&2
 go test ./xds -run '^$' -bench SubsetReconcile -benchmem -count 5 -benchtime 5x >"$tmp/xds-subsets.txt"
 go run ./bench/subsetsim -preset all -xds-bench "$tmp/xds-subsets.txt" -markdown "$out" >/dev/null
 echo "bench: weights simulator, solver and ingestion" >&2
-go test ./weights -run '^$' -bench 'Solve|Ingest' -benchmem -count 5 >"$tmp/weights-bench.txt"
+go test ./weights -run '^$' -bench 'Solve|Balance|Ingest' -benchmem -count 5 >"$tmp/weights-bench.txt"
 go test ./xds -run '^$' -bench WeightPushes -benchtime 1x -count 3 >>"$tmp/weights-bench.txt"
 go run ./bench/weightsim -go-bench "$tmp/weights-bench.txt" -markdown "$out" >/dev/null
 echo "bench: wrote $out" >&2

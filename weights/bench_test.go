@@ -26,6 +26,24 @@ func BenchmarkSolve(b *testing.B) {
 	b.ReportMetric(sol.Spread, "max/mean")
 }
 
+// BenchmarkBalance is global balancing on the solver's fleet: 1,000 nodes
+// x 1,000 endpoints, subsets of 20; one op is one update of one service.
+func BenchmarkBalance(b *testing.B) {
+	f := randomFleet(rand.New(rand.NewPCG(1, 2)), 1000, 1000, 20, 1)
+	p := f.problem()
+	cfg := DefaultBalanceConfig()
+	var out Balanced
+	for b.Loop() {
+		var err error
+		if out, err = Balance(p, cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(out.Iterations), "steps")
+	b.ReportMetric(out.Before, "max/mean-before")
+	b.ReportMetric(out.After, "max/mean")
+}
+
 // BenchmarkIngest is the tracker's share of the ingestion target: 10,000
 // endpoints (100 services x 100) each observing one backend report, then
 // one Update, per op: one second's work at one report per endpoint per

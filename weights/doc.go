@@ -77,6 +77,19 @@
 // or expired (or came back), or when some endpoint's share of its service
 // moved by more than minChange (default 5%) since the last push.
 //
+// # Balanced global weights
+//
+// Balance (and BalanceService on a table) keeps one weight per endpoint but
+// uses the nodes' rates and subsets: under weights w, node i sends
+// R_i * w_j / sum_{k in S_i} w_k to each member j, so every endpoint's
+// utilization is predictable. From the formula's weights, each step
+// multiplies w_j by sqrt(mean utilization / u_j) and clamps the weights
+// to within sqrt(MaxRatio) of their geometric mean; the best weights seen
+// (lowest predicted max/mean) are kept, and the steps stop when they stop
+// improving. The inputs do not depend on the weights, so each call solves
+// from scratch and nothing oscillates. On the simulator's fleets it takes
+// max/mean from 1.37 (capacity weights) to 1.06.
+//
 // # Per-node solver
 //
 // With subsets and clients of unequal rates no global weight per backend

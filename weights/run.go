@@ -22,6 +22,9 @@ type RunnerConfig struct {
 	// It is called at every Step once MinPushInterval has passed since the
 	// last publication, whether or not the global weights changed.
 	PublishNodes func(Table) bool
+	// Adjust, optional, rewrites each computed table before the push
+	// policy sees it (global balancing: BalanceService).
+	Adjust func(Table) Table
 	// NodeDebug, optional, answers /debug/weights?service=S&node=ID with
 	// what the node was sent and why; false if nothing is known.
 	NodeDebug func(service, node string) (any, bool)
@@ -67,7 +70,7 @@ type Runner struct {
 	pubAt     time.Time // when; zero before the first publication
 
 	updates, publishes, nodePublishes prometheus.Counter
-	spread, age                       *prometheus.GaugeVec
+	spread, age, predicted            *prometheus.GaugeVec
 }
 
 // NewRunner validates cfg and returns a Runner; start it with Run.
@@ -91,12 +94,15 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		spread: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_weights_spread", Help: "Max over min EDS weight of a service's endpoints, as last computed.",
 		}, []string{"service"}),
+		predicted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xds_weights_predicted_utilization_spread", Help: "Max over mean endpoint utilization that global balancing (weights.balance) predicts under the weights last computed; 0 when the service was not balanced.",
+		}, []string{"service"}),
 		age: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_weights_report_age_max_seconds", Help: "Age of the oldest latest report among a service's reporting endpoints.",
 		}, []string{"service"}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.nodePublishes, r.spread, r.age} {
+		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.nodePublishes, r.spread, r.age, r.predicted} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("weights: runner: metrics: %w", err)
 			}
@@ -124,6 +130,9 @@ func (r *Runner) Run(ctx context.Context) {
 // PublishNodes, if set); it reports whether it published anything.
 func (r *Runner) Step(now time.Time) bool {
 	t := r.cfg.Tracker.Update(now)
+	if r.cfg.Adjust != nil {
+		t = r.cfg.Adjust(t)
+	}
 	r.updates.Inc()
 	r.record(t)
 	r.mu.Lock()
@@ -178,6 +187,7 @@ func (r *Runner) record(t Table) {
 			r.spread.WithLabelValues(s.Name).Set(float64(hi) / float64(lo))
 		}
 		r.age.WithLabelValues(s.Name).Set(oldest.Seconds())
+		r.predicted.WithLabelValues(s.Name).Set(s.PredictedSpread)
 	}
 }
 

@@ -63,6 +63,9 @@ type Row struct {
 	QPS         float64       `json:"qps"`           // fresh requests/s: the backend's, else the sum of the nodes'
 	EPS         float64       `json:"eps"`           // fresh errors/s, from the same source as QPS
 	Utilization float64       `json:"utilization"`   // fresh utilization (App, else CPU); 0 = unknown
+	// Balance is the factor global balancing applied to the formula's
+	// weight (BalanceService); 0 when the service was not balanced.
+	Balance float64 `json:"balance,omitempty"`
 	// Named is the fresh backend report's named metrics; shared with the
 	// tracker: read only.
 	Named map[string]float64 `json:"named,omitempty"`
@@ -75,6 +78,9 @@ type ServiceTable struct {
 	// Mean is the mean Float of the endpoints with their own weight; 0 if
 	// none has one.
 	Mean float64 `json:"mean_weight"`
+	// PredictedSpread is the max/mean utilization global balancing
+	// predicts under these weights (BalanceService); 0 when not balanced.
+	PredictedSpread float64 `json:"predicted_spread,omitempty"`
 }
 
 // Row returns the row of endpoint id, if present.

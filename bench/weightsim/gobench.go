@@ -16,7 +16,7 @@ type goBench struct {
 	metrics map[string]float64 // unit (ns/op, B/op, allocs/op, sweeps, max/mean, ...) -> median
 }
 
-// readGoBench parses `go test ./weights -bench 'Solve|Ingest' -benchmem`
+// readGoBench parses `go test ./weights -bench 'Solve|Balance|Ingest' -benchmem`
 // output: every Benchmark line, in first-seen order of names.
 func readGoBench(path string) ([]goBench, error) {
 	f, err := os.Open(path)

@@ -1,9 +1,11 @@
 // Command weightsim simulates load balancing by utilization-driven weights
 // (package weights) over the subsets xds serves (subsetting.NewSlotted) and
-// compares four policies: round robin, least-loaded (each client alone,
+// compares five policies: round robin, least-loaded (each client alone,
 // from the utilization it sees of its own subset), global weights (the
-// weights Tracker fed backend reports) and per-node weights (weights.Solve
-// on weights.NewProblem, fed backend and per-node reports).
+// weights Tracker fed backend reports), global weights balanced with the
+// clients' rates (weights.BalanceService, fed per-node reports too) and
+// per-node weights (weights.Solve on weights.NewProblem, fed backend and
+// per-node reports).
 //
 //	go run ./bench/weightsim                            # defaults: 100 backends, 300 clients, subset 10
 //	go run ./bench/weightsim -noise 0 -trials 1         # noise-free only, one seed
@@ -15,7 +17,7 @@
 // with the measured values. The targets are judged on the noise-free run;
 // with -noise > 0 a second run with noisy reports is shown for
 // information. -go-bench FILE adds the figures of
-// `go test ./weights -run '^$' -bench 'Solve|Ingest' -benchmem` (medians).
+// `go test ./weights -run '^$' -bench 'Solve|Balance|Ingest' -benchmem` (medians).
 //
 // With -markdown FILE it rewrites, in FILE, only the lines between
 // <!-- weightsim:begin --> and <!-- weightsim:end --> (appending the
@@ -68,7 +70,7 @@ func main() {
 	flag.IntVar(&o.trials, "trials", o.trials, "trials (seeds seed..seed+trials-1); figures are medians")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first trial (capacities, rates, noise)")
 	flag.StringVar(&o.markdown, "markdown", "", "rewrite the weightsim section of this Markdown file")
-	flag.StringVar(&o.goBench, "go-bench", "", "output of `go test ./weights -run '^$' -bench 'Solve|Ingest' -benchmem` to include (optional)")
+	flag.StringVar(&o.goBench, "go-bench", "", "output of `go test ./weights -run '^$' -bench 'Solve|Balance|Ingest' -benchmem` to include (optional)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "bench.weightsim")
 	if err := run(o, os.Args[1:], os.Stdout, log); err != nil {

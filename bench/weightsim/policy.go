@@ -22,7 +22,7 @@ type policy interface {
 }
 
 // policyNames are the policies in the order they are shown.
-var policyNames = []string{"round robin", "least-loaded", "global weights", "per-node weights"}
+var policyNames = []string{"round robin", "least-loaded", "global weights", "global weights, balanced", "per-node weights"}
 
 // newPolicy returns the named policy for fleet f, starting from round
 // robin.
@@ -32,12 +32,16 @@ func newPolicy(name string, f fleet, o options) (policy, error) {
 		return roundRobin{f.even()}, nil
 	case "least-loaded":
 		return &leastLoaded{f: f, split: f.even(), damping: o.damping}, nil
-	case "global weights":
+	case "global weights", "global weights, balanced":
 		tr, err := newTracker(f)
 		if err != nil {
 			return nil, err
 		}
-		return &global{f: f, tr: tr, split: f.even()}, nil
+		g := &global{f: f, tr: tr, split: f.even()}
+		if name == "global weights, balanced" {
+			g.nodes, g.subsets = clientSubsets(f)
+		}
+		return g, nil
 	case "per-node weights":
 		return newPerNode(f)
 	}
@@ -111,12 +115,30 @@ func observeBackends(tr *weights.Tracker, f fleet, obs observation) error {
 // global: one integer weight per backend from the tracker's table, pushed
 // to every client when weights.Changed says so (5% share change, as the
 // runner does); each client splits in proportion to its members' weights.
+// Balanced (subsets set), the tracker is also fed every client's rates
+// (LRS) and the table goes through weights.BalanceService first, as the
+// runner does with weights.balance on.
 type global struct {
-	f      fleet
-	tr     *weights.Tracker
-	pushed weights.Table
-	sent   bool
-	split  [][]float64
+	f       fleet
+	tr      *weights.Tracker
+	pushed  weights.Table
+	sent    bool
+	split   [][]float64
+	nodes   []string            // by client; nil unless balanced
+	subsets map[string][]string // node -> endpoint ids; nil unless balanced
+}
+
+// clientSubsets names the clients and lists their subsets by endpoint id.
+func clientSubsets(f fleet) ([]string, map[string][]string) {
+	nodes := make([]string, len(f.subsets))
+	subs := make(map[string][]string, len(f.subsets))
+	for i, sub := range f.subsets {
+		nodes[i] = fmt.Sprintf("node-%d", i)
+		for _, j := range sub {
+			subs[nodes[i]] = append(subs[nodes[i]], f.ids[j])
+		}
+	}
+	return nodes, subs
 }
 
 func (g *global) splits() [][]float64 { return g.split }
@@ -125,7 +147,17 @@ func (g *global) observe(obs observation) error {
 	if err := observeBackends(g.tr, g.f, obs); err != nil {
 		return err
 	}
+	if g.nodes != nil {
+		if err := observeClients(g.tr, g.f, g.nodes, obs); err != nil {
+			return err
+		}
+	}
 	tab := g.tr.Update(obs.at)
+	if g.nodes != nil {
+		if err := g.balance(&tab); err != nil {
+			return err
+		}
+	}
 	if g.sent && !weights.Changed(g.pushed, tab, weights.DefaultMinChange) {
 		return nil
 	}
@@ -187,15 +219,39 @@ func (p *perNode) observe(obs observation) error {
 	if err := observeBackends(p.tr, p.f, obs); err != nil {
 		return err
 	}
-	for i, sub := range p.f.subsets {
+	if err := observeClients(p.tr, p.f, p.nodes, obs); err != nil {
+		return err
+	}
+	return p.solve(obs.at)
+}
+
+// observeClients feeds the tracker every client's rate to each member of
+// its subset (LRS); nodes names the clients.
+func observeClients(tr *weights.Tracker, f fleet, nodes []string, obs observation) error {
+	for i, sub := range f.subsets {
 		for t, j := range sub {
-			r := weights.Report{Service: service, Endpoint: p.f.ids[j], Node: p.nodes[i], At: obs.at, QPS: obs.client[i][t]}
-			if err := p.tr.Observe(r, obs.at); err != nil {
+			r := weights.Report{Service: service, Endpoint: f.ids[j], Node: nodes[i], At: obs.at, QPS: obs.client[i][t]}
+			if err := tr.Observe(r, obs.at); err != nil {
 				return fmt.Errorf("weightsim: %w", err)
 			}
 		}
 	}
-	return p.solve(obs.at)
+	return nil
+}
+
+// balance replaces the service's table in tab by its balanced one.
+func (g *global) balance(tab *weights.Table) error {
+	for k, st := range tab.Services {
+		if st.Name != service {
+			continue
+		}
+		b, _, err := weights.BalanceService(st, g.subsets, g.tr.NodeRates(service, tab.At), weights.DefaultBalanceConfig())
+		if err != nil {
+			return fmt.Errorf("weightsim: balance: %w", err)
+		}
+		tab.Services[k] = b
+	}
+	return nil
 }
 
 // solve builds the problem from the tracker and applies the solution.

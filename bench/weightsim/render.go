@@ -61,6 +61,11 @@ func render(r results) string {
 	p("- **global weights**: `weights.Tracker` (`DefaultConfig`: blackout 10 s, smoothing 0.5, overload guard")
 	p("  0.9/0.8) is fed every backend's report (qps, CPU utilization) each interval; `Update` gives one")
 	p("  integer weight per backend, pushed when `weights.Changed` (5%%) says so; clients split in proportion.")
+	p("  This is the formula alone (the backends' ORCA reports, no LRS: `weights.balance` has nothing to work on).")
+	p("- **global weights, balanced**: as above, and the tracker is also fed every client's rate to each member")
+	p("  (LRS); the table goes through `weights.BalanceService` (`DefaultBalanceConfig`) before the push")
+	p("  check, as the runner does with `weights.balance: true` (the default) when nodes send LRS. Still one")
+	p("  weight per backend for every client.")
 	p("- **per-node weights**: the tracker is also fed every client's rate to each member (LRS);")
 	p("  `weights.Solve(weights.NewProblem(table, nodes), DefaultSolveConfig())` (damping 0.5, `Previous` =")
 	p("  the weights last sent, all 1 at first) gives each client its own integer weights.")
@@ -125,9 +130,10 @@ func renderGoBench(p printer, bs []goBench) {
 	}
 	p("### Solver and ingestion")
 	p("")
-	p("`go test ./weights -run '^$' -bench 'Solve|Ingest' -benchmem -count 5`, medians of the runs.")
+	p("`go test ./weights -run '^$' -bench 'Solve|Balance|Ingest' -benchmem -count 5`, medians of the runs.")
 	p("BenchmarkSolve: `Solve` for 1,000 nodes x 1,000 endpoints, subsets of 20, lognormal rates, capacities")
-	p("1-2x (input building excluded). BenchmarkIngest: 10,000 endpoints (100 services x 100) each observed")
+	p("1-2x (input building excluded); BenchmarkBalance: `Balance` (global balancing) on the same fleet, one")
+	p("update of one service. BenchmarkIngest: 10,000 endpoints (100 services x 100) each observed")
 	p("once, then one `Update`: one second's work of the tracker at one report per endpoint per second")
 	p("(decoding not included), so ns/op / 1 s is the fraction of one core. BenchmarkIngestORCA adds decoding")
 	p("each endpoint's `OrcaLoadReport` from its wire bytes; BenchmarkIngestLRS instead decodes 100")
@@ -162,10 +168,11 @@ func renderTargets(p printer, r results) {
 	}
 	p("| round robin max/mean about %.1f (reference; within %.2f) | %.3f (trials %.3f-%.3f) | %s |", roundRobinRef,
 		roundRobinTol, rr.maxMean, lo, hi, yes(math.Abs(rr.maxMean-roundRobinRef) <= roundRobinTol))
-	glm := gl.medians()
-	p("| global weights max/mean <= %.2f | %.3f | %s |", globalTarget, glm.maxMean, yes(glm.maxMean <= globalTarget))
+	glm, glb := gl.medians(), m.find("global weights, balanced").medians()
+	p("| global weights max/mean <= %.2f | formula alone (no LRS) %.3f; balanced with LRS %.3f | %s |", globalTarget,
+		glm.maxMean, glb.maxMean, yesPart(glb.maxMean <= globalTarget, glm.maxMean <= globalTarget, "with LRS; formula alone: no"))
 	p("| per-node weights max/mean <= %.2f | %.3f | %s |", perNodeTarget, pn.maxMean, yes(pn.maxMean <= perNodeTarget))
-	for _, name := range []string{"global weights", "per-node weights"} {
+	for _, name := range []string{"global weights", "global weights, balanced", "per-node weights"} {
 		pr := m.find(name)
 		st, w, n := pr.medians(), pr.worst(), len(pr.trials)
 		p("| %s converge within %d report intervals | %s median; %d of %d trials never settle | %s |", name, convergeTarget,
@@ -194,16 +201,18 @@ func renderTargets(p printer, r results) {
 		}
 	}
 	p("")
-	renderGlobalNotes(p, gl)
+	renderGlobalNotes(p, gl, glb)
 }
 
 // renderGlobalNotes explains the global weights' misses, if any.
-func renderGlobalNotes(p printer, gl policyResult) {
+func renderGlobalNotes(p printer, gl policyResult, balanced stats) {
 	st, w := gl.medians(), gl.worst()
 	if st.maxMean > globalTarget {
-		p("Global weights miss %.2f: one weight per backend scales every client's share of that backend alike,", globalTarget)
-		p("so it can match each backend's capacity but cannot undo the imbalance that subsets of clients with")
-		p("unequal rates put on it; only per-node weights, which give each client its own split, can.")
+		p("The formula alone misses %.2f: it sets each backend's weight to its capacity, which cannot undo the", globalTarget)
+		p("imbalance that subsets of clients with unequal rates put on the backends (on these fleets exact")
+		p("capacity weights give %.3f, as the reference's \"about 1.35\"). With the clients' rates from LRS,", st.maxMean)
+		p("`weights.BalanceService` predicts every backend's load from the subsets and picks the one weight set")
+		p("that evens it out: %.3f, still one weight per backend for every node.", balanced.maxMean)
 		p("")
 	}
 	if w.oscillation >= oscillationTarget || gl.unsettled() > 0 {
@@ -234,6 +243,14 @@ func ratio(x float64) string {
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// yesPart is yes, or "yes, <qualifier>" when only the first condition holds.
+func yesPart(ok, fully bool, qualifier string) string {
+	if ok && !fully {
+		return "yes, " + qualifier
+	}
+	return yes(ok)
+}
 
 func yes(ok bool) string {
 	if ok {

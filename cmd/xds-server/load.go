@@ -68,6 +68,7 @@ var options = []option{
 	{"weights.max_ratio", 100.0, "largest over smallest EDS weight within a service"},
 	{"weights.orca_interval", time.Second, "ORCA report interval asked of backends"},
 	{"weights.lrs_interval", time.Second, "load report interval asked of LRS clients (Envoy, gRPC)"},
+	{"weights.balance", true, "global mode: when nodes send LRS, pick the one weight per endpoint that evens out the utilization their subsets and rates predict (else the formula's weights alone)"},
 	{"weights.per_node_damping", 0.5, "per_node mode: fraction of the way from a node's last weights to the solver's optimum per push, in (0, 1]"},
 	{"drain.window", 30 * time.Second, "an endpoint that leaves discovery stays DRAINING this long before it is removed (0: removed at once); per service: services.<name>.drain_window"},
 	{"drain.meta_key", "lame_duck", "endpoints whose meta value at this key is true (true, 1, yes, on) are DRAINING; empty: off"},

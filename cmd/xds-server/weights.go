@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -56,6 +57,7 @@ func newWeightShell(cfg Config, log *slog.Logger, reg prometheus.Registerer, srv
 	if w.runner, err = weights.NewRunner(weights.RunnerConfig{Tracker: tr, Registerer: reg,
 		Publish:      func(t weights.Table) { srv.SetWeights(t.Map()) },
 		PublishNodes: w.publishNodes,
+		Adjust:       w.balance,
 		NodeDebug: func(service, node string) (any, bool) {
 			return w.perNode.Debug(service, node)
 		},
@@ -170,6 +172,38 @@ func (w *weightShell) publishNodes(t weights.Table) bool {
 	w.mu.Unlock()
 	w.srv.SetNodeWeights(all)
 	return true
+}
+
+// balance rewrites, with weights.balance on, the table of every weighted
+// service in global mode by weights.BalanceService over its nodes'
+// subsets and LRS rates (services no node reports on keep the formula's
+// weights).
+func (w *weightShell) balance(t weights.Table) weights.Table {
+	if !w.cfg.Weights.Balance {
+		return t
+	}
+	w.mu.Lock()
+	global := map[string]bool{}
+	for name, perNode := range w.perSvc {
+		global[name] = !perNode
+	}
+	w.mu.Unlock()
+	out := t
+	out.Services = slices.Clone(t.Services)
+	for k, st := range out.Services {
+		if !global[st.Name] {
+			continue
+		}
+		b, ok, err := weights.BalanceService(st, w.srv.NodeSubsets(st.Name), w.tracker.NodeRates(st.Name, t.At), w.cfg.Weights.balancer())
+		if err != nil {
+			w.log.Error("weights: balancing failed; the formula's weights stay", "service", st.Name, "error", err)
+			continue
+		}
+		if ok {
+			out.Services[k] = b
+		}
+	}
+	return out
 }
 
 // orcaPort is the endpoint's ORCA port: its meta value at key, else the

@@ -25,6 +25,7 @@ type WeightsConfig struct {
 	ORCAInterval     time.Duration `mapstructure:"orca_interval"`             // report interval asked of backends
 	LRSInterval      time.Duration `mapstructure:"lrs_interval"`              // load report interval asked of clients
 	PerNodeDamping   float64       `mapstructure:"per_node_damping"`          // per_node: fraction of the way to the optimum per solve
+	Balance          bool          `mapstructure:"balance"`                   // global: balance the one weight set with the nodes' LRS rates
 }
 
 // ServiceWeights are the per-service weight settings (services.<name>.weights).
@@ -71,6 +72,12 @@ func (w WeightsConfig) tracker() weights.Config {
 		Smoothing: w.Smoothing, OverloadThreshold: w.OverloadThresh, OverloadRecover: w.OverloadRecover,
 		OverloadFactor: weights.DefaultConfig().OverloadFactor, MaxRatio: w.MaxRatio,
 	}
+}
+
+func (w WeightsConfig) balancer() weights.BalanceConfig {
+	c := weights.DefaultBalanceConfig()
+	c.MaxRatio = w.MaxRatio
+	return c
 }
 
 func (w WeightsConfig) solver() weights.SolveConfig {
