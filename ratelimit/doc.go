@@ -4,13 +4,15 @@
 // extensions), the descriptor matcher, the algorithms, and the stores.
 //
 // ratelimit must not import xds, discovery, envoy (this module's) or cmd;
-// it uses go-control-plane's RLS protos, gRPC and Prometheus. The core is
-// pure (no goroutines, I/O, logging or clock: every function that needs
-// the time takes it): unit.go, criticality.go, config.go, config_yaml.go,
-// config_rule.go, match.go and algorithm.go. The shell is the memory store
-// (memory.go), the local over-limit cache (overlimit.go), the service
-// (service*.go, metrics.go), file loading and reloads (files.go) and the
-// HTTP debugging handler (http.go).
+// it uses go-control-plane's RLS protos, gRPC, Prometheus and go-redis.
+// The core is pure (no goroutines, I/O, logging or clock: every function
+// that needs the time takes it): unit.go, criticality.go, config.go,
+// config_yaml.go, config_rule.go, match.go and algorithm.go. The shell is
+// the memory store (memory.go), the Redis store (redis.go,
+// redis_script.go and its Lua script redis.lua, over go-redis), the
+// local over-limit cache (overlimit.go), the service (service*.go,
+// metrics.go), file loading and reloads (files.go) and the HTTP
+// debugging handler (http.go).
 //
 // # Configuration
 //
@@ -101,7 +103,15 @@
 // # Stores and failures
 //
 // A Store decides all the checks of a request in one call (one round trip
-// for a remote store); Memory is the in-process one. In front of any store
+// for a remote store); Memory is the in-process one. Redis is shared by
+// replicas: one Redis node (password or ACL user, TLS), one atomic Lua
+// script per call deciding every check in order at the caller's clock
+// (never Redis's TIME), with the same answers as Memory. Unix times in ns
+// do not fit Lua's doubles, so the script keeps them as (seconds,
+// nanoseconds) pairs or 19-digit strings and replies each key's state
+// before the check; the Go side computes the result from it with
+// Decide's arithmetic. Every key has a TTL: the time until it holds no
+// usage, plus a second of grace. In front of any store
 // the service keeps a local cache of keys known to be over their limit
 // until their reset (Result.Exhausted) and refuses them without asking.
 // When the store fails, ServiceConfig.FailureMode answers: allow (the

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
@@ -21,9 +23,61 @@ type RateLimitConfig struct {
 	Address        string        `mapstructure:"address"`         // host:port of the RLS gRPC listener
 	Config         string        `mapstructure:"config"`          // envoyproxy/ratelimit YAML file or directory; "" = no domains
 	FailureMode    string        `mapstructure:"failure_mode"`    // allow | deny, when the store fails
-	Store          string        `mapstructure:"store"`           // memory
+	Store          string        `mapstructure:"store"`           // memory | redis
 	Headers        bool          `mapstructure:"headers"`         // RateLimit-* response headers
 	ReloadInterval time.Duration `mapstructure:"reload_interval"` // how often the config files are checked for changes
+	Redis          RedisConfig   `mapstructure:"redis"`           // the redis store (store: redis)
+}
+
+// RedisConfig is the ratelimit.redis section: the Redis node shared by
+// the replicas of the rate-limit service.
+type RedisConfig struct {
+	Address       string        `mapstructure:"address"`         // host:port of one Redis node
+	Username      string        `mapstructure:"username"`        // ACL user; "" = the default user
+	Password      string        `mapstructure:"password"`        // "" = no AUTH; env XDS_SERVER_RATELIMIT_REDIS_PASSWORD
+	DB            uint32        `mapstructure:"db"`              // database number
+	TLS           bool          `mapstructure:"tls"`             // connect with TLS
+	TLSCAFile     string        `mapstructure:"tls_ca_file"`     // PEM CA bundle; "" = system roots
+	TLSServerName string        `mapstructure:"tls_server_name"` // name verified; "" = the address's host
+	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // do not verify the server's certificate
+	PoolSize      uint32        `mapstructure:"pool_size"`       // connections; 0 = 10 per CPU
+	Timeout       time.Duration `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
+	KeyPrefix     string        `mapstructure:"key_prefix"`      // before every key
+}
+
+// store is the ratelimit.RedisConfig of c.
+func (c RedisConfig) store() ratelimit.RedisConfig {
+	return ratelimit.RedisConfig{Address: c.Address, Username: c.Username, Password: c.Password, DB: int(c.DB),
+		TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSServerName: c.TLSServerName, TLSInsecureSkipVerify: c.TLSSkipVerify,
+		PoolSize: int(c.PoolSize), Timeout: c.Timeout, KeyPrefix: c.KeyPrefix}
+}
+
+// validate checks the ratelimit.redis section (whatever the store, so
+// that a mistake shows before the store is switched).
+func (c RedisConfig) validate(bad func(key, format string, args ...any)) {
+	checkAddr(bad, "ratelimit.redis.address", c.Address)
+	if c.DB > math.MaxInt32 {
+		bad("ratelimit.redis.db", "%d is out of range [0, %d]", c.DB, math.MaxInt32)
+	}
+	if c.Timeout <= 0 {
+		bad("ratelimit.redis.timeout", "%v must be positive", c.Timeout)
+	}
+	if c.PoolSize > 10_000 {
+		bad("ratelimit.redis.pool_size", "%d is more than 10000", c.PoolSize)
+	}
+	if !c.TLS {
+		for key, set := range map[string]bool{"tls_ca_file": c.TLSCAFile != "", "tls_server_name": c.TLSServerName != "",
+			"tls_skip_verify": c.TLSSkipVerify} {
+			if set {
+				bad("ratelimit.redis."+key, "needs ratelimit.redis.tls: true")
+			}
+		}
+	}
+	if c.TLS && c.TLSCAFile != "" {
+		if _, err := c.store().TLSConfig(); err != nil {
+			bad("ratelimit.redis.tls_ca_file", "%v", err)
+		}
+	}
 }
 
 // validateRateLimit checks the ratelimit section, the config files included.
@@ -34,12 +88,11 @@ func (c Config) validateRateLimit(bad func(key, format string, args ...any)) {
 		bad("ratelimit.failure_mode", "%v", err)
 	}
 	switch r.Store {
-	case "memory":
-	case "redis":
-		bad("ratelimit.store", "redis is not available yet; use memory")
+	case "memory", "redis":
 	default:
 		bad("ratelimit.store", "%q is not one of memory, redis", r.Store)
 	}
+	r.Redis.validate(bad)
 	if r.ReloadInterval <= 0 {
 		bad("ratelimit.reload_interval", "%v must be positive", r.ReloadInterval)
 	}
@@ -56,14 +109,12 @@ type rateLimit struct {
 	grpc *grpc.Server
 	lis  net.Listener
 	cfg  RateLimitConfig
+
+	closeStore func()
 }
 
 func newRateLimit(cfg RateLimitConfig, log *slog.Logger, reg prometheus.Registerer) (*rateLimit, error) {
 	mode, err := ratelimit.ParseFailureMode(cfg.FailureMode)
-	if err != nil {
-		return nil, err
-	}
-	store, err := ratelimit.NewMemory(ratelimit.MemoryConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -73,18 +124,55 @@ func newRateLimit(cfg RateLimitConfig, log *slog.Logger, reg prometheus.Register
 			return nil, err
 		}
 	}
+	store, closeStore, err := newStore(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := ratelimit.NewService(ratelimit.ServiceConfig{Store: store, Config: rules, Path: cfg.Config,
 		FailureMode: mode, Headers: cfg.Headers, Registerer: reg, Logger: log})
 	if err != nil {
+		closeStore()
 		return nil, err
 	}
 	lis, err := net.Listen("tcp", cfg.Address)
 	if err != nil {
+		closeStore()
 		return nil, fmt.Errorf("ratelimit listener: %w", err)
 	}
 	g := grpc.NewServer()
 	svc.Register(g)
-	return &rateLimit{svc: svc, grpc: g, lis: lis, cfg: cfg}, nil
+	return &rateLimit{svc: svc, grpc: g, lis: lis, cfg: cfg, closeStore: closeStore}, nil
+}
+
+// newStore returns the store of cfg.Store and the function that closes
+// it. An unreachable Redis is not an error: it is logged, decisions
+// follow the failure mode until it answers.
+func newStore(cfg RateLimitConfig, log *slog.Logger) (ratelimit.Store, func(), error) {
+	if cfg.Store != "redis" {
+		m, err := ratelimit.NewMemory(ratelimit.MemoryConfig{})
+		return m, func() {}, err
+	}
+	rlog := log.With("component", "ratelimit")
+	redis.SetLogger(redisLogger{rlog})
+	r, err := ratelimit.NewRedis(cfg.Redis.store())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.Ping(context.Background()); err != nil {
+		rlog.Warn("redis store not reachable yet; answering per failure mode until it is",
+			"address", cfg.Redis.Address, "failure_mode", cfg.FailureMode, "error", err)
+	} else {
+		rlog.Info("redis store connected", "address", cfg.Redis.Address, "tls", cfg.Redis.TLS)
+	}
+	return r, func() { _ = r.Close() }, nil
+}
+
+// redisLogger sends go-redis's own messages (connection failures, already
+// counted and logged by the service) to the debug level.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
 // run serves until ctx is done, reloading the config files when they change.
@@ -108,6 +196,7 @@ func (r *rateLimit) stop(ctx context.Context) {
 	case <-ctx.Done():
 		r.grpc.Stop()
 	}
+	r.closeStore()
 }
 
 // rateLimitCheck is `xds-server ratelimit check --config PATH`: it loads an

@@ -1,0 +1,211 @@
+package ratelimit
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Defaults of RedisConfig.
+const (
+	// DefaultRedisTimeout bounds one Decide call: connecting, waiting for
+	// a pooled connection, writing and reading.
+	DefaultRedisTimeout = 250 * time.Millisecond
+)
+
+// RedisConfig configures NewRedis.
+type RedisConfig struct {
+	// Address is the host:port of a single Redis node; required.
+	Address string
+	// Username and Password authenticate (AUTH, or an ACL user when
+	// Username is set); empty means no authentication.
+	Username, Password string
+	// DB is the database number, >= 0.
+	DB int
+	// TLS connects with TLS (1.2 or later), verifying the server's
+	// certificate against TLSCAFile (a PEM file; "" means the system
+	// roots) for TLSServerName ("" means the host of Address), unless
+	// TLSInsecureSkipVerify. The TLS fields need TLS.
+	TLS                   bool
+	TLSCAFile             string
+	TLSServerName         string
+	TLSInsecureSkipVerify bool
+	// PoolSize is the most connections kept open; 0 means go-redis's
+	// default (10 per CPU).
+	PoolSize int
+	// Timeout bounds each Decide call (and each connection attempt); 0
+	// means DefaultRedisTimeout. A call that times out is an error: the
+	// service answers per its failure mode.
+	Timeout time.Duration
+	// KeyPrefix is put before every key; "" means none (the keys of
+	// fixed windows are then envoyproxy/ratelimit's own).
+	KeyPrefix string
+}
+
+// Validate reports every invalid field (zero fields are defaults).
+func (c RedisConfig) Validate() error {
+	var errs []error
+	if c.Address == "" {
+		errs = append(errs, errors.New("address is required"))
+	} else if _, port, err := net.SplitHostPort(c.Address); err != nil || port == "" {
+		errs = append(errs, fmt.Errorf("address %q is not host:port", c.Address))
+	}
+	if c.DB < 0 {
+		errs = append(errs, fmt.Errorf("db %d is negative", c.DB))
+	}
+	if c.PoolSize < 0 {
+		errs = append(errs, fmt.Errorf("pool size %d is negative", c.PoolSize))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout %v is negative", c.Timeout))
+	}
+	if !c.TLS && (c.TLSCAFile != "" || c.TLSServerName != "" || c.TLSInsecureSkipVerify) {
+		errs = append(errs, errors.New("tls ca file, server name and skip verify need tls"))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("ratelimit: invalid redis store config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// TLSConfig is the client's TLS configuration (with the CA file read);
+// nil without TLS.
+func (c RedisConfig) TLSConfig() (*tls.Config, error) {
+	if !c.TLS {
+		return nil, nil
+	}
+	host, _, _ := net.SplitHostPort(c.Address)
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cmp.Or(c.TLSServerName, host),
+		InsecureSkipVerify: c.TLSInsecureSkipVerify} //nolint:gosec // only when configured so
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: redis tls ca file: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ratelimit: redis tls ca file %s: no PEM certificate", c.TLSCAFile)
+		}
+	}
+	return tc, nil
+}
+
+// Redis is the Store shared by replicas: usage lives in one Redis node,
+// and each Decide call is one atomic Lua script (one round trip: EVALSHA,
+// or EVAL once after a script flush or a restart) that decides every
+// check of the call in order, with the caller's clock. It gives the same
+// answers as Memory; see redis.lua for the keys' layout. Every key has a
+// TTL: it expires (plus a second of grace for clock skew) once it holds
+// no usage. Connections are re-established on demand, so the store
+// recovers by itself when Redis comes back.
+//
+// Keys, after KeyPrefix: fixed_window FixedWindowKey (an integer, as
+// envoyproxy/ratelimit keeps it); sliding_window key+":sw"; sliding_log
+// key+":sl" (a list of at most the limit ns timestamps); token_bucket
+// key+":tb" and leaky_bucket key+":lb" (GCRA's theoretical arrival
+// time). Each algorithm has its own keys, so changing a rule's algorithm
+// starts it afresh.
+type Redis struct {
+	client  *redis.Client
+	timeout time.Duration
+	prefix  string
+}
+
+// NewRedis returns a store over the Redis node of cfg. It does not
+// connect: see Ping.
+func NewRedis(cfg RedisConfig) (*Redis, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tc, err := cfg.TLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	timeout := cmp.Or(cfg.Timeout, DefaultRedisTimeout)
+	client := redis.NewClient(&redis.Options{
+		Addr: cfg.Address, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB,
+		TLSConfig: tc, PoolSize: cfg.PoolSize,
+		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
+		ContextTimeoutEnabled: true,
+		// A script that timed out may have run: never run it twice.
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		// No extra commands when connecting.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	return &Redis{client: client, timeout: timeout, prefix: cfg.KeyPrefix}, nil
+}
+
+// Ping checks that Redis answers (and accepts the credentials) within
+// the timeout.
+func (r *Redis) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("ratelimit: redis: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connections.
+func (r *Redis) Close() error { return r.client.Close() }
+
+// Decide implements Store in one round trip (none when no check needs
+// Redis: a bucket of zero requests or burst refuses without state). An
+// error (unreachable, timeout, authentication) means no decision.
+func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Result, error) {
+	res := make([]Result, len(checks))
+	keys := make([]string, 0, len(checks))
+	args := make([]any, 1, 1+len(checks)*redisArgsPerCheck)
+	args[0] = redisTTLGrace.Milliseconds()
+	sent := make([]int, 0, len(checks)) // indexes of the checks in keys
+	for i, c := range checks {
+		c = normalize(c)
+		key, a := r.encode(now, c)
+		if key == "" {
+			var st State
+			res[i] = Decide(&st, now, c)
+			continue
+		}
+		keys, args, sent = append(keys, key), append(args, a...), append(sent, i)
+	}
+	if len(keys) == 0 {
+		return res, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	reply, err := redisScript.Run(ctx, r.client, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: redis: %w", err)
+	}
+	if len(reply) != redisReplyPerCheck*len(keys) {
+		return nil, fmt.Errorf("ratelimit: redis: %d values in the reply for %d checks", len(reply), len(keys))
+	}
+	for j, i := range sent {
+		v := reply[j*redisReplyPerCheck : (j+1)*redisReplyPerCheck]
+		if res[i], err = decodeResult(now, normalize(checks[i]), v); err != nil {
+			return nil, fmt.Errorf("ratelimit: redis: check %d: %w", i, err)
+		}
+	}
+	return res, nil
+}
+
+// normalize applies Decide's defaults: an invalid unit is a second, and
+// the cap is at most the capacity.
+func normalize(c Check) Check {
+	if !c.Limit.Unit.Valid() {
+		c.Limit.Unit = Second
+	}
+	c.Cap = min(c.Cap, c.Limit.Capacity())
+	return c
+}

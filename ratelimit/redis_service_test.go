@@ -1,0 +1,140 @@
+package ratelimit
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+const redisServiceYAML = `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 2}
+`
+
+// newRedisService is a service (fake clock) over a Redis store on srv.
+func newRedisService(t *testing.T, srv *harness.RedisServer, yaml string, mod func(*ServiceConfig)) *testService {
+	t.Helper()
+	st := newRedisStore(t, srv, RedisConfig{KeyPrefix: "svc:"})
+	return newTestService(t, yaml, func(c *ServiceConfig) {
+		c.Store = st
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+// Redis killed mid-test: the failure mode answers, quickly, with a
+// metric and a log line; Redis back on the same port: decisions are
+// enforced again, without touching the service.
+func TestRedisOutageAndRecovery(t *testing.T) {
+	for _, mode := range []FailureMode{FailOpen, FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			srv := harness.Redis(t, harness.RedisOptions{})
+			ts := newRedisService(t, srv, redisServiceYAML, func(c *ServiceConfig) { c.FailureMode = mode })
+			code := func(v string) rlsv3.RateLimitResponse_Code { return ts.call(t, request("d", "k="+v)).OverallCode }
+			enforced := func(v string) {
+				t.Helper()
+				for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+					if got := code(v); got != want {
+						t.Fatalf("k=%s, request %d: %v, want %v", v, i+1, got, want)
+					}
+				}
+			}
+			enforced("before")
+
+			srv.Stop()
+			want := rlsv3.RateLimitResponse_OK
+			if mode == FailClosed {
+				want = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			start := time.Now()
+			const down = 50 // more than the limit, and than the pool's size: its dials back off
+			for i := range down {
+				if got := code("during"); got != want {
+					t.Fatalf("Redis down, request %d: %v, want %v", i+1, got, want)
+				}
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("%d requests took %v with Redis down", down, d)
+			}
+			if n := ts.counter(t, "ratelimit_store_errors_total"); n != down {
+				t.Errorf("store errors %v, want %d", n, down)
+			}
+			if n := ts.counter(t, "ratelimit_failure_mode_total", "mode", mode.String()); n != down {
+				t.Errorf("failure mode answers %v, want %d", n, down)
+			}
+			if logs := ts.logs.String(); !containsAll(logs, "rate-limit store failed", "failure_mode="+mode.String()) {
+				t.Errorf("no store error log line:\n%s", logs)
+			}
+
+			srv.Start()
+			// The pool redials on demand (at most a second after its
+			// dial failures): poll until a call gets the store's answer.
+			deadline := time.Now().Add(15 * time.Second)
+			for i := 0; ; i++ {
+				errs := ts.counter(t, "ratelimit_store_errors_total")
+				code("probe" + strconv.Itoa(i))
+				if ts.counter(t, "ratelimit_store_errors_total") == errs {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("decisions did not recover within 15s of Redis coming back")
+				}
+				time.Sleep(20 * time.Millisecond) // the probe is the observation; no event to await
+			}
+			enforced("after")
+		})
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// Two services (replicas) sharing one Redis, under concurrent load,
+// admit one global limit.
+func TestRedisReplicasShareOneLimit(t *testing.T) {
+	const limit, workers, each = 1000, 4, 500 // 2 replicas x 4 x 500 = 4x the limit
+	yaml := "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: " + strconv.Itoa(limit) + "}\n"
+	srv := harness.Redis(t, harness.RedisOptions{})
+	replicas := []*testService{newRedisService(t, srv, yaml, nil), newRedisService(t, srv, yaml, nil)}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for _, ts := range replicas {
+		for range workers {
+			wg.Go(func() {
+				for range each {
+					resp, err := ts.ShouldRateLimit(context.Background(), request("d", "k=shared"))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	n := admitted.Load()
+	if n < limit*99/100 || n > limit*101/100 {
+		t.Errorf("%d of %d requests admitted by 2 replicas, want %d within 1%%", n, 2*workers*each, limit)
+	}
+	t.Logf("%d of %d requests admitted, limit %d", n, 2*workers*each, limit)
+}
