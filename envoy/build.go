@@ -111,6 +111,9 @@ func validateClusterFields(s Service) error {
 	if s.ConnectTimeout < 0 {
 		errs = append(errs, fmt.Errorf("envoy: service %q: connect_timeout %v is negative", s.Name, s.ConnectTimeout))
 	}
+	if err := s.Cluster.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("envoy: service %q: %w", s.Name, err))
+	}
 	return errors.Join(errs...)
 }
 

@@ -10,7 +10,8 @@ import (
 // Cluster returns the EDS cluster of s: its endpoints come from the
 // ClusterLoadAssignment named s.Name over ADS, its load-balancing policy is
 // s.LBPolicy (see ParseLBPolicy) and its connect_timeout is
-// s.ConnectTimeout (1s when 0). s.Endpoints are not read.
+// s.ConnectTimeout (1s when 0), and s.Cluster adds the optional settings
+// (see ClusterOptions). s.Endpoints are not read.
 func Cluster(s Service) (*clusterv3.Cluster, error) {
 	if err := errors.Join(validateName(s), validateClusterFields(s)); err != nil {
 		return nil, err
@@ -29,7 +30,10 @@ func Cluster(s Service) (*clusterv3.Cluster, error) {
 		},
 		ConnectTimeout: durationpb.New(timeout),
 	}
-	if err := setLBPolicy(c, policy); err != nil {
+	if err := setLBPolicy(c, policy, s.Cluster.RingHash); err != nil {
+		return nil, err
+	}
+	if err := applyClusterOptions(c, s.Cluster); err != nil {
 		return nil, err
 	}
 	return validated(c, "cluster", s.Name)

@@ -175,9 +175,15 @@ func checkGRPCCluster(c *clusterv3.Cluster) error {
 			return fmt.Errorf("cds %q: %w", c.GetName(), err)
 		}
 	}
-	if len(c.GetTransportSocketMatches()) != 0 || c.GetTransportSocket() != nil || c.GetOutlierDetection() != nil ||
+	if od := c.GetOutlierDetection(); od != nil && (od.GetMaxEjectionPercent().GetValue() > 100 ||
+		od.GetInterval().AsDuration() < 0 || od.GetBaseEjectionTime().AsDuration() < 0 ||
+		od.GetMaxEjectionTime().AsDuration() < 0 || od.GetEnforcingSuccessRate().GetValue() > 100 ||
+		od.GetFailurePercentageThreshold().GetValue() > 100 || od.GetEnforcingFailurePercentage().GetValue() > 100) {
+		return fmt.Errorf("cds %q: outlier_detection out of range (gRFC A50)", c.GetName())
+	}
+	if len(c.GetTransportSocketMatches()) != 0 || c.GetTransportSocket() != nil ||
 		(c.GetLrsServer() != nil && c.GetLrsServer().GetSelf() == nil) {
-		return fmt.Errorf("cds %q: unchecked security, outlier detection or LRS config", c.GetName())
+		return fmt.Errorf("cds %q: unchecked security or LRS config", c.GetName())
 	}
 	if c.GetType() != clusterv3.Cluster_EDS {
 		return fmt.Errorf("cds %q: type %v", c.GetName(), c.GetType())

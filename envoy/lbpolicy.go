@@ -57,7 +57,7 @@ func ParseLBPolicy(s string) (LBPolicy, error) {
 // them and uses the second entry, the policy it would use for round_robin
 // (weighted localities, round robin inside each) or ring_hash. lb_policy
 // then names that fallback, for clients that predate load_balancing_policy.
-func setLBPolicy(c *clusterv3.Cluster, p LBPolicy) error {
+func setLBPolicy(c *clusterv3.Cluster, p LBPolicy, ring RingHashSize) error {
 	switch p {
 	case RoundRobin:
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
@@ -65,7 +65,7 @@ func setLBPolicy(c *clusterv3.Cluster, p LBPolicy) error {
 		c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST
 	case RingHash:
 		c.LbPolicy = clusterv3.Cluster_RING_HASH
-		c.LbConfig = ringHashLBConfig()
+		c.LbConfig = ringHashLBConfig(ring)
 	case Random:
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
 		return setPolicyList(c,
@@ -73,13 +73,13 @@ func setLBPolicy(c *clusterv3.Cluster, p LBPolicy) error {
 			wrrLocalityRoundRobin)
 	case Maglev:
 		c.LbPolicy = clusterv3.Cluster_RING_HASH
-		c.LbConfig = ringHashLBConfig()
+		c.LbConfig = ringHashLBConfig(ring)
 		return setPolicyList(c,
 			typedPolicy("envoy.load_balancing_policies.maglev", &maglevv3.Maglev{}),
 			typedPolicy("envoy.load_balancing_policies.ring_hash", &ringhashv3.RingHash{
 				HashFunction:    ringhashv3.RingHash_XX_HASH,
-				MinimumRingSize: wrapperspb.UInt64(ringHashMinSize),
-				MaximumRingSize: wrapperspb.UInt64(ringHashMaxSize),
+				MinimumRingSize: wrapperspb.UInt64(ring.ringMin()),
+				MaximumRingSize: wrapperspb.UInt64(ring.ringMax()),
 			}))
 	default:
 		_, err := ParseLBPolicy(string(p))
@@ -88,11 +88,11 @@ func setLBPolicy(c *clusterv3.Cluster, p LBPolicy) error {
 	return nil
 }
 
-func ringHashLBConfig() *clusterv3.Cluster_RingHashLbConfig_ {
+func ringHashLBConfig(ring RingHashSize) *clusterv3.Cluster_RingHashLbConfig_ {
 	return &clusterv3.Cluster_RingHashLbConfig_{RingHashLbConfig: &clusterv3.Cluster_RingHashLbConfig{
 		HashFunction:    clusterv3.Cluster_RingHashLbConfig_XX_HASH,
-		MinimumRingSize: wrapperspb.UInt64(ringHashMinSize),
-		MaximumRingSize: wrapperspb.UInt64(ringHashMaxSize),
+		MinimumRingSize: wrapperspb.UInt64(ring.ringMin()),
+		MaximumRingSize: wrapperspb.UInt64(ring.ringMax()),
 	}}
 }
 

@@ -48,8 +48,9 @@ const (
 // Service is everything the translation needs to know about one service
 // for one node.
 type Service struct {
-	Name           string        // cluster, listener, route and EDS resource name
-	LBPolicy       LBPolicy      // "" means round_robin
-	ConnectTimeout time.Duration // > 0; 0 means 1s
-	Endpoints      []Endpoint    // in the order they should appear; grouped by locality on output
+	Name           string         // cluster, listener, route and EDS resource name
+	LBPolicy       LBPolicy       // "" means round_robin
+	ConnectTimeout time.Duration  // > 0; 0 means 1s
+	Endpoints      []Endpoint     // in the order they should appear; grouped by locality on output
+	Cluster        ClusterOptions // protocol, health checks, outlier detection, circuit breakers...
 }

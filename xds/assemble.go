@@ -3,7 +3,6 @@ package xds
 import (
 	"cmp"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/xds-server/xds-server/discovery"
@@ -19,6 +18,9 @@ type ServiceSettings struct {
 	// (plus replacements for members that are not serving); 0 means all.
 	SubsetSize int
 	Subsetting subsetting.Algorithm // "" means steady
+	// Cluster are the optional cluster settings (protocol, health checks,
+	// outlier detection, circuit breakers, locality weights, ring size).
+	Cluster envoy.ClusterOptions
 }
 
 // SettingsFunc returns the settings for a service (the "*" defaults merged
@@ -49,6 +51,7 @@ func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint
 		LBPolicy:       set.LBPolicy,
 		ConnectTimeout: set.ConnectTimeout,
 		Endpoints:      eps,
+		Cluster:        set.Cluster,
 	}
 }
 
@@ -80,26 +83,19 @@ func healthStatus(h discovery.Health) envoy.HealthStatus {
 }
 
 // Assembly keys: nodes with the same key receive identical resources and
-// share one cache snapshot. Per-node subsets and weights will refine them.
+// share one cache snapshot (per-node subsets and weights refine them, see
+// variants.go). A key is the node's kind, followed by the positions of the
+// configured listeners it gets: "envoy:0,2" (see listenerSet.assemblyKey).
 const (
 	// keyProxyless: proxyless gRPC (and any other non-Envoy client) gets
-	// clusters, endpoints, and an api_listener with its route per service.
+	// clusters, endpoints, and an api_listener with its route per service,
+	// plus an api_listener and route per configured listener it matches.
 	keyProxyless = "proxyless"
-	// keyEnvoy: Envoy gets clusters and endpoints; it accepts api_listeners
-	// only from its bootstrap, so they are not sent over LDS.
+	// keyEnvoy: Envoy gets clusters and endpoints (it accepts
+	// api_listeners only from its bootstrap), plus the configured
+	// listeners it matches, their routes and the RLS cluster they use.
 	keyEnvoy = "envoy"
 )
 
-// assemblyKey groups nodes that receive identical resources.
-func assemblyKey(n Node) string {
-	if isEnvoy(n) {
-		return keyEnvoy
-	}
-	return keyProxyless
-}
-
 // isEnvoy reports whether the node is an Envoy proxy (user_agent_name "envoy").
-func isEnvoy(n Node) bool {
-	name, _, _ := strings.Cut(n.UserAgent, " ")
-	return strings.EqualFold(name, "envoy")
-}
+func isEnvoy(n Node) bool { return isEnvoyAgent(n.UserAgent) }

@@ -10,5 +10,13 @@
 // snapshot, and resource versions are content hashes, so nothing is pushed
 // when nothing changed.
 //
+// Listeners from configuration (Config.Listeners) are translated once and
+// go to the nodes whose id or cluster matches their globs: Envoy nodes get
+// the Listener, its RouteConfiguration and the RLS cluster, proxyless
+// nodes an api_listener of the same name. The set of listeners is part of
+// a node's assembly key, so only nodes with the same set share a
+// snapshot. Envoy nodes are served from an ADS-ordered cache, the others
+// from one that answers requests naming only some resources (caches.go).
+//
 // xds must not import cmd or viper.
 package xds

@@ -28,11 +28,12 @@ type memoEntry struct {
 // Update and kick may be called from any goroutine; rebuilds happen on the
 // loop goroutine, debounced.
 type reconciler struct {
-	cache    cache.SnapshotCache
+	cache    *nodeCaches
 	reg      *registry
 	m        *metrics
 	log      *slog.Logger
 	settings SettingsFunc
+	lis      *listenerSet // configured listeners; nil when there are none
 	now      func() time.Time
 	debounce time.Duration
 	maxDelay time.Duration
@@ -60,9 +61,9 @@ type reconciler struct {
 	pushStart map[string]map[string]time.Time // node -> type URL -> change time awaiting push
 }
 
-func newReconciler(c cache.SnapshotCache, reg *registry, m *metrics, cfg Config) *reconciler {
-	return &reconciler{
-		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, now: cfg.Now,
+func newReconciler(c *nodeCaches, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
+	r := &reconciler{
+		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, lis: lis, now: cfg.Now,
 		debounce: cfg.Debounce, maxDelay: cfg.MaxDelay,
 		kick:      make(chan struct{}, 1),
 		memo:      map[string]memoEntry{},
@@ -71,6 +72,9 @@ func newReconciler(c cache.SnapshotCache, reg *registry, m *metrics, cfg Config)
 		nodeSnap:  map[string]*cache.Snapshot{},
 		pushStart: map[string]map[string]time.Time{},
 	}
+	r.sub.keyOf = lis.assemblyKey
+	r.sub.build = func(key string) (*cache.Snapshot, error) { return lis.base(key, r.sub.items) }
+	return r
 }
 
 // update queues a discovery snapshot; only the latest one is kept.
@@ -157,18 +161,14 @@ func (r *reconciler) reconcile() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	items := r.translateAll(*in, weights)
-	proxyless, err := newSnapshot(items, len(kinds))
-	var envoySnap *cache.Snapshot
-	if err == nil {
-		envoySnap, err = newSnapshot(items, 2)
-	}
+	shared, err := r.bases(items)
 	if err != nil {
 		r.m.buildErrors.Inc()
 		r.log.Error("snapshot rejected; nodes keep their previous config", "error", err)
 		return
 	}
 	r.ready = true
-	r.shared = map[string]*cache.Snapshot{keyProxyless: proxyless, keyEnvoy: envoySnap}
+	r.shared = shared
 	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW))
 	for _, id := range r.reg.ids() {
 		node, _ := r.reg.get(id)
@@ -181,6 +181,29 @@ func (r *reconciler) reconcile() {
 	if r.afterReconcile != nil {
 		r.afterReconcile()
 	}
+}
+
+// bases builds the shared snapshot of every assembly key a registered
+// node has, and of the plain Envoy and proxyless keys. A node connecting
+// later with another key gets its base built then (see subsets.build).
+func (r *reconciler) bases(items []serviceItems) (map[string]*cache.Snapshot, error) {
+	keys := map[string]bool{keyProxyless: true, keyEnvoy: true}
+	if r.lis != nil {
+		for _, id := range r.reg.ids() {
+			if node, ok := r.reg.get(id); ok {
+				keys[r.lis.assemblyKey(node)] = true
+			}
+		}
+	}
+	shared := make(map[string]*cache.Snapshot, len(keys))
+	for key := range keys {
+		snap, err := r.lis.base(key, items)
+		if err != nil {
+			return nil, err
+		}
+		shared[key] = snap
+	}
+	return shared, nil
 }
 
 // translateAll returns the items of every service, reusing the memo for
@@ -301,7 +324,7 @@ func (r *reconciler) setLocked(node Node, changedAt time.Time) {
 		r.pushMu.Unlock()
 	}
 	r.nodeSnap[node.ID] = snap
-	if err := r.cache.SetSnapshot(context.Background(), node.ID, snap); err != nil {
+	if err := r.cache.setSnapshot(node, snap); err != nil {
 		r.log.Error("set snapshot", "node", node.ID, "error", err)
 		return
 	}
@@ -327,7 +350,7 @@ func (r *reconciler) forget(id string) {
 	r.mu.Lock()
 	delete(r.nodeSnap, id)
 	r.mu.Unlock()
-	r.cache.ClearSnapshot(id)
+	r.cache.clear(id)
 	r.pushMu.Lock()
 	delete(r.pushStart, id)
 	r.pushMu.Unlock()

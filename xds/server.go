@@ -16,7 +16,6 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -41,9 +40,17 @@ type Config struct {
 	MaxStreams uint32       // concurrent streams per connection; 0 means 1000
 	Settings   SettingsFunc // per-service settings; nil means defaults for all
 	Subsetting SubsetConfig // client indices for subsetting
-	Logger     *slog.Logger // nil means slog.Default()
-	Registerer prometheus.Registerer
-	Now        func() time.Time // nil means time.Now
+	// Listeners are HTTP listeners from configuration: Envoy nodes they
+	// match get them (with their routes), proxyless gRPC nodes get them
+	// as api_listeners. Validated by New.
+	Listeners []Listener
+	// RateLimitAddress is the host:port where Envoy reaches xds-server's
+	// rate-limit service: the address of the envoy.RateLimitClusterName
+	// cluster, needed when a listener's rate limit names no cluster.
+	RateLimitAddress string
+	Logger           *slog.Logger // nil means slog.Default()
+	Registerer       prometheus.Registerer
+	Now              func() time.Time // nil means time.Now
 }
 
 // Validate reports configuration errors.
@@ -89,7 +96,7 @@ func (c Config) withDefaults() Config {
 // per-type discovery services) backed by a per-node snapshot cache.
 type Server struct {
 	cfg    Config
-	cache  cache.SnapshotCache
+	cache  *nodeCaches
 	reg    *registry
 	rec    *reconciler
 	idx    *indexer
@@ -111,8 +118,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, reg: newRegistry(), m: newMetrics(cfg.Registerer), closed: make(chan struct{})}
-	s.cache = cache.NewSnapshotCache(true, cache.IDHash{}, nil)
-	s.rec = newReconciler(s.cache, s.reg, s.m, cfg)
+	var lis *listenerSet
+	if len(cfg.Listeners) > 0 {
+		var err error
+		if lis, err = newListenerSet(cfg.Listeners, cfg.RateLimitAddress); err != nil {
+			return nil, err
+		}
+	}
+	s.cache = newNodeCaches()
+	s.rec = newReconciler(s.cache, s.reg, s.m, cfg, lis)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)
 	if cfg.Registerer != nil {

@@ -90,24 +90,41 @@ func wireResource(res types.Resource, b []byte) types.Resource {
 }
 
 // newSnapshot assembles a cache snapshot from per-service items (sorted by
-// service name). Only the first n kinds carry resources (all of them, or
-// just clusters and endpoints); the others are empty but versioned, so a
-// node subscribing to them gets an empty answer rather than none. Each
-// type's version is a hash of its resources' names and hashes, so equal
-// content always gives equal versions; the delta version map is filled from
-// the same hashes.
-func newSnapshot(services []serviceItems, n int) (*cache.Snapshot, error) {
+// service name) and extra items per kind (listeners from configuration,
+// their routes, the RLS cluster; nil means none). Only the first n kinds
+// of the services' items are used (all of them, or just clusters and
+// endpoints); a service's listener or route whose name an extra item of
+// the same kind takes is left out (configured listeners win; validation
+// keeps configured names apart from service names). Kinds without
+// resources are still versioned, so a node subscribing to them gets an
+// empty answer rather than none. Each type's version is a hash of its
+// resources' names and hashes, so equal content always gives equal
+// versions; the delta version map is filled from the same hashes.
+func newSnapshot(services []serviceItems, n int, extra *extras) (*cache.Snapshot, error) {
 	snap := &cache.Snapshot{VersionMap: make(map[string]map[string]string, len(kinds))}
 	built := &cache.Snapshot{} // the same with the resources as built, to check consistency
 	for k, kind := range kinds {
-		its := make([]item, 0, len(services))
-		items := make([]types.Resource, 0, len(services))
+		var more []item
+		if extra != nil {
+			more = extra[k]
+		}
+		taken := make(map[string]bool, len(more))
+		for _, it := range more {
+			taken[it.name] = true
+		}
+		its := make([]item, 0, len(services)+len(more))
 		for _, s := range services {
 			if k >= n {
 				break
 			}
-			its = append(its, s[k])
-			items = append(items, s[k].res)
+			if !taken[s[k].name] {
+				its = append(its, s[k])
+			}
+		}
+		its = append(its, more...)
+		items := make([]types.Resource, len(its))
+		for i, it := range its {
+			items[i] = it.res
 		}
 		res, versions := served(its)
 		built.Resources[kind] = cache.NewResources(res.Version, items)
@@ -141,8 +158,13 @@ func served(its []item) (cache.Resources, map[string]string) {
 	return cache.Resources{Version: hex.EncodeToString(h.Sum(nil)[:8]), Items: wire}, versions
 }
 
-// edsKind is the position of load assignments in kinds.
-const edsKind = 1
+// Positions in kinds.
+const (
+	cdsKind = 0 // clusters
+	edsKind = 1 // load assignments
+	ldsKind = 2 // listeners
+	rdsKind = 3 // route configurations
+)
 
 // variant returns base (built by newSnapshot from services) with the load
 // assignments of some services replaced: repl maps a position in services

@@ -43,6 +43,9 @@ type subsets struct {
 	m   *metrics
 	log *slog.Logger
 
+	keyOf func(Node) string                         // a node's assembly key
+	build func(key string) (*cache.Snapshot, error) // the base of a key no node had at rebase
+
 	choiceIDs uint64 // numbers choices across plans
 
 	items    []serviceItems             // every service's items, sorted by name
@@ -131,7 +134,8 @@ func (v *subsets) baseSig(base *cache.Snapshot) string {
 // Nodes without weights of their own share the variant of their client
 // index.
 func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
-	base := v.shared[assemblyKey(node)]
+	akey := v.keyOf(node)
+	base := v.base(akey)
 	if base == nil {
 		return nil
 	}
@@ -140,7 +144,7 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 	if !subset && len(own) == 0 {
 		return base
 	}
-	ik := indexKey{assemblyKey(node), node.Index}
+	ik := indexKey{akey, node.Index}
 	if ref, ok := v.byIndex[ik]; ok && len(own) == 0 {
 		return ref.snap
 	}
@@ -175,6 +179,24 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 		v.ownLive[k] = true
 	}
 	return s
+}
+
+// base returns the shared snapshot of an assembly key, building it when
+// a node brings a key no node had at the start of the pass (nil if the
+// pass has not started, or the build failed).
+func (v *subsets) base(key string) *cache.Snapshot {
+	if b, ok := v.shared[key]; ok || v.shared == nil || v.build == nil {
+		return b
+	}
+	b, err := v.build(key)
+	if err != nil {
+		v.m.buildErrors.Inc()
+		v.log.Error("snapshot rejected; nodes of this assembly keep their previous config", "assembly", key, "error", err)
+		return nil
+	}
+	v.shared[key] = b
+	v.sigs[key] = v.baseSig(b)
+	return b
 }
 
 // replaceSubsets puts node's pick of every subset service into repl, with

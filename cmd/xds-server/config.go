@@ -21,7 +21,8 @@ type Config struct {
 	Subsetting SubsettingConfig         `mapstructure:"subsetting"`
 	Weights    WeightsConfig            `mapstructure:"weights"`
 	Drain      DrainConfig              `mapstructure:"drain"`
-	RateLimit  RateLimitConfig          `mapstructure:"ratelimit"`
+	RateLimit  RateLimitSection         `mapstructure:"ratelimit"`
+	Listeners  []ListenerConfig         `mapstructure:"listeners"` // file only; see listeners.go
 	Log        LogConfig                `mapstructure:"log"`
 }
 
@@ -94,6 +95,14 @@ type ServiceConfig struct {
 	Subsetting     string         `mapstructure:"subsetting"`   // classic | steady
 	Weights        ServiceWeights `mapstructure:"weights"`      // EDS weights from utilization reports
 	DrainWindow    string         `mapstructure:"drain_window"` // overrides drain.window; "" = inherit
+
+	// Cluster options (cluster_config.go); nil or "" = inherit.
+	Protocol           string                  `mapstructure:"protocol"` // http1 | http2 | grpc
+	HealthCheck        *HealthCheckConfig      `mapstructure:"health_check"`
+	OutlierDetection   *OutlierDetectionConfig `mapstructure:"outlier_detection"`
+	CircuitBreakers    *CircuitBreakersConfig  `mapstructure:"circuit_breakers"`
+	LocalityWeightedLB *bool                   `mapstructure:"locality_weighted_lb"` // Envoy honours EDS locality weights
+	RingHash           RingHashConfig          `mapstructure:"ring_hash"`
 }
 
 // LogConfig configures logging.
@@ -148,9 +157,11 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("services.%s.subsetting", name), "%q is not one of classic, steady", a)
 		}
 	}
+	c.validateClusters(bad)
 	c.validateWeights(bad)
 	c.validateDrain(bad)
 	c.validateRateLimit(bad)
+	c.validateListeners(bad)
 	if _, err := parseLevel(c.Log.Level); err != nil {
 		bad("log.level", "%v", err)
 	}
@@ -199,9 +210,11 @@ func (c Config) settings(service string) xds.ServiceSettings {
 		if own.Subsetting != "" {
 			eff.Subsetting = own.Subsetting
 		}
+		eff = mergeCluster(eff, own)
 	}
 	p, _ := envoy.ParseLBPolicy(eff.LBPolicy)
-	set := xds.ServiceSettings{LBPolicy: p, ConnectTimeout: eff.ConnectTimeout, Subsetting: subsetting.Algorithm(eff.Subsetting)}
+	set := xds.ServiceSettings{LBPolicy: p, ConnectTimeout: eff.ConnectTimeout, Subsetting: subsetting.Algorithm(eff.Subsetting),
+		Cluster: eff.clusterOptions()}
 	if eff.SubsetSize != nil {
 		set.SubsetSize = *eff.SubsetSize
 	}
@@ -217,7 +230,8 @@ func (c Config) xdsConfig() xds.Config {
 		Keepalive: xds.Keepalive{
 			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
 		},
-		Settings: c.settings,
+		Settings:         c.settings,
+		RateLimitAddress: c.RateLimit.advertised(),
 		Subsetting: xds.SubsetConfig{
 			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
 		},

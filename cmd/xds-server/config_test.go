@@ -202,6 +202,13 @@ func TestValidationErrors(t *testing.T) {
 		"bad min change":           {file: "weights: { min_change: 2 }\n", want: []string{"weights.min_change"}},
 		"bad overload marks":       {file: "weights: { overload_threshold: 0.5, overload_recover: 0.7 }\n", want: []string{"overload recover"}},
 		"zero update period":       {args: []string{"--weights.update_period=0s"}, want: []string{"weights.update_period", "positive"}},
+		"bad ratelimit store":      {args: []string{"--ratelimit.store", "etcd"}, want: []string{"ratelimit.store", "etcd"}},
+		"bad redis address":        {args: []string{"--ratelimit.store", "redis", "--ratelimit.redis.address", "nope"}, want: []string{"ratelimit.redis.address", "nope"}},
+		"zero redis timeout":       {args: []string{"--ratelimit.store", "redis", "--ratelimit.redis.timeout", "0s"}, want: []string{"ratelimit.redis.timeout", "positive"}},
+		"redis tls file, no tls":   {file: "ratelimit: { store: redis, redis: { tls_ca_file: ca.pem } }\n", want: []string{"ratelimit.redis.tls_ca_file", "needs ratelimit.redis.tls"}},
+		"missing redis ca file":    {file: "ratelimit: { store: redis, redis: { tls: true, tls_ca_file: /nonexistent/ca.pem } }\n", want: []string{"ratelimit.redis.tls_ca_file", "/nonexistent/ca.pem"}},
+		"unknown redis key":        {file: "ratelimit: { redis: { adress: 'r:1' } }\n", want: []string{"ratelimit.redis.adress: unknown key", "ratelimit.redis.address"}},
+		"bad redis db":             {file: "ratelimit: { redis: { db: -1 } }\n", want: []string{"db"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := tc.args
@@ -294,5 +301,40 @@ func TestRateLimitCheck(t *testing.T) {
 	}
 	if code := run([]string{"validate", "--ratelimit.config", bad}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "ratelimit.config") {
 		t.Errorf("validate with a bad rate-limit config: exit %d, %q", code, errOut.String())
+	}
+}
+
+// The redis store's settings: file, env (the password) and defaults.
+func TestRateLimitRedisSettings(t *testing.T) {
+	file := writeConfig(t, `
+ratelimit:
+  store: redis
+  failure_mode: deny
+  redis: { address: "redis.internal:6380", username: rl, db: 2, tls: true, tls_server_name: redis.internal, pool_size: 32, timeout: 100ms, key_prefix: "edge:" }
+`)
+	t.Setenv("XDS_SERVER_RATELIMIT_REDIS_PASSWORD", "from-env")
+	cfg, err := loadArgs(t, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RedisConfig{Address: "redis.internal:6380", Username: "rl", Password: "from-env", DB: 2, TLS: true,
+		TLSServerName: "redis.internal", PoolSize: 32, Timeout: 100 * time.Millisecond, KeyPrefix: "edge:"}
+	if got := cfg.RateLimit.Redis; got != want {
+		t.Errorf("ratelimit.redis:\n got  %+v\n want %+v", got, want)
+	}
+	if s := cfg.RateLimit.Redis.store(); s.Address != want.Address || s.DB != 2 || s.PoolSize != 32 || s.Password != "from-env" ||
+		!s.TLS || s.TLSServerName != "redis.internal" || s.Timeout != 100*time.Millisecond || s.KeyPrefix != "edge:" {
+		t.Errorf("store config: %+v", s)
+	}
+	t.Setenv("XDS_SERVER_RATELIMIT_REDIS_PASSWORD", "")
+	def, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := def.RateLimit.Redis; d != (RedisConfig{Address: "127.0.0.1:6379", Timeout: 250 * time.Millisecond, KeyPrefix: "xds-server:rl:"}) {
+		t.Errorf("ratelimit.redis defaults: %+v", d)
+	}
+	if def.RateLimit.Store != "memory" {
+		t.Errorf("ratelimit.store default %q", def.RateLimit.Store)
 	}
 }

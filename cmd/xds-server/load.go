@@ -77,20 +77,33 @@ var options = []option{
 	{"ratelimit.address", ":18081", "host:port of the rate-limit service (Envoy RLS v3 gRPC)"},
 	{"ratelimit.config", "", "envoyproxy/ratelimit YAML file or directory (one domain per file); empty: no domains, every request is OK"},
 	{"ratelimit.failure_mode", "allow", "when the store fails: allow (fail open) or deny"},
-	{"ratelimit.store", "memory", "where counters live: memory"},
+	{"ratelimit.store", "memory", "where counters live: memory (this process) or redis (shared by replicas; ratelimit.redis.*)"},
 	{"ratelimit.headers", false, "add RateLimit-Limit/Remaining/Reset response headers for the descriptor closest to its limit"},
 	{"ratelimit.reload_interval", 5 * time.Second, "how often the rate-limit config is checked for changes (a bad reload keeps the previous config)"},
+	{"ratelimit.advertise_address", "", "host:port Envoy uses to reach the rate-limit service (the generated xds-server-ratelimit cluster of listeners' ratelimit filters); empty: ratelimit.address with an empty or unspecified host replaced by 127.0.0.1"},
+	{"ratelimit.redis.address", "127.0.0.1:6379", "host:port of the Redis node (ratelimit.store redis)"},
+	{"ratelimit.redis.username", "", "Redis ACL user; empty: the default user"},
+	{"ratelimit.redis.password", "", "Redis password; empty: no AUTH (prefer the env var XDS_SERVER_RATELIMIT_REDIS_PASSWORD)"},
+	{"ratelimit.redis.db", uint32(0), "Redis database number"},
+	{"ratelimit.redis.tls", false, "connect to Redis with TLS"},
+	{"ratelimit.redis.tls_ca_file", "", "PEM CA bundle that verifies Redis's certificate; empty: the system roots"},
+	{"ratelimit.redis.tls_server_name", "", "name Redis's certificate is verified for; empty: the host of ratelimit.redis.address"},
+	{"ratelimit.redis.tls_skip_verify", false, "do not verify Redis's certificate (testing only)"},
+	{"ratelimit.redis.pool_size", uint32(0), "most Redis connections; 0: 10 per CPU"},
+	{"ratelimit.redis.timeout", 250 * time.Millisecond, "bound of one decision's Redis round trip (and of a connection attempt); beyond it the failure mode answers"},
+	{"ratelimit.redis.key_prefix", "xds-server:rl:", "prefix of every Redis key (empty: fixed-window keys are envoyproxy/ratelimit's own)"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }
 
 // serviceDefaults are the built-in settings of services."*".
 var serviceDefaults = map[string]any{"lb_policy": "round_robin", "connect_timeout": "1s", "subset_size": 0, "subsetting": "steady",
+	"protocol": "http1", "locality_weighted_lb": false,
 	"weights": map[string]any{"enabled": false, "mode": "global", "sources": []string{"orca", "lrs", "http"}, "orca_port_meta": "orca_port"}}
 
 // serviceKeys are the keys allowed under services.<name>.
-var serviceKeys = []string{"lb_policy", "connect_timeout", "subset_size", "subsetting",
-	"weights.enabled", "weights.mode", "weights.sources", "weights.orca_port_meta", "drain_window"}
+var serviceKeys = append([]string{"lb_policy", "connect_timeout", "subset_size", "subsetting",
+	"weights.enabled", "weights.mode", "weights.sources", "weights.orca_port_meta", "drain_window"}, clusterServiceKeys...)
 
 // newFlagSet declares --config and one flag per option.
 func newFlagSet(name string) *pflag.FlagSet {
@@ -178,6 +191,10 @@ func checkKeys(path string) error {
 	var errs []error
 	for _, k := range fileKeys("", doc) {
 		if known[k] {
+			continue
+		}
+		if k == "listeners" { // a list: checked by shape (listeners_keys.go)
+			errs = append(errs, checkListenerKeys(doc)...)
 			continue
 		}
 		if rest, ok := strings.CutPrefix(k, "services."); ok {

@@ -7,6 +7,8 @@
 //	xds-server [serve] [--config FILE] [--key value ...]
 //	xds-server validate --config FILE [--key value ...]
 //	xds-server ratelimit check --config FILE_OR_DIR
+//	xds-server envoy bootstrap --node-id ID --cluster NAME [flags]
+//	xds-server grpc bootstrap --node-id ID --cluster NAME [flags]
 //
 // Every configuration key is also a flag (--xds.address) and an env var
 // (XDS_SERVER_XDS_ADDRESS); flags override env, env overrides the file.
@@ -34,13 +36,22 @@ Usage:
   xds-server validate [flags]     check the configuration and exit (non-zero when invalid)
   xds-server ratelimit check --config FILE_OR_DIR
                                   check an envoyproxy/ratelimit config (file or directory)
+  xds-server envoy bootstrap --node-id ID --cluster NAME [--xds-address HOST:PORT] [--delta]
+        [--admin-address IP:PORT] [--locality REGION/ZONE[/SUB_ZONE]] [--output FILE]
+                                  print a minimal Envoy bootstrap (YAML) with ADS to this server
+  xds-server grpc bootstrap --node-id ID --cluster NAME [--xds-address HOST:PORT]
+        [--locality REGION/ZONE[/SUB_ZONE]] [--output FILE]
+                                  print a proxyless gRPC client's xDS bootstrap (JSON)
   xds-server help                 show this help
 
 Every key below is also a config file key and an env var: --discovery.consul.address
 is discovery.consul.address in the file and XDS_SERVER_DISCOVERY_CONSUL_ADDRESS in the
 environment. Precedence: flag > env > file > default. Per-service settings
-(services.<name>.lb_policy, services.<name>.connect_timeout; "*" is the default for
-all services) are set in the file.
+(services.<name>.lb_policy, connect_timeout, protocol, health_check.*,
+outlier_detection.*, circuit_breakers.*, locality_weighted_lb, ring_hash.*,
+subset_size, subsetting, weights.*, drain_window; "*" is the default for all
+services) are set in the file. "xds-server envoy bootstrap --help" lists the
+bootstrap flags.
 
 Flags:
 `
@@ -49,6 +60,13 @@ Flags:
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 1 && args[0] == "ratelimit" && args[1] == "check" {
 		return rateLimitCheck(args[2:], stdout, stderr)
+	}
+	if len(args) > 0 && (args[0] == bootstrapEnvoy || args[0] == bootstrapGRPC) {
+		if len(args) < 2 || args[1] != "bootstrap" {
+			fmt.Fprintf(stderr, "xds-server %s: unknown command (want: xds-server %s bootstrap --help)\n", args[0], args[0])
+			return 2
+		}
+		return bootstrapCommand(args[0], args[2:], stdout, stderr)
 	}
 	cmd := "serve"
 	if len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "help") {

@@ -44,6 +44,7 @@ func serve(cfg Config, logOut io.Writer) error {
 	}
 	xc := cfg.xdsConfig()
 	xc.Logger, xc.Registerer = log, reg
+	xc.Listeners = cfg.xdsListeners(func(string, string, ...any) {}) // validated by load
 	if cfg.Subsetting.IndexSource == xds.IndexConsul {
 		table, err := newConsulIndex(ctx, cfg, log)
 		if err != nil {
@@ -81,7 +82,7 @@ func serve(cfg Config, logOut io.Writer) error {
 	if m := cfg.Drain.ORCAMetric; m != "" {
 		ws.onORCA = func(r weights.Report) { drains.SetORCA(r.Service, r.Endpoint, r.Named[m] >= 1) }
 	}
-	rl, err := newRateLimit(cfg.RateLimit, log, reg)
+	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()

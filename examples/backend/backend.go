@@ -89,13 +89,14 @@ func (b *backend) newGRPCServer() *grpc.Server {
 	return srv
 }
 
-// httpHandler serves GET / (hello with the id) and GET /healthz (200, also
-// in lame duck: maintenance mode, not a failing check, is what tells
-// Consul to drain).
+// httpHandler serves GET /healthz (200, also in lame duck: maintenance
+// mode, not a failing check, is what tells Consul to drain) and says hello
+// with the id and the path on any other GET, so that requests routed by a
+// proxy show where they went.
 func (b *backend) httpHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "hello from %s\n", b.id)
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s (%s)\n", b.id, r.URL.Path)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if b.inLameDuck() {

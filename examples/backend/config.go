@@ -25,6 +25,10 @@ type Config struct {
 
 	GRPCAddr string // gRPC listen address (port 0: any free port)
 	HTTPAddr string // HTTP listen address (port 0: any free port)
+	// RegisterPort is the listener registered in Consul as the service's
+	// address: "grpc" (the default) or "http" (for Envoy routing HTTP).
+	// ORCA stays on the gRPC port, named by the orca_port meta.
+	RegisterPort string
 
 	CheckInterval           time.Duration // interval of the HTTP check on /healthz; > 0
 	DeregisterCriticalAfter time.Duration // Consul removes the service after its check is critical this long; 0: never
@@ -58,6 +62,8 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 		func(s string) error { return addMeta(cfg.Meta, s) })
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", "127.0.0.1:0", "gRPC listen address (port 0: any free port)")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", "127.0.0.1:0", "HTTP listen address (port 0: any free port)")
+	fs.StringVar(&cfg.RegisterPort, "register-port", "grpc",
+		"listener registered in Consul as the service address: grpc or http (ORCA stays on the gRPC port)")
 	fs.DurationVar(&cfg.CheckInterval, "check-interval", time.Second, "interval of Consul's HTTP check on /healthz")
 	fs.DurationVar(&cfg.DeregisterCriticalAfter, "deregister-critical-after", time.Minute,
 		"Consul deregisters the service after its check is critical this long (0: never)")
@@ -113,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("-capacity is %d, want >= 1", c.Capacity))
+	}
+	if c.RegisterPort != "grpc" && c.RegisterPort != "http" {
+		errs = append(errs, fmt.Errorf("-register-port is %q, want grpc or http", c.RegisterPort))
 	}
 	if c.LameDuckMetric == "" {
 		errs = append(errs, errors.New("-lame-duck-metric is empty"))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -44,6 +45,7 @@ func TestParseConfigErrors(t *testing.T) {
 				"-utilization is 2", "-lame-duck-metric is empty"},
 		},
 		"zero consul timeout": {[]string{"-consul-timeout", "0s"}, []string{"-consul-timeout is 0s, want > 0"}},
+		"register port":       {[]string{"-register-port", "orca"}, []string{`-register-port is "orca", want grpc or http`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseConfig(tc.args, io.Discard)
@@ -56,5 +58,16 @@ func TestParseConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRegistrationPort(t *testing.T) {
+	grpcAddr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9081}
+	httpAddr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8081}
+	for port, want := range map[string]int{"grpc": 9081, "http": 8081} {
+		reg := registration(Config{Service: "web", RegisterPort: port, CheckInterval: time.Second}, "web-1", grpcAddr, httpAddr)
+		if reg.Port != want || reg.Address != "127.0.0.1" || reg.Meta["orca_port"] != "9081" {
+			t.Errorf("-register-port %s: port %d, address %q, meta %v; want port %d", port, reg.Port, reg.Address, reg.Meta, want)
+		}
 	}
 }

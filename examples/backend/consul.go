@@ -71,17 +71,22 @@ func (r *registry) deregister() error {
 }
 
 // registration is the service registration of the backend with id,
-// serving gRPC (and ORCA) on grpcAddr and HTTP on httpAddr. Its HTTP check
-// on /healthz starts passing: the HTTP server already serves.
+// serving gRPC (and ORCA) on grpcAddr and HTTP on httpAddr; the address
+// registered is grpcAddr, or httpAddr with -register-port http. Its HTTP
+// check on /healthz starts passing: the HTTP server already serves.
 func registration(cfg Config, id string, grpcAddr, httpAddr *net.TCPAddr) *api.AgentServiceRegistration {
 	meta := maps.Clone(cfg.Meta)
 	if meta == nil {
 		meta = map[string]string{}
 	}
 	meta[orcaPortMeta] = strconv.Itoa(grpcAddr.Port)
+	registered := grpcAddr
+	if cfg.RegisterPort == "http" {
+		registered = httpAddr
+	}
 	address := "" // unspecified: Consul uses the node's address
-	if !grpcAddr.IP.IsUnspecified() {
-		address = grpcAddr.IP.String()
+	if !registered.IP.IsUnspecified() {
+		address = registered.IP.String()
 	}
 	checkHost := "127.0.0.1" // the agent runs next to the backend
 	if !httpAddr.IP.IsUnspecified() {
@@ -98,5 +103,5 @@ func registration(cfg Config, id string, grpcAddr, httpAddr *net.TCPAddr) *api.A
 		check.DeregisterCriticalServiceAfter = cfg.DeregisterCriticalAfter.String()
 	}
 	return &api.AgentServiceRegistration{ID: id, Name: cfg.Service, Tags: cfg.Tags, Meta: meta,
-		Address: address, Port: grpcAddr.Port, Check: check}
+		Address: address, Port: registered.Port, Check: check}
 }

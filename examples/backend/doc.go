@@ -31,15 +31,17 @@
 //     measured over the last second. In lame duck the named metric
 //     -lame-duck-metric (default lame_duck) is 1; before, it is absent.
 //
-// On -http-addr: GET / says hello with the service id; GET /healthz answers
-// 200 "ok", also in lame duck (maintenance mode, not a failing check, is
-// what tells Consul, and so xds-server, to drain).
+// On -http-addr: GET /healthz answers 200 "ok", also in lame duck
+// (maintenance mode, not a failing check, is what tells Consul, and so
+// xds-server, to drain); any other GET says hello with the service id and
+// the path ("hello from web-1 (/api/x)"), so that requests routed through
+// Envoy show where they went.
 //
 // # Consul registration
 //
 // The service -service with id -id (default <service>-<gRPC port>), the
-// address and port of the gRPC listener (an unspecified address registers
-// the node's), -tags, -meta and the meta orca_port (the gRPC port, where
+// address and port of the gRPC listener, or of the HTTP listener with
+// -register-port http (an unspecified address registers the node's), -tags, -meta and the meta orca_port (the gRPC port, where
 // ORCA is served), and an HTTP check on /healthz every -check-interval
 // (Consul's minimum is one second) that starts passing and deregisters the
 // service once it has been critical for -deregister-critical-after

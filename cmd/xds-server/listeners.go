@@ -1,0 +1,342 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/examples"
+	"github.com/xds-server/xds-server/xds"
+)
+
+// ListenerConfig is one entry of the listeners: section (file only):
+// an HTTP listener served to the Envoy and proxyless gRPC nodes its nodes
+// globs match. Durations are strings, parsed here so that a bad one is
+// reported with its key.
+type ListenerConfig struct {
+	Name             string                  `mapstructure:"name"`
+	Address          string                  `mapstructure:"address"` // host:port Envoy binds
+	Nodes            []string                `mapstructure:"nodes"`   // globs on node id or cluster; empty = ["*"]
+	Routes           []ListenerRouteConfig   `mapstructure:"routes"`
+	RateLimit        *ListenerRateLimit      `mapstructure:"ratelimit"`
+	AdmissionControl *AdmissionControlConfig `mapstructure:"admission_control"`
+}
+
+// ListenerRouteConfig is one route: prefix | path | safe_regex, headers,
+// and the target service.
+type ListenerRouteConfig struct {
+	Prefix        string              `mapstructure:"prefix"`
+	Path          string              `mapstructure:"path"`
+	SafeRegex     string              `mapstructure:"safe_regex"`
+	Headers       []HeaderMatchConfig `mapstructure:"headers"`
+	Service       string              `mapstructure:"service"`
+	Timeout       string              `mapstructure:"timeout"` // whole request; "" = unset
+	Retries       int                 `mapstructure:"retries"`
+	RetryOn       string              `mapstructure:"retry_on"`
+	PerTryTimeout string              `mapstructure:"per_try_timeout"`
+}
+
+// HeaderMatchConfig matches one header: exactly one of exact, prefix,
+// regex, present.
+type HeaderMatchConfig struct {
+	Name    string `mapstructure:"name"`
+	Exact   string `mapstructure:"exact"`
+	Prefix  string `mapstructure:"prefix"`
+	Regex   string `mapstructure:"regex"`
+	Present *bool  `mapstructure:"present"`
+	Invert  bool   `mapstructure:"invert"`
+}
+
+// ListenerRateLimit is a listener's ratelimit: the filter's settings and
+// the descriptors (each a list of actions) Envoy sends.
+type ListenerRateLimit struct {
+	Domain          string                    `mapstructure:"domain"`
+	Timeout         string                    `mapstructure:"timeout"` // RLS call timeout; "" = Envoy's 20ms
+	FailureModeDeny bool                      `mapstructure:"failure_mode_deny"`
+	Cluster         string                    `mapstructure:"cluster"` // "" = xds-server-ratelimit, generated
+	Actions         [][]RateLimitActionConfig `mapstructure:"actions"`
+}
+
+// RateLimitActionConfig is one action: exactly one key is set.
+type RateLimitActionConfig struct {
+	RemoteAddress *struct{} `mapstructure:"remote_address"`
+	GenericKey    *struct {
+		Value         string `mapstructure:"value"`
+		DescriptorKey string `mapstructure:"descriptor_key"`
+	} `mapstructure:"generic_key"`
+	RequestHeaders *struct {
+		HeaderName    string `mapstructure:"header_name"`
+		DescriptorKey string `mapstructure:"descriptor_key"`
+		SkipIfAbsent  bool   `mapstructure:"skip_if_absent"`
+	} `mapstructure:"request_headers"`
+	HeaderValueMatch *struct {
+		DescriptorKey   string              `mapstructure:"descriptor_key"`
+		DescriptorValue string              `mapstructure:"descriptor_value"`
+		ExpectMatch     *bool               `mapstructure:"expect_match"`
+		Headers         []HeaderMatchConfig `mapstructure:"headers"`
+	} `mapstructure:"header_value_match"`
+}
+
+// AdmissionControlConfig is a listener's admission_control: the SRE
+// book's K (success_rate_threshold = 1/K) or the threshold itself.
+type AdmissionControlConfig struct {
+	K                       *float64 `mapstructure:"k"`                         // >= 1
+	SuccessRateThreshold    *float64 `mapstructure:"success_rate_threshold"`    // in (0, 1]
+	Aggression              float64  `mapstructure:"aggression"`                // >= 1; 0 = 1
+	SamplingWindow          string   `mapstructure:"sampling_window"`           // "" = 30s
+	RPSThreshold            int      `mapstructure:"rps_threshold"`             // requests/s below which nothing is rejected
+	MaxRejectionProbability float64  `mapstructure:"max_rejection_probability"` // in (0, 1]; 0 = 0.8
+}
+
+// RateLimitSection is the ratelimit: section: the rate-limit service's
+// settings, and the address Envoy reaches it at.
+type RateLimitSection struct {
+	RateLimitConfig `mapstructure:",squash"`
+	// AdvertiseAddress is the host:port of the generated
+	// xds-server-ratelimit cluster; "" = ratelimit.address with an
+	// empty or unspecified host replaced by 127.0.0.1.
+	AdvertiseAddress string `mapstructure:"advertise_address"`
+}
+
+// advertised is the address Envoy uses to reach the rate-limit service.
+func (r RateLimitSection) advertised() string {
+	if r.AdvertiseAddress != "" {
+		return r.AdvertiseAddress
+	}
+	host, port, err := net.SplitHostPort(r.Address)
+	if err != nil {
+		return r.Address
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// xdsListeners converts the listeners: section, reporting every problem
+// of a listener alone (not the cross-checks of validateListeners) with
+// its key.
+func (c Config) xdsListeners(bad func(key, format string, args ...any)) []xds.Listener {
+	out := make([]xds.Listener, 0, len(c.Listeners))
+	for i, lc := range c.Listeners {
+		at := fmt.Sprintf("listeners[%d]", i)
+		l := xds.Listener{Nodes: lc.Nodes, HTTPListener: envoy.HTTPListener{Name: lc.Name, Address: lc.Address}}
+		if len(l.Nodes) == 0 {
+			l.Nodes = []string{"*"}
+		}
+		for j, g := range l.Nodes {
+			if _, err := xds.ParseGlob(g); err != nil {
+				bad(fmt.Sprintf("%s.nodes[%d]", at, j), "%v", err)
+			}
+		}
+		dur := func(key, s string) time.Duration {
+			if s == "" {
+				return 0
+			}
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				bad(at+"."+key, "%q is not a duration (like 100ms, 5s, 1m)", s)
+			}
+			return d
+		}
+		for j, rc := range lc.Routes {
+			key := fmt.Sprintf("routes[%d].", j)
+			if rc.Retries < 0 {
+				bad(at+"."+key+"retries", "%d is negative", rc.Retries)
+			}
+			l.Routes = append(l.Routes, envoy.Route{Prefix: rc.Prefix, Path: rc.Path, Regex: rc.SafeRegex,
+				Headers: headerMatches(rc.Headers), Service: rc.Service, Timeout: dur(key+"timeout", rc.Timeout),
+				Retries: uint32(max(rc.Retries, 0)), RetryOn: rc.RetryOn, PerTryTimeout: dur(key+"per_try_timeout", rc.PerTryTimeout)})
+		}
+		if rl := lc.RateLimit; rl != nil {
+			l.RateLimit = &envoy.RateLimit{Domain: rl.Domain, Timeout: dur("ratelimit.timeout", rl.Timeout),
+				FailureModeDeny: rl.FailureModeDeny, Cluster: rl.Cluster, Actions: rateLimitActions(rl.Actions)}
+		}
+		if ac := lc.AdmissionControl; ac != nil {
+			l.AdmissionControl = admission(at+".admission_control", *ac, dur("admission_control.sampling_window", ac.SamplingWindow), bad)
+		}
+		if err := l.Validate(); err != nil {
+			for _, e := range unjoin(err) {
+				var fe *envoy.FieldError
+				if errors.As(e, &fe) {
+					bad(at+"."+fe.Field, "%s", fe.Reason)
+				} else {
+					bad(at, "%v", e)
+				}
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func admission(at string, ac AdmissionControlConfig, window time.Duration, bad func(key, format string, args ...any)) *envoy.AdmissionControl {
+	out := &envoy.AdmissionControl{Aggression: ac.Aggression, SamplingWindow: window,
+		MaxRejectionProbability: ac.MaxRejectionProbability}
+	switch {
+	case ac.K != nil && ac.SuccessRateThreshold != nil:
+		bad(at, "set k or success_rate_threshold (= 1/k), not both")
+	case ac.K != nil && *ac.K < 1:
+		bad(at+".k", "%v is below 1 (k = 1 rejects as soon as a request fails; 2 is the SRE book's choice)", *ac.K)
+	case ac.K != nil:
+		out.SuccessRateThreshold = 1 / *ac.K
+	case ac.SuccessRateThreshold != nil:
+		if *ac.SuccessRateThreshold <= 0 {
+			bad(at+".success_rate_threshold", "%v is not in (0, 1]", *ac.SuccessRateThreshold)
+		}
+		out.SuccessRateThreshold = *ac.SuccessRateThreshold
+	}
+	if ac.RPSThreshold < 0 {
+		bad(at+".rps_threshold", "%d is negative", ac.RPSThreshold)
+	}
+	out.RPSThreshold = uint32(max(ac.RPSThreshold, 0))
+	return out
+}
+
+func headerMatches(hs []HeaderMatchConfig) []envoy.HeaderMatch {
+	var out []envoy.HeaderMatch
+	for _, h := range hs {
+		out = append(out, envoy.HeaderMatch{Name: h.Name, Exact: h.Exact, Prefix: h.Prefix, Regex: h.Regex, Present: h.Present, Invert: h.Invert})
+	}
+	return out
+}
+
+func rateLimitActions(in [][]RateLimitActionConfig) [][]envoy.RateLimitAction {
+	out := make([][]envoy.RateLimitAction, 0, len(in))
+	for _, d := range in {
+		acts := make([]envoy.RateLimitAction, 0, len(d))
+		for _, a := range d {
+			act := envoy.RateLimitAction{RemoteAddress: a.RemoteAddress != nil}
+			if g := a.GenericKey; g != nil {
+				act.GenericKey = &envoy.GenericKey{Value: g.Value, DescriptorKey: g.DescriptorKey}
+			}
+			if r := a.RequestHeaders; r != nil {
+				act.RequestHeaders = &envoy.RequestHeaders{HeaderName: r.HeaderName, DescriptorKey: r.DescriptorKey, SkipIfAbsent: r.SkipIfAbsent}
+			}
+			if m := a.HeaderValueMatch; m != nil {
+				act.HeaderValueMatch = &envoy.HeaderValueMatch{DescriptorKey: m.DescriptorKey, DescriptorValue: m.DescriptorValue,
+					ExpectMatch: m.ExpectMatch, Headers: headerMatches(m.Headers)}
+			}
+			acts = append(acts, act)
+		}
+		out = append(out, acts)
+	}
+	return out
+}
+
+// unjoin flattens an errors.Join tree.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// validateListeners checks the listeners: section: each listener (see
+// xdsListeners), names and addresses unique, names apart from services
+// (a service's proxyless api_listener carries its name), route targets
+// known, and ratelimit.advertise_address when a listener needs it.
+func (c Config) validateListeners(bad func(key, format string, args ...any)) {
+	if c.RateLimit.AdvertiseAddress != "" {
+		checkAddr(bad, "ratelimit.advertise_address", c.RateLimit.AdvertiseAddress)
+	}
+	if len(c.Listeners) == 0 {
+		return
+	}
+	ls := c.xdsListeners(bad)
+	known, open, err := c.knownServices()
+	if err != nil {
+		bad("discovery.static.file", "%v (needed to check the services of listeners' routes)", err)
+	}
+	if slices.ContainsFunc(ls, func(l xds.Listener) bool { return l.RateLimit != nil && l.RateLimit.Cluster == "" }) {
+		if _, port, err := net.SplitHostPort(c.RateLimit.advertised()); err == nil && (port == "0" || port == "") {
+			bad("ratelimit.advertise_address", "a listener's ratelimit uses the generated xds-server-ratelimit cluster, "+
+				"which needs a port: set ratelimit.advertise_address (ratelimit.address %q has none)", c.RateLimit.Address)
+		}
+	}
+	names, addrs := map[string]int{}, map[string]int{}
+	for i, l := range ls {
+		at := fmt.Sprintf("listeners[%d]", i)
+		if j, dup := names[l.Name]; dup && l.Name != "" {
+			bad(at+".name", "%q is also the name of listeners[%d]", l.Name, j)
+		} else {
+			names[l.Name] = i
+		}
+		if known[strings.ToLower(l.Name)] {
+			bad(at+".name", "%q is also a service name; proxyless clients resolve xds:///%s to the service", l.Name, l.Name)
+		}
+		if j, dup := addrs[l.Address]; dup && l.Address != "" {
+			bad(at+".address", "%q is also the address of listeners[%d]", l.Address, j)
+		} else {
+			addrs[l.Address] = i
+		}
+		for j, r := range l.Routes {
+			if r.Service == "" || known[strings.ToLower(r.Service)] || err != nil {
+				continue
+			}
+			key := fmt.Sprintf("%s.routes[%d].service", at, j)
+			if open {
+				bad(key, "%q is not a known service: with discovery.source consul and no discovery.consul.services filter, "+
+					"a route's service needs a services.%s entry", r.Service, r.Service)
+			} else {
+				bad(key, "%q is not a known service (known: %s)", r.Service, strings.Join(sortedKeys(known), ", "))
+			}
+		}
+	}
+}
+
+// knownServices are the services a route may target, lower-cased: the
+// services.<name> entries, plus the static file's services (source
+// static) or the discovery.consul.services filter (source consul). open
+// reports Consul without a filter, where only the services entries are
+// known in advance.
+func (c Config) knownServices() (known map[string]bool, open bool, err error) {
+	known = map[string]bool{}
+	for name := range c.Services {
+		if name != "*" {
+			known[strings.ToLower(name)] = true
+		}
+	}
+	switch c.Discovery.Source {
+	case "consul":
+		for _, s := range c.Discovery.Consul.Services {
+			known[strings.ToLower(s)] = true
+		}
+		open = len(c.Discovery.Consul.Services) == 0
+	case "static":
+		data, rerr := os.ReadFile(c.Discovery.Static.File)
+		if errors.Is(rerr, os.ErrNotExist) && c.Discovery.Static.File == defaultStaticFile {
+			data, rerr = examples.Endpoints, nil
+		}
+		if rerr != nil {
+			return known, false, rerr
+		}
+		services, perr := discovery.ParseStatic(data)
+		if perr != nil {
+			return known, false, perr
+		}
+		for _, s := range services {
+			known[strings.ToLower(s.Name)] = true
+		}
+	}
+	return known, open, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

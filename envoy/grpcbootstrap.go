@@ -1,0 +1,74 @@
+package envoy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// grpcBootstrap is the JSON shape of grpc-go's xDS bootstrap file (the
+// GRPC_XDS_BOOTSTRAP file), restricted to what GRPCBootstrap writes.
+type grpcBootstrap struct {
+	XDSServers []grpcXDSServer `json:"xds_servers"`
+	Node       grpcNode        `json:"node"`
+}
+
+type grpcXDSServer struct {
+	ServerURI      string            `json:"server_uri"`
+	ChannelCreds   []grpcChannelCred `json:"channel_creds"`
+	ServerFeatures []string          `json:"server_features"`
+}
+
+type grpcChannelCred struct {
+	Type string `json:"type"`
+}
+
+type grpcNode struct {
+	ID       string        `json:"id"`
+	Cluster  string        `json:"cluster"`
+	Locality *grpcLocality `json:"locality,omitempty"`
+}
+
+type grpcLocality struct {
+	Region  string `json:"region,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	SubZone string `json:"sub_zone,omitempty"`
+}
+
+// GRPCBootstrap returns the xDS bootstrap JSON of a proxyless grpc-go
+// client: one xDS server (c.XDSAddress, insecure channel credentials, xDS
+// v3) and the node c.NodeID of cluster c.Cluster with c.Locality. c.Delta
+// and c.AdminAddress must be unset: grpc-go speaks state of the world
+// only and has no admin listener. The output is indented and ends with a
+// newline.
+func GRPCBootstrap(c BootstrapConfig) ([]byte, error) {
+	var errs []error
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Delta {
+		errs = append(errs, errors.New("envoy: grpc bootstrap: grpc-go does not speak delta xDS"))
+	}
+	if c.AdminAddress != "" {
+		errs = append(errs, errors.New("envoy: grpc bootstrap: grpc-go has no admin listener"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	b := grpcBootstrap{
+		XDSServers: []grpcXDSServer{{
+			ServerURI:      c.XDSAddress,
+			ChannelCreds:   []grpcChannelCred{{Type: "insecure"}},
+			ServerFeatures: []string{"xds_v3"},
+		}},
+		Node: grpcNode{ID: c.NodeID, Cluster: c.Cluster},
+	}
+	if l := c.Locality; l != (Locality{}) {
+		b.Node.Locality = &grpcLocality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone}
+	}
+	out, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("envoy: grpc bootstrap: %w", err)
+	}
+	return append(out, '\n'), nil
+}
