@@ -49,6 +49,10 @@ type RedisConfig struct {
 	// KeyPrefix is put before every key; "" means none (the keys of
 	// fixed windows are then envoyproxy/ratelimit's own).
 	KeyPrefix string
+	// Pipelines is how many script runs may be in flight at once; calls
+	// that arrive meanwhile are decided together in the next run (one
+	// round trip for all). 0 means DefaultRedisPipelines.
+	Pipelines int
 }
 
 // Validate reports every invalid field (zero fields are defaults).
@@ -67,6 +71,9 @@ func (c RedisConfig) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %v is negative", c.Timeout))
+	}
+	if c.Pipelines < 0 {
+		errs = append(errs, fmt.Errorf("pipelines %d is negative", c.Pipelines))
 	}
 	if !c.TLS && (c.TLSCAFile != "" || c.TLSServerName != "" || c.TLSInsecureSkipVerify) {
 		errs = append(errs, errors.New("tls ca file, server name and skip verify need tls"))
@@ -100,9 +107,11 @@ func (c RedisConfig) TLSConfig() (*tls.Config, error) {
 }
 
 // Redis is the Store shared by replicas: usage lives in one Redis node,
-// and each Decide call is one atomic Lua script (one round trip: EVALSHA,
-// or EVAL once after a script flush or a restart) that decides every
-// check of the call in order, with the caller's clock. It gives the same
+// and each Decide call is decided by one atomic Lua script run (one round
+// trip: EVALSHA, or EVAL once after a script flush or a restart) that
+// decides every check of the call in order, with the caller's clock.
+// Calls that arrive while Pipelines runs are in flight share the next
+// run (see batcher). It gives the same
 // answers as Memory; see redis.lua for the keys' layout. Every key has a
 // TTL: it expires (plus a second of grace for clock skew) once it holds
 // no usage. Connections are re-established on demand, so the store
@@ -116,6 +125,7 @@ func (c RedisConfig) TLSConfig() (*tls.Config, error) {
 // starts it afresh.
 type Redis struct {
 	client  *redis.Client
+	batch   *batcher
 	timeout time.Duration
 	prefix  string
 }
@@ -143,7 +153,8 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-	return &Redis{client: client, timeout: timeout, prefix: cfg.KeyPrefix}, nil
+	return &Redis{client: client, timeout: timeout, prefix: cfg.KeyPrefix,
+		batch: newBatcher(client, timeout, cmp.Or(cfg.Pipelines, DefaultRedisPipelines))}, nil
 }
 
 // Ping checks that Redis answers (and accepts the credentials) within
@@ -157,8 +168,11 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connections.
-func (r *Redis) Close() error { return r.client.Close() }
+// Close stops the batching and closes the connections.
+func (r *Redis) Close() error {
+	r.batch.close()
+	return r.client.Close()
+}
 
 // Decide implements Store in one round trip (none when no check needs
 // Redis: a bucket of zero requests or burst refuses without state). An
@@ -166,8 +180,7 @@ func (r *Redis) Close() error { return r.client.Close() }
 func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Result, error) {
 	res := make([]Result, len(checks))
 	keys := make([]string, 0, len(checks))
-	args := make([]any, 1, 1+len(checks)*redisArgsPerCheck)
-	args[0] = redisTTLGrace.Milliseconds()
+	args := make([]any, 0, len(checks)*redisArgsPerCheck)
 	sent := make([]int, 0, len(checks)) // indexes of the checks in keys
 	for i, c := range checks {
 		c = normalize(c)
@@ -184,12 +197,9 @@ func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	reply, err := redisScript.Run(ctx, r.client, keys, args...).Slice()
+	reply, err := r.batch.do(ctx, &redisCall{keys: keys, args: args, done: make(chan redisReply, 1)})
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: redis: %w", err)
-	}
-	if len(reply) != redisReplyPerCheck*len(keys) {
-		return nil, fmt.Errorf("ratelimit: redis: %d values in the reply for %d checks", len(reply), len(keys))
 	}
 	for j, i := range sent {
 		v := reply[j*redisReplyPerCheck : (j+1)*redisReplyPerCheck]

@@ -11,10 +11,10 @@ import (
 	"github.com/xds-server/xds-server/bench/section"
 )
 
-// The sections of BENCHMARKS.md that other commands own: bench/subsetsim's
-// and bench/weightsim's. The report keeps them verbatim, markers included,
+// The sections of BENCHMARKS.md that other commands own: bench/subsetsim's,
+// bench/weightsim's and bench/rlsbench's. The report keeps them verbatim, markers included,
 // when it rewrites the file.
-var preserved = markers("subsetting", "weightsim")
+var preserved = markers("subsetting", "weightsim", "rlsbench")
 
 func markers(names ...string) []struct{ begin, end string } {
 	out := make([]struct{ begin, end string }, len(names))

@@ -24,6 +24,12 @@ type Config struct {
 	RateLimit  RateLimitSection         `mapstructure:"ratelimit"`
 	Listeners  []ListenerConfig         `mapstructure:"listeners"` // file only; see listeners.go
 	Log        LogConfig                `mapstructure:"log"`
+	Runtime    RuntimeConfig            `mapstructure:"runtime"`
+}
+
+// RuntimeConfig tunes the Go runtime.
+type RuntimeConfig struct {
+	HeapFloorMiB uint32 `mapstructure:"heap_floor_mib"` // GC lets the heap reach about twice this before collecting; 0 = off
 }
 
 // SubsettingConfig configures client indices for subsetting.

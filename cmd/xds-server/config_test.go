@@ -318,7 +318,7 @@ ratelimit:
 		t.Fatal(err)
 	}
 	want := RedisConfig{Address: "redis.internal:6380", Username: "rl", Password: "from-env", DB: 2, TLS: true,
-		TLSServerName: "redis.internal", PoolSize: 32, Timeout: 100 * time.Millisecond, KeyPrefix: "edge:"}
+		TLSServerName: "redis.internal", PoolSize: 32, Timeout: 100 * time.Millisecond, KeyPrefix: "edge:", Pipelines: 1}
 	if got := cfg.RateLimit.Redis; got != want {
 		t.Errorf("ratelimit.redis:\n got  %+v\n want %+v", got, want)
 	}
@@ -331,7 +331,7 @@ ratelimit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := def.RateLimit.Redis; d != (RedisConfig{Address: "127.0.0.1:6379", Timeout: 250 * time.Millisecond, KeyPrefix: "xds-server:rl:"}) {
+	if d := def.RateLimit.Redis; d != (RedisConfig{Address: "127.0.0.1:6379", Timeout: 250 * time.Millisecond, KeyPrefix: "xds-server:rl:", Pipelines: 1}) {
 		t.Errorf("ratelimit.redis defaults: %+v", d)
 	}
 	if def.RateLimit.Store != "memory" {

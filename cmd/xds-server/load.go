@@ -91,7 +91,9 @@ var options = []option{
 	{"ratelimit.redis.tls_skip_verify", false, "do not verify Redis's certificate (testing only)"},
 	{"ratelimit.redis.pool_size", uint32(0), "most Redis connections; 0: 10 per CPU"},
 	{"ratelimit.redis.timeout", 250 * time.Millisecond, "bound of one decision's Redis round trip (and of a connection attempt); beyond it the failure mode answers"},
+	{"ratelimit.redis.pipelines", uint32(1), "Redis script runs in flight at once; requests arriving meanwhile are decided together in the next run (one round trip for all)"},
 	{"ratelimit.redis.key_prefix", "xds-server:rl:", "prefix of every Redis key (empty: fixed-window keys are envoyproxy/ratelimit's own)"},
+	{"runtime.heap_floor_mib", uint32(64), "the garbage collector lets the heap grow to about twice this many MiB before collecting (an untouched ballast: address space, not resident memory); fewer collections at high request rates; 0: Go's default"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,13 +44,15 @@ type RedisConfig struct {
 	PoolSize      uint32        `mapstructure:"pool_size"`       // connections; 0 = 10 per CPU
 	Timeout       time.Duration `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
 	KeyPrefix     string        `mapstructure:"key_prefix"`      // before every key
+	Pipelines     uint32        `mapstructure:"pipelines"`       // script runs in flight at once; 0 = 1
 }
 
 // store is the ratelimit.RedisConfig of c.
 func (c RedisConfig) store() ratelimit.RedisConfig {
 	return ratelimit.RedisConfig{Address: c.Address, Username: c.Username, Password: c.Password, DB: int(c.DB),
 		TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSServerName: c.TLSServerName, TLSInsecureSkipVerify: c.TLSSkipVerify,
-		PoolSize: int(c.PoolSize), Timeout: c.Timeout, KeyPrefix: c.KeyPrefix}
+		PoolSize: int(c.PoolSize), Timeout: c.Timeout, KeyPrefix: c.KeyPrefix,
+		Pipelines: int(c.Pipelines)}
 }
 
 // validate checks the ratelimit.redis section (whatever the store, so
@@ -139,7 +142,7 @@ func newRateLimit(cfg RateLimitConfig, log *slog.Logger, reg prometheus.Register
 		closeStore()
 		return nil, fmt.Errorf("ratelimit listener: %w", err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))))
 	svc.Register(g)
 	return &rateLimit{svc: svc, grpc: g, lis: lis, cfg: cfg, closeStore: closeStore}, nil
 }

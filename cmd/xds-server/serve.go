@@ -33,6 +33,7 @@ const defaultStaticFile = "examples/endpoints.yaml"
 func serve(cfg Config, logOut io.Writer) error {
 	log := newLogger(cfg.Log, logOut)
 	slog.SetDefault(log)
+	setHeapFloor(cfg.Runtime.HeapFloorMiB)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
