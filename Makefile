@@ -39,5 +39,11 @@ lint:
 bench: deps
 	PATH="$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
+## rlsbench: the rate-limit benchmark, side by side with envoyproxy/ratelimit (rewrites its section of BENCHMARKS.md)
+.PHONY: rlsbench
+rlsbench:
+	bash scripts/install-redis.sh
+	bash scripts/rlsbench.sh
+
 clean:
 	rm -rf bin

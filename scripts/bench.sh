@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the benchmarks of the design guide §6 (issue 2) and rewrites
 # BENCHMARKS.md, then the subsetting and weights simulators' sections of
-# it. Needs Go and a consul binary on PATH (`make bench` installs Consul and
-# puts it there).
+# it, then the rate-limit benchmark's (scripts/rlsbench.sh, issue 6).
+# Needs Go, a consul binary on PATH (`make bench` installs Consul and puts
+# it there) and redis-server (likewise).
 # Every process it starts listens on 127.0.0.1 free ports and is stopped
 # before it exits.
 #
@@ -84,6 +85,7 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	echo "go test ./weights -run '^\$' -bench 'Solve|Balance|Ingest' -benchmem -count 5 > \$TMP/weights-bench.txt"
 	echo "go test ./xds -run '^\$' -bench WeightPushes -benchtime 1x -count 3 >> \$TMP/weights-bench.txt"
 	echo "go run ./bench/weightsim -go-bench \$TMP/weights-bench.txt -markdown $out   # rewrites only its marked section"
+	echo "RLSBENCH_OUT=$out bash scripts/rlsbench.sh   # rate-limit service vs envoyproxy/ratelimit; rewrites only its marked section"
 } >"$tmp/commands.txt"
 
 echo "bench: Consul + xds-server, $runs run(s) per protocol ($modes), $nodes nodes" >&2
@@ -117,4 +119,7 @@ echo "bench: weights simulator, solver and ingestion" >&2
 go test ./weights -run '^$' -bench 'Solve|Balance|Ingest' -benchmem -count 5 >"$tmp/weights-bench.txt"
 go test ./xds -run '^$' -bench WeightPushes -benchtime 1x -count 3 >>"$tmp/weights-bench.txt"
 go run ./bench/weightsim -go-bench "$tmp/weights-bench.txt" -markdown "$out" >/dev/null
+# The report does not keep the rate-limit section: write it again, last.
+echo "bench: rate-limit service vs envoyproxy/ratelimit (scripts/rlsbench.sh)" >&2
+RLSBENCH_OUT="$out" bash scripts/rlsbench.sh >/dev/null
 echo "bench: wrote $out" >&2

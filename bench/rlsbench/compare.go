@@ -1,0 +1,457 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/bench/section"
+)
+
+// compareOptions are compare mode's command line.
+type compareOptions struct {
+	load            LoadConfig // concurrency, conns, warmup, duration, seed, domain, keys
+	markdown        string
+	envoyBin        string
+	xdsBin          string
+	redisBin        string
+	workDir         string
+	rounds          int
+	legs            string
+	workloads       string
+	envoyLocalCache int // bytes
+}
+
+// namedWorkload is one of compare mode's workloads.
+type namedWorkload struct {
+	name, label string
+	w           Workload
+}
+
+// The configuration every leg serves (envoyproxy/ratelimit's format, fixed
+// windows: what both implementations support): a generous per-user limit
+// that the "within" workloads never reach, so every decision is a store
+// round trip, and a small per-tenant limit that the "overlimit" workload
+// exhausts at once.
+const (
+	userLimit   = 1_000_000 // per user per minute
+	tenantLimit = 10        // per tenant per minute
+	tenants     = 100
+)
+
+func configYAML(domain string) string {
+	return fmt.Sprintf(`domain: %s
+descriptors:
+  - key: user
+    rate_limit:
+      unit: minute
+      requests_per_unit: %d
+  - key: tenant
+    rate_limit:
+      unit: minute
+      requests_per_unit: %d
+`, domain, userLimit, tenantLimit)
+}
+
+// workloadsFor returns compare mode's workloads: users (-keys of them) with
+// 1 or 3 descriptors per request, and tenants.
+func workloadsFor(domain string, users int) []namedWorkload {
+	user := Workload{Domain: domain, Key: "user", ValuePrefix: "u", Keys: users, Descriptors: 1}
+	user3 := user
+	user3.Descriptors = 3
+	return []namedWorkload{
+		{"within", fmt.Sprintf("within limit (headline): %s users, 1 descriptor per request", thousands(uint64(users))), user},
+		{"within3", fmt.Sprintf("within limit: %s users, 3 descriptors per request", thousands(uint64(users))), user3},
+		{"overlimit", fmt.Sprintf("over-limit heavy: %d tenants at %d per minute, 1 descriptor per request", tenants, tenantLimit),
+			Workload{Domain: domain, Key: "tenant", ValuePrefix: "t", Keys: tenants, Descriptors: 1}},
+	}
+}
+
+func workloadNames() string {
+	var names []string
+	for _, w := range workloadsFor("d", 1) {
+		names = append(names, w.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Legs of the comparison.
+const (
+	legEnvoy     = "envoy"
+	legXDSRedis  = "xds-redis"
+	legXDSMemory = "xds-memory"
+)
+
+var legLabels = map[string]string{
+	legEnvoy:     "envoyproxy/ratelimit, Redis",
+	legXDSRedis:  "xds-server, Redis store",
+	legXDSMemory: "xds-server, memory store",
+}
+
+// leg is one server under test.
+type leg struct {
+	name        string
+	addr        string
+	server      *proc
+	redis       *proc // nil when the leg does not use Redis
+	unavailable string
+}
+
+// compareRun is everything compare mode needs while it runs.
+type compareRun struct {
+	o         compareOptions
+	log       *slog.Logger
+	ps        *procs
+	dir       string
+	cfgPath   string
+	redisAddr string
+	redis     *proc
+	legs      []*leg
+}
+
+// runCompare runs the side-by-side benchmark and emits its section.
+func runCompare(ctx context.Context, o compareOptions, args []string, stdout io.Writer, log *slog.Logger) error {
+	wls, legNames, err := o.selection()
+	if err != nil {
+		return err
+	}
+	c := &compareRun{o: o, log: log, ps: &procs{log: log}}
+	defer c.ps.stopAll()
+	if c.dir, err = c.workDir(); err != nil {
+		return err
+	}
+	rep := report{command: commandLine(args, c.dir, cacheDir()), load: o.load, rounds: o.rounds, config: configYAML(o.load.Workload.Domain),
+		machine: machineNotes(o.redisBin, o.envoyBin), envoyLocalCache: o.envoyLocalCache}
+	if err := c.setUp(ctx, legNames); err != nil {
+		return err
+	}
+	for _, l := range c.legs {
+		rep.legs = append(rep.legs, legInfo{name: l.name, unavailable: l.unavailable})
+	}
+	for _, wl := range wls {
+		runs, err := c.measure(ctx, wl)
+		if err != nil {
+			return err
+		}
+		rep.workloads = append(rep.workloads, workloadResult{named: wl, runs: runs})
+	}
+	return section.Emit(stdout, o.markdown, sectionName, render(rep))
+}
+
+// selection returns the workloads and legs asked for.
+func (o compareOptions) selection() ([]namedWorkload, []string, error) {
+	if o.rounds < 1 {
+		return nil, nil, fmt.Errorf("rlsbench: rounds %d < 1", o.rounds)
+	}
+	all := workloadsFor(o.load.Workload.Domain, o.load.Workload.Keys)
+	var wls []namedWorkload
+	for _, name := range splitList(o.workloads) {
+		i := slices.IndexFunc(all, func(w namedWorkload) bool { return w.name == name })
+		if i < 0 {
+			return nil, nil, fmt.Errorf("rlsbench: unknown workload %q (have %s)", name, workloadNames())
+		}
+		wls = append(wls, all[i])
+	}
+	legs := splitList(o.legs)
+	for _, l := range legs {
+		if legLabels[l] == "" {
+			return nil, nil, fmt.Errorf("rlsbench: unknown leg %q (have envoy, xds-redis, xds-memory)", l)
+		}
+	}
+	if len(wls) == 0 || len(legs) == 0 {
+		return nil, nil, errors.New("rlsbench: no workload or no leg")
+	}
+	return wls, legs, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// workDir returns the -workdir or a new temp dir removed at exit (by the
+// caller's stopAll ordering: processes stop before the dir goes).
+func (c *compareRun) workDir() (string, error) {
+	if c.o.workDir != "" {
+		return c.o.workDir, os.MkdirAll(c.o.workDir, 0o755)
+	}
+	dir, err := os.MkdirTemp("", "rlsbench.")
+	if err != nil {
+		return "", fmt.Errorf("rlsbench: %w", err)
+	}
+	c.ps.cleanup = append(c.ps.cleanup, func() { os.RemoveAll(dir) })
+	return dir, nil
+}
+
+// setUp writes the config, starts Redis and the servers of the legs and
+// waits until each serves the domain.
+func (c *compareRun) setUp(ctx context.Context, legNames []string) error {
+	// envoyproxy/ratelimit reads RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/*.yaml;
+	// xds-server reads the same file.
+	cfgDir := filepath.Join(c.dir, "runtime", "ratelimit", "config")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		return fmt.Errorf("rlsbench: %w", err)
+	}
+	c.cfgPath = filepath.Join(cfgDir, "rlsbench.yaml")
+	if err := os.WriteFile(c.cfgPath, []byte(configYAML(c.o.load.Workload.Domain)), 0o644); err != nil {
+		return fmt.Errorf("rlsbench: %w", err)
+	}
+	if err := c.startRedis(ctx); err != nil {
+		return err
+	}
+	xdsBin, err := c.xdsServer(ctx, legNames)
+	if err != nil {
+		return err
+	}
+	for _, name := range legNames {
+		l := &leg{name: name}
+		c.legs = append(c.legs, l)
+		switch name {
+		case legEnvoy:
+			err = c.startEnvoy(ctx, l)
+		case legXDSRedis:
+			err = c.startXDS(ctx, l, xdsBin, "redis")
+		case legXDSMemory:
+			err = c.startXDS(ctx, l, xdsBin, "memory")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *compareRun) startRedis(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(c.dir, "redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("rlsbench: %w", err)
+	}
+	c.redisAddr = "127.0.0.1:" + strconv.Itoa(port)
+	c.redis, err = c.ps.start("redis-server", c.dir, c.o.redisBin, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--dir", dir, "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"}, nil)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, c.redis, 15*time.Second, func(ctx context.Context) error {
+		_, err := redisDo(ctx, c.redisAddr, "PING")
+		return err
+	})
+}
+
+// xdsServer returns the xds-server binary, built once when -xds-bin is
+// empty.
+func (c *compareRun) xdsServer(ctx context.Context, legNames []string) (string, error) {
+	if c.o.xdsBin != "" || !slices.ContainsFunc(legNames, func(n string) bool { return strings.HasPrefix(n, "xds-") }) {
+		return c.o.xdsBin, nil
+	}
+	bin := filepath.Join(c.dir, "xds-server")
+	c.log.Info("building xds-server", "output", bin)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/xds-server")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("rlsbench: go build ./cmd/xds-server (run from the repository root): %w", err)
+	}
+	return bin, nil
+}
+
+// startEnvoy starts envoyproxy/ratelimit, configured by env as its
+// settings.go reads it, on 127.0.0.1 only.
+func (c *compareRun) startEnvoy(ctx context.Context, l *leg) error {
+	if c.o.envoyBin == "" {
+		l.unavailable = "no -envoy-bin given"
+		return nil
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		ports[i] = p
+	}
+	l.addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+	env := []string{
+		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(ports[1]),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(ports[2]),
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(ports[0]),
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=SINGLE", "REDIS_URL=" + c.redisAddr,
+		"USE_STATSD=false", "USE_PROMETHEUS=false", "LOG_LEVEL=warn", "LOG_FORMAT=text",
+		"RUNTIME_ROOT=" + filepath.Join(c.dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit",
+		"RUNTIME_APPDIRECTORY=config", "RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true",
+		"LOCAL_CACHE_SIZE_IN_BYTES=" + strconv.Itoa(c.o.envoyLocalCache),
+		"TRACING_ENABLED=false",
+	}
+	// Run it through a link in the work dir so that its command line
+	// names the work dir (scripts/rlsbench.sh's cleanup finds it there).
+	bin := filepath.Join(c.dir, "envoyproxy-ratelimit")
+	_ = os.Remove(bin)
+	abs, err := filepath.Abs(c.o.envoyBin)
+	if err != nil {
+		return fmt.Errorf("rlsbench: %w", err)
+	}
+	if err := os.Symlink(abs, bin); err != nil {
+		return fmt.Errorf("rlsbench: %w", err)
+	}
+	l.redis = c.redis
+	if l.server, err = c.ps.start(legEnvoy, c.dir, bin, nil, env); err != nil {
+		return err
+	}
+	return c.waitServing(ctx, l)
+}
+
+// startXDS starts xds-server with the given store; a store the binary
+// rejects (validate fails) leaves the leg unavailable, with the reason.
+func (c *compareRun) startXDS(ctx context.Context, l *leg, bin, store string) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	l.addr = "127.0.0.1:" + strconv.Itoa(port)
+	args := []string{"--ratelimit.address", l.addr, "--ratelimit.config", c.cfgPath, "--ratelimit.store", store,
+		"--admin.address", "127.0.0.1:0", "--xds.address", "127.0.0.1:0", "--log.level", "warn"}
+	if store == "redis" {
+		args = append(args, "--ratelimit.redis.address", c.redisAddr)
+		l.redis = c.redis
+	}
+	out, err := exec.CommandContext(ctx, bin, append([]string{"validate"}, args...)...).CombinedOutput()
+	if err != nil {
+		msg := strings.Join(strings.Fields(string(out)), " ")
+		if msg == "" {
+			msg = err.Error()
+		}
+		l.unavailable = fmt.Sprintf("`xds-server validate --ratelimit.store %s ...` refuses it: %s", store, msg)
+		c.log.Warn("leg unavailable", "leg", l.name, "reason", l.unavailable)
+		return nil
+	}
+	if l.server, err = c.ps.start(l.name, c.dir, bin, append([]string{"serve"}, args...), nil); err != nil {
+		return err
+	}
+	return c.waitServing(ctx, l)
+}
+
+// waitServing waits until l answers a probe with a limit (its config is
+// loaded).
+func (c *compareRun) waitServing(ctx context.Context, l *leg) error {
+	w := c.o.load.Workload
+	w.Key = "user"
+	return waitFor(ctx, l.server, 60*time.Second, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		d, err := Probe(ctx, l.addr, w, "probe")
+		if err != nil {
+			return err
+		}
+		if d.ok+d.over == 0 {
+			return fmt.Errorf("rlsbench: %s answers without a limit (config not loaded yet)", l.name)
+		}
+		return nil
+	})
+}
+
+// measure runs wl against every available leg, o.rounds times, the order
+// of the legs rotated each round.
+func (c *compareRun) measure(ctx context.Context, wl namedWorkload) ([]legRun, error) {
+	var avail []*leg
+	for _, l := range c.legs {
+		if l.unavailable == "" {
+			avail = append(avail, l)
+		}
+	}
+	var runs []legRun
+	for r := range c.o.rounds {
+		for j := range avail {
+			l := avail[(j+r)%len(avail)]
+			run, err := c.runOne(ctx, l, wl, r)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, run)
+		}
+	}
+	return runs, nil
+}
+
+// runOne loads one leg once, Redis emptied first (the legs' keys may
+// collide), and reads the CPU its processes used while measuring.
+func (c *compareRun) runOne(ctx context.Context, l *leg, wl namedWorkload, round int) (legRun, error) {
+	if _, err := redisDo(ctx, c.redisAddr, "FLUSHALL"); err != nil {
+		return legRun{}, err
+	}
+	cfg := c.o.load
+	cfg.Addr, cfg.Workload = l.addr, wl.w
+	cfg.Seed = c.o.load.Seed + uint64(round)*1_000_003
+	var samples [2][3]time.Duration // start, end x client, server, redis
+	n := 0
+	cfg.Sample = func() {
+		if n < 2 {
+			samples[n][0], _ = cpuTime(0)
+			samples[n][1], _ = cpuTime(l.server.pid())
+			samples[n][2], _ = cpuTime(c.redis.pid())
+		}
+		n++
+	}
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		return legRun{}, err
+	}
+	if err := l.server.exited(); err != nil {
+		return legRun{}, err
+	}
+	run := legRun{leg: l.name, round: round, res: res}
+	secs := res.Elapsed.Seconds()
+	run.cpuClient = (samples[1][0] - samples[0][0]).Seconds() / secs
+	run.cpuServer = (samples[1][1] - samples[0][1]).Seconds() / secs
+	run.cpuRedis = (samples[1][2] - samples[0][2]).Seconds() / secs
+	c.log.Info("run", "workload", wl.name, "round", round+1, "leg", l.name,
+		"decisions_per_s", int(res.DecisionsPerSec()), "p50", res.Latency.Quantile(0.5), "p99", res.Latency.Quantile(0.99),
+		"over_limit", res.OverLimit, "errors", res.Errors,
+		"cpu_client", fmt.Sprintf("%.2f", run.cpuClient), "cpu_server", fmt.Sprintf("%.2f", run.cpuServer),
+		"cpu_redis", fmt.Sprintf("%.2f", run.cpuRedis))
+	if res.FirstError != "" {
+		c.log.Warn("errors", "leg", l.name, "first", res.FirstError)
+	}
+	return run, nil
+}
+
+// commandLine is how the run was started, the work dir written as $TMP
+// and the cache dir (scripts/rlsbench.sh installs into it) as
+// $XDS_SERVER_CACHE.
+func commandLine(args []string, dir, cache string) string {
+	line := strings.TrimSpace("go run ./bench/rlsbench " + strings.Join(args, " "))
+	if dir != "" {
+		line = strings.ReplaceAll(line, dir, "$TMP")
+	}
+	if cache != "" {
+		line = strings.ReplaceAll(line, cache, "$XDS_SERVER_CACHE")
+	}
+	return line
+}
+
+// cacheDir is $XDS_SERVER_CACHE or its default, ~/.cache/xds-server.
+func cacheDir() string {
+	if d := os.Getenv("XDS_SERVER_CACHE"); d != "" {
+		return d
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".cache", "xds-server")
+	}
+	return ""
+}
