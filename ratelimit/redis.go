@@ -182,6 +182,7 @@ func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 	keys := make([]string, 0, len(checks))
 	args := make([]any, 0, len(checks)*redisArgsPerCheck)
 	sent := make([]int, 0, len(checks)) // indexes of the checks in keys
+	replies := 0
 	for i, c := range checks {
 		c = normalize(c)
 		key, a := r.encode(now, c)
@@ -191,19 +192,23 @@ func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 			continue
 		}
 		keys, args, sent = append(keys, key), append(args, a...), append(sent, i)
+		replies += replyLen(c.Limit.Algorithm)
 	}
 	if len(keys) == 0 {
 		return res, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	reply, err := r.batch.do(ctx, &redisCall{keys: keys, args: args, done: make(chan redisReply, 1)})
+	reply, err := r.batch.do(ctx, &redisCall{keys: keys, args: args, replies: replies, done: make(chan redisReply, 1)})
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: redis: %w", err)
 	}
-	for j, i := range sent {
-		v := reply[j*redisReplyPerCheck : (j+1)*redisReplyPerCheck]
-		if res[i], err = decodeResult(now, normalize(checks[i]), v); err != nil {
+	off := 0
+	for _, i := range sent {
+		c := normalize(checks[i])
+		v := reply[off : off+replyLen(c.Limit.Algorithm)]
+		off += len(v)
+		if res[i], err = decodeResult(now, c, v); err != nil {
 			return nil, fmt.Errorf("ratelimit: redis: check %d: %w", i, err)
 		}
 	}

@@ -1,7 +1,7 @@
 -- Rate-limit decisions of one Store.Decide call (see redis.go), atomic.
 --
 -- KEYS[i] is the key of check i. ARGV[1] is the grace added to every TTL,
--- in ms; then 8 arguments per check, the first naming the algorithm:
+-- in ms; then, per check, the algorithm's name and its arguments:
 --
 --   f (fixed_window):   hits, cap, capacity, ttl_ms
 --   w (sliding_window): hits, cap, window_start_s, unit_s, weight_num, weight_den, ttl_ms
@@ -14,11 +14,11 @@
 -- 19-digit strings. Every write sets a TTL (in ms) after which the key
 -- holds no usage.
 --
--- The reply has 4 values per check: the key's state before the check,
--- from which the caller computes the result with the same arithmetic:
+-- The reply has, per check, the key's state before the check, from
+-- which the caller computes the result with the same arithmetic:
 --
---   f: count, 0, 0, 0
---   w: window_start_s, count, previous_count, 0 (all 0 for a new key)
+--   f: count
+--   w: window_start_s, count, previous_count (all 0 for a new key)
 --   l: entries after dropping expired ones, last entry, entry d1, entry d2
 --      (entries as ns strings, "" when absent; d1 and d2 as in the code)
 --   g: tat_s, tat_ns (0, 0 for a new key)
@@ -30,19 +30,31 @@ local function pexpire_set(key, value, ttl)
   redis.call('SET', key, value, 'PX', math.max(math.ceil(ttl), 1) + grace)
 end
 
-local function fixed(key, a)
-  local hits, cap, capacity = tonumber(a[1]), tonumber(a[2]), tonumber(a[3])
-  local count = tonumber(redis.call('GET', key) or '0') or 0
-  local after = count + hits
-  if hits > 0 and (after <= cap or (after > capacity and cap >= capacity)) then
-    pexpire_set(key, string.format('%d', after), tonumber(a[4]))
+local function fixed(key, o)
+  local hits, cap, capacity = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+  if hits == 0 then
+    return tonumber(redis.call('GET', key) or '0') or 0, 0, 0, 0
   end
-  return {count, 0, 0, 0}
+  -- One INCRBY in the common case; undone when the check is refused
+  -- without counting. The TTL (the window's end) is set when the key is
+  -- created and INCRBY keeps it.
+  local after = redis.call('INCRBY', key, hits)
+  local count = after - hits
+  if after <= cap or (after > capacity and cap >= capacity) then
+    if count == 0 then
+      redis.call('PEXPIRE', key, math.max(math.ceil(tonumber(ARGV[o + 4])), 1) + grace)
+    end
+  elseif count == 0 then
+    redis.call('DEL', key)
+  else
+    redis.call('DECRBY', key, hits)
+  end
+  return count, 0, 0, 0
 end
 
-local function window(key, a)
-  local hits, cap, ws, us = tonumber(a[1]), tonumber(a[2]), tonumber(a[3]), tonumber(a[4])
-  local num, den = tonumber(a[5]), tonumber(a[6])
+local function window(key, o)
+  local hits, cap, ws, us = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
+  local num, den = tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6])
   local start, count, prev = 0, 0, 0
   local v = redis.call('GET', key)
   if v then
@@ -57,9 +69,9 @@ local function window(key, a)
   end
   local est = old * num / den + cur
   if hits > 0 and est + hits <= cap then
-    pexpire_set(key, string.format('%d %d %d', ws, cur + hits, old), tonumber(a[7]))
+    pexpire_set(key, string.format('%d %d %d', ws, cur + hits, old), tonumber(ARGV[o + 7]))
   end
-  return {start, count, prev, 0}
+  return start, count, prev, 0
 end
 
 -- le compares two 19-digit ns strings numerically, exactly.
@@ -69,9 +81,9 @@ local function le(x, y)
   return tonumber(string.sub(x, 11)) <= tonumber(string.sub(y, 11))
 end
 
-local function log(key, a)
-  local hits, cap, capacity = tonumber(a[1]), tonumber(a[2]), tonumber(a[3])
-  local now, cutoff = a[4], a[5]
+local function log(key, o)
+  local hits, cap, capacity = tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+  local now, cutoff = ARGV[o + 4], ARGV[o + 5]
   local drop = 0
   while true do
     local head = redis.call('LRANGE', key, drop, drop + 63)
@@ -95,14 +107,14 @@ local function log(key, a)
         redis.call('RPUSH', key, unpack(batch))
       end
       local ahead = (tonumber(at) - tonumber(now)) / 1e6 -- clock went back: approximate ms is fine
-      redis.call('PEXPIRE', key, math.ceil(tonumber(a[6]) + ahead) + grace)
+      redis.call('PEXPIRE', key, math.ceil(tonumber(ARGV[o + 6]) + ahead) + grace)
     end
   else
     local d1, d2 = n + hits - cap, n + 1 - capacity
     if d1 >= 1 and d1 <= n then e1 = redis.call('LINDEX', key, d1 - 1) end
     if d2 >= 1 and d2 <= n then e2 = redis.call('LINDEX', key, d2 - 1) end
   end
-  return {n, last, e1, e2}
+  return n, last, e1, e2
 end
 
 -- norm carries or borrows so that ns is in [0, 1e9).
@@ -112,9 +124,9 @@ local function norm(s, ns)
   return s, ns
 end
 
-local function gcra(key, a)
-  local ok, ts, tn = a[1] == '1', tonumber(a[2]), tonumber(a[3])
-  local hs, hn, ks, kn = tonumber(a[4]), tonumber(a[5]), tonumber(a[6]), tonumber(a[7])
+local function gcra(key, o)
+  local ok, ts, tn = ARGV[o + 1] == '1', tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+  local hs, hn, ks, kn = tonumber(ARGV[o + 4]), tonumber(ARGV[o + 5]), tonumber(ARGV[o + 6]), tonumber(ARGV[o + 7])
   local ss, sn = 0, 0
   local v = redis.call('GET', key)
   if v then
@@ -130,14 +142,23 @@ local function gcra(key, a)
       pexpire_set(key, string.format('%d %d', xs, xn), ds * 1000 + dn / 1e6)
     end
   end
-  return {ss, sn, 0, 0}
+  return ss, sn, 0, 0
 end
 
 local algorithms = {f = fixed, w = window, l = log, g = gcra}
-local out = {}
+local nargs = {f = 4, w = 7, l = 6, g = 7}   -- arguments after the name
+local nreply = {f = 1, w = 3, l = 4, g = 2}  -- reply values used
+-- The functions read their arguments from ARGV after offset o (no table
+-- per check) and return their reply values.
+local out, n, o = {}, 0, 2
 for i = 1, #KEYS do
-  local base = 1 + (i - 1) * 8
-  local r = algorithms[ARGV[base + 1]](KEYS[i], {unpack(ARGV, base + 2, base + 8)})
-  for j = 1, 4 do out[#out + 1] = r[j] end
+  local alg = ARGV[o]
+  local r1, r2, r3, r4 = algorithms[alg](KEYS[i], o)
+  local k = nreply[alg]
+  out[n + 1] = r1
+  if k > 1 then out[n + 2] = r2 end
+  if k > 2 then out[n + 3] = r3 end
+  if k > 3 then out[n + 4] = r4 end
+  n, o = n + k, o + 1 + nargs[alg]
 end
 return out

@@ -23,12 +23,14 @@ const (
 	redisMaxBatchChecks = 512
 )
 
-// redisCall is one Decide call waiting for a script run: its keys and
-// their arguments (redisArgsPerCheck per key).
+// redisCall is one Decide call waiting for a script run: its keys, their
+// arguments (the algorithm's name first) and how many reply values they
+// get (replyLen of each).
 type redisCall struct {
-	keys []string
-	args []any
-	done chan redisReply // buffered: a caller that gave up leaves the reply behind
+	keys    []string
+	args    []any
+	replies int
+	done    chan redisReply // buffered: a caller that gave up leaves the reply behind
 }
 
 // redisReply is the part of a script run's reply for one call.
@@ -148,12 +150,16 @@ func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	reply, err := redisScript.Run(ctx, b.client, keys, args...).Slice()
 	cancel()
-	if err == nil && len(reply) != redisReplyPerCheck*len(keys) {
-		err = fmt.Errorf("%d values in the reply for %d checks", len(reply), len(keys))
+	want := 0
+	for _, c := range batch {
+		want += c.replies
+	}
+	if err == nil && len(reply) != want {
+		err = fmt.Errorf("%d values in the reply for %d checks (want %d)", len(reply), len(keys), want)
 	}
 	off := 0
 	for _, c := range batch {
-		n := redisReplyPerCheck * len(c.keys)
+		n := c.replies
 		if err != nil {
 			c.done <- redisReply{err: err}
 			continue

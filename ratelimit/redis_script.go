@@ -18,8 +18,7 @@ var redisLua string
 var redisScript = redis.NewScript(redisLua)
 
 const (
-	redisArgsPerCheck  = 8
-	redisReplyPerCheck = 4
+	redisArgsPerCheck = 8 // at most, the name included
 	// redisTTLGrace is added to every key's TTL, so that replicas whose
 	// clocks are a little apart do not lose each other's usage.
 	redisTTLGrace = time.Second
@@ -39,7 +38,7 @@ func (r *Redis) encode(now time.Time, c Check) (string, []any) {
 			formatFloat(float64(u - (t - ws))), formatFloat(float64(u)), ceilMillis(ws + 2*u - t)}
 	case SlidingLog:
 		return r.prefix + c.Key + ":sl", []any{"l", c.Hits, c.Cap, c.Limit.Requests,
-			nsString(t), nsString(t - u), ceilMillis(u), ""}
+			nsString(t), nsString(t - u), ceilMillis(u)}
 	case TokenBucket, LeakyBucket:
 		if c.Limit.Requests == 0 || c.Limit.Burst == 0 {
 			return "", nil
@@ -59,7 +58,22 @@ func (r *Redis) encode(now time.Time, c Check) (string, []any) {
 		s, us := now.Unix(), c.Limit.Unit.Seconds()
 		end := (s - floorMod(s, us) + us) * int64(time.Second)
 		return r.prefix + FixedWindowKey(c.Key, now, c.Limit.Unit),
-			[]any{"f", c.Hits, c.Cap, c.Limit.Requests, ceilMillis(end - t), "", "", ""}
+			[]any{"f", c.Hits, c.Cap, c.Limit.Requests, ceilMillis(end - t)}
+	}
+}
+
+// replyLen is how many values redis.lua replies for a check of algorithm
+// a (the state it keeps).
+func replyLen(a Algorithm) int {
+	switch a {
+	case SlidingWindow:
+		return 3
+	case SlidingLog:
+		return 4
+	case TokenBucket, LeakyBucket:
+		return 2
+	default:
+		return 1
 	}
 }
 
@@ -71,7 +85,7 @@ func decodeResult(now time.Time, c Check, v []any) (Result, error) {
 		return logResult(now, c, v)
 	}
 	var n [3]int64
-	for i := range n {
+	for i := range min(len(v), len(n)) {
 		var err error
 		if n[i], err = replyInt(v[i]); err != nil {
 			return Result{}, err

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -142,7 +141,10 @@ func newRateLimit(cfg RateLimitConfig, log *slog.Logger, reg prometheus.Register
 		closeStore()
 		return nil, fmt.Errorf("ratelimit listener: %w", err)
 	}
-	g := grpc.NewServer(grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))))
+	// Stream workers: handlers run on long-lived goroutines whose stacks are
+	// already grown (a goroutine per call grows its stack every time).
+	// Handlers wait on the store, so there are many.
+	g := grpc.NewServer(grpc.NumStreamWorkers(128))
 	svc.Register(g)
 	return &rateLimit{svc: svc, grpc: g, lis: lis, cfg: cfg, closeStore: closeStore}, nil
 }
