@@ -10,11 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/xds-server/xds-server/e2e/harness"
 	"github.com/xds-server/xds-server/weights"
 )
 
@@ -29,41 +24,14 @@ func TestBalancedGlobalWeightsFromLRS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	dir := t.TempDir()
-	endpoints, config := dir+"/endpoints.yaml", dir+"/xds-server.yaml"
-	write(t, endpoints, `services:
-  - name: api
-    endpoints:
-      - { id: api-1, address: 127.0.0.1, port: 9001 }
-      - { id: api-2, address: 127.0.0.1, port: 9002 }
-      - { id: api-3, address: 127.0.0.1, port: 9003 }
-`)
-	write(t, config, `services:
+	srv, conn := startWeightedAPI(t, `services:
   api: { subset_size: 2, weights: { enabled: true, mode: global, sources: [lrs, http] } }
 weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_interval: 100ms }
 `)
-	srv := harness.StartServer(t, "--config", config, "--discovery.static.file", endpoints)
-	srv.WaitReady(t)
-	conn, err := grpc.NewClient(srv.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-
 	rates := map[string]float64{"heavy": 90, "light": 10}
-	clients, subsets := map[string]*edsWatch{}, map[string][]string{}
-	for node := range rates {
-		c, err := harness.StartADS(ctx, harness.ADSConfig{Conn: conn, NodeID: node, Cluster: "test",
-			Types: []string{resource.ClusterType, resource.EndpointType}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		clients[node] = &edsWatch{c: c}
-		subsets[node] = slices.Sorted(maps.Keys(clients[node].await(t, func(map[string]uint32) bool { return true })))
-	}
+	clients, subsets := watchAPI(t, ctx, conn, slices.Collect(maps.Keys(rates)))
 	if slices.Equal(subsets["heavy"], subsets["light"]) {
 		t.Fatalf("both nodes got subset %v; the test needs different ones", subsets["heavy"])
 	}

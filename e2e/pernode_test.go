@@ -32,41 +32,14 @@ func TestPerNodeWeightsFromLRS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	dir := t.TempDir()
-	endpoints, config := dir+"/endpoints.yaml", dir+"/xds-server.yaml"
-	write(t, endpoints, `services:
-  - name: api
-    endpoints:
-      - { id: api-1, address: 127.0.0.1, port: 9001 }
-      - { id: api-2, address: 127.0.0.1, port: 9002 }
-      - { id: api-3, address: 127.0.0.1, port: 9003 }
-`)
-	write(t, config, `services:
+	_, conn := startWeightedAPI(t, `services:
   api: { subset_size: 2, weights: { enabled: true, mode: per_node, sources: [lrs] } }
 weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_interval: 100ms, per_node_damping: 1 }
 `)
-	srv := harness.StartServer(t, "--config", config, "--discovery.static.file", endpoints)
-	srv.WaitReady(t)
-	conn, err := grpc.NewClient(srv.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-
 	rates := map[string]float64{"heavy": 90, "light": 10}
-	clients, subsets := map[string]*edsWatch{}, map[string][]string{}
-	for node := range rates {
-		c, err := harness.StartADS(ctx, harness.ADSConfig{Conn: conn, NodeID: node, Cluster: "test",
-			Types: []string{resource.ClusterType, resource.EndpointType}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		clients[node] = &edsWatch{c: c}
-		subsets[node] = slices.Sorted(maps.Keys(clients[node].await(t, func(map[string]uint32) bool { return true })))
-	}
+	clients, subsets := watchAPI(t, ctx, conn, slices.Collect(maps.Keys(rates)))
 	problem := weights.Problem{}
 	for id := range apiPorts {
 		problem.Endpoints = append(problem.Endpoints, weights.EndpointLoad{ID: id, Global: 1})
@@ -97,6 +70,50 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 	if maps.Equal(got["heavy"], got["light"]) {
 		t.Errorf("both nodes got the same weights %v", got["heavy"])
 	}
+}
+
+// startWeightedAPI runs the binary with config (an xds-server YAML) on a
+// static file of the three api endpoints (apiPorts), and returns it and a
+// client connection to its xDS port (which also serves LRS).
+func startWeightedAPI(t *testing.T, config string) (*harness.Server, *grpc.ClientConn) {
+	t.Helper()
+	dir := t.TempDir()
+	endpoints, file := dir+"/endpoints.yaml", dir+"/xds-server.yaml"
+	write(t, endpoints, `services:
+  - name: api
+    endpoints:
+      - { id: api-1, address: 127.0.0.1, port: 9001 }
+      - { id: api-2, address: 127.0.0.1, port: 9002 }
+      - { id: api-3, address: 127.0.0.1, port: 9003 }
+`)
+	write(t, file, config)
+	srv := harness.StartServer(t, "--config", file, "--discovery.static.file", endpoints)
+	srv.WaitReady(t)
+	conn, err := grpc.NewClient(srv.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return srv, conn
+}
+
+// watchAPI opens an ADS stream (CDS and EDS) as each node and returns,
+// by node, the watch of its load assignment of api and its subset (the
+// endpoint ids of the first one).
+func watchAPI(t *testing.T, ctx context.Context, conn *grpc.ClientConn, nodes []string) (map[string]*edsWatch, map[string][]string) {
+	t.Helper()
+	clients, subsets := map[string]*edsWatch{}, map[string][]string{}
+	for _, node := range nodes {
+		c, err := harness.StartADS(ctx, harness.ADSConfig{Conn: conn, NodeID: node, Cluster: "test",
+			Types: []string{resource.ClusterType, resource.EndpointType}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		clients[node] = &edsWatch{c: c}
+		subsets[node] = slices.Sorted(maps.Keys(clients[node].await(t, func(map[string]uint32) bool { return true })))
+	}
+	return clients, subsets
 }
 
 // edsWatch follows the load assignment of api that one ADS client accepts.

@@ -115,6 +115,13 @@ func renderGolden(t *testing.T, res Resources) []byte {
 	for _, m := range res.Routes {
 		g.Routes = append(g.Routes, marshalJSON(t, m))
 	}
+	return goldenYAML(t, g)
+}
+
+// goldenYAML renders a golden file's value (JSON-tagged) as YAML with the
+// golden header.
+func goldenYAML(t *testing.T, g any) []byte {
+	t.Helper()
 	j, err := json.Marshal(g)
 	if err != nil {
 		t.Fatal(err)

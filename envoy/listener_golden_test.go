@@ -308,15 +308,7 @@ func renderListenerGolden(t *testing.T, o listenerOutput) []byte {
 	for _, m := range o.routes {
 		g.Routes = append(g.Routes, marshalJSON(t, m))
 	}
-	j, err := json.Marshal(g)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := yaml.JSONToYAML(j)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]byte(goldenHeader), y...)
+	return goldenYAML(t, g)
 }
 
 func parseListenerGolden(t *testing.T, b []byte) listenerOutput {
