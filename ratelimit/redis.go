@@ -17,7 +17,7 @@ import (
 
 // Defaults of RedisConfig.
 const (
-	// DefaultRedisTimeout bounds one Decide call: connecting, waiting for
+	// DefaultRedisTimeout bounds one script run: connecting, waiting for
 	// a pooled connection, writing and reading.
 	DefaultRedisTimeout = 250 * time.Millisecond
 )
@@ -42,9 +42,10 @@ type RedisConfig struct {
 	// PoolSize is the most connections kept open; 0 means go-redis's
 	// default (10 per CPU).
 	PoolSize int
-	// Timeout bounds each Decide call (and each connection attempt); 0
-	// means DefaultRedisTimeout. A call that times out is an error: the
-	// service answers per its failure mode.
+	// Timeout bounds each script run (and each connection attempt), so a
+	// Decide call waits at most twice this (the run in flight, then its
+	// own); 0 means DefaultRedisTimeout. A call that times out is an
+	// error: the service answers per its failure mode.
 	Timeout time.Duration
 	// KeyPrefix is put before every key; "" means none (the keys of
 	// fixed windows are then envoyproxy/ratelimit's own).
@@ -185,20 +186,20 @@ func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 	replies := 0
 	for i, c := range checks {
 		c = normalize(c)
-		key, a := r.encode(now, c)
-		if key == "" {
+		var key string
+		if key, args = r.encode(args, now, c); key == "" {
 			var st State
 			res[i] = Decide(&st, now, c)
 			continue
 		}
-		keys, args, sent = append(keys, key), append(args, a...), append(sent, i)
+		keys, sent = append(keys, key), append(sent, i)
 		replies += replyLen(c.Limit.Algorithm)
 	}
 	if len(keys) == 0 {
 		return res, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
+	// No timer per call: each script run is bounded by the timeout, so a
+	// call waits at most for the run in flight and then its own.
 	reply, err := r.batch.do(ctx, &redisCall{keys: keys, args: args, replies: replies, done: make(chan redisReply, 1)})
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: redis: %w", err)

@@ -25,23 +25,23 @@ const (
 	nsDigits      = 19 // of a Unix time in ns, zero-padded, until 2286
 )
 
-// encode returns the Redis key of c (normalized) and its script
-// arguments; "" when c needs no state (a bucket of zero requests or
-// burst refuses everything).
-func (r *Redis) encode(now time.Time, c Check) (string, []any) {
+// encode returns the Redis key of c (normalized) and args with its script
+// arguments appended; "" and args unchanged when c needs no state (a
+// bucket of zero requests or burst refuses everything).
+func (r *Redis) encode(args []any, now time.Time, c Check) (string, []any) {
 	t := now.UnixNano()
 	u := c.Limit.Unit.Seconds() * int64(time.Second)
 	switch c.Limit.Algorithm {
 	case SlidingWindow:
 		ws := t - floorMod(t, u)
-		return r.prefix + c.Key + ":sw", []any{"w", c.Hits, c.Cap, ws / int64(time.Second), u / int64(time.Second),
-			formatFloat(float64(u - (t - ws))), formatFloat(float64(u)), ceilMillis(ws + 2*u - t)}
+		return r.prefix + c.Key + ":sw", append(args, "w", c.Hits, c.Cap, ws/int64(time.Second), u/int64(time.Second),
+			formatFloat(float64(u-(t-ws))), formatFloat(float64(u)), ceilMillis(ws+2*u-t))
 	case SlidingLog:
-		return r.prefix + c.Key + ":sl", []any{"l", c.Hits, c.Cap, c.Limit.Requests,
-			nsString(t), nsString(t - u), ceilMillis(u)}
+		return r.prefix + c.Key + ":sl", append(args, "l", c.Hits, c.Cap, c.Limit.Requests,
+			nsString(t), nsString(t-u), ceilMillis(u))
 	case TokenBucket, LeakyBucket:
 		if c.Limit.Requests == 0 || c.Limit.Burst == 0 {
-			return "", nil
+			return "", args
 		}
 		T := (u + int64(c.Limit.Requests) - 1) / int64(c.Limit.Requests)
 		h, k := mulSpan(int64(c.Hits), T), mulSpan(int64(c.Cap), T)
@@ -53,12 +53,12 @@ func (r *Redis) encode(now time.Time, c Check) (string, []any) {
 			suffix = ":lb"
 		}
 		const sec = int64(time.Second)
-		return r.prefix + c.Key + suffix, []any{"g", ok, now.Unix(), now.Nanosecond(), h / sec, h % sec, k / sec, k % sec}
+		return r.prefix + c.Key + suffix, append(args, "g", ok, now.Unix(), now.Nanosecond(), h/sec, h%sec, k/sec, k%sec)
 	default:
 		s, us := now.Unix(), c.Limit.Unit.Seconds()
 		end := (s - floorMod(s, us) + us) * int64(time.Second)
 		return r.prefix + FixedWindowKey(c.Key, now, c.Limit.Unit),
-			[]any{"f", c.Hits, c.Cap, c.Limit.Requests, ceilMillis(end - t)}
+			append(args, "f", c.Hits, c.Cap, c.Limit.Requests, ceilMillis(end-t))
 	}
 }
 
