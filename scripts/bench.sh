@@ -39,21 +39,10 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$want_files" ]; then
 	ulimit -n "$want_files" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 fi
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/xds-bench.XXXXXX")
-cleanup() {
-	# The benchmark stops its Consul and server itself; if it was killed
-	# before its cleanups ran, stop what it left behind: processes whose
-	# command line holds this run's private directory (the server binary,
-	# Consul's config dir), by pid.
-	local pids
-	pids=$(pgrep -f -- "$tmp/" || true)
-	for pid in $pids; do
-		kill "$pid" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# The benchmark stops its Consul and server itself (the server binary and
+# Consul's config dir are under $tmp).
+source scripts/private-tmp.sh
+private_tmp xds-bench
 mkdir -p "$tmp/go-tmp"
 
 start=$SECONDS

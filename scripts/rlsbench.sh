@@ -50,21 +50,10 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 redis_bin=$(command -v redis-server)
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/xds-rlsbench.XXXXXX")
-cleanup() {
-	# rlsbench stops what it started; if it was killed before it could,
-	# stop what it left behind: processes whose command line holds this
-	# run's private directory (redis-server --dir, the xds-server binary,
-	# the link to envoyproxy/ratelimit), by pid.
-	local pids
-	pids=$(pgrep -f -- "$tmp/" || true)
-	for pid in $pids; do
-		kill "$pid" 2>/dev/null || true
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# rlsbench stops what it started (redis-server --dir, the xds-server
+# binary and the link to envoyproxy/ratelimit are all under $tmp).
+source scripts/private-tmp.sh
+private_tmp xds-rlsbench
 
 echo "rlsbench: building xds-server and rlsbench" >&2
 go build -o "$tmp/xds-server" ./cmd/xds-server

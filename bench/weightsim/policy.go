@@ -191,7 +191,7 @@ type perNode struct {
 	f     fleet
 	tr    *weights.Tracker
 	nodes []string
-	subs  [][]string
+	subs  map[string][]string // node -> endpoint ids
 	prev  [][]float64 // weights last sent, by client
 	split [][]float64
 }
@@ -201,12 +201,10 @@ func newPerNode(f fleet) (*perNode, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &perNode{f: f, tr: tr, nodes: make([]string, len(f.subsets)), subs: make([][]string, len(f.subsets)),
-		prev: make([][]float64, len(f.subsets)), split: f.even()}
+	p := &perNode{f: f, tr: tr, prev: make([][]float64, len(f.subsets)), split: f.even()}
+	p.nodes, p.subs = clientSubsets(f)
 	for i, sub := range f.subsets {
-		p.nodes[i] = fmt.Sprintf("node-%d", i)
-		for _, j := range sub {
-			p.subs[i] = append(p.subs[i], f.ids[j])
+		for range sub {
 			p.prev[i] = append(p.prev[i], 1)
 		}
 	}
@@ -264,7 +262,7 @@ func (p *perNode) solve(now time.Time) error {
 	rates := p.tr.NodeRates(service, now)
 	nodes := make([]weights.NodeLoad, len(p.nodes))
 	for i, id := range p.nodes {
-		nodes[i] = weights.NodeLoad{Node: id, Subset: p.subs[i], Rates: rates[id], Previous: p.prev[i]}
+		nodes[i] = weights.NodeLoad{Node: id, Subset: p.subs[id], Rates: rates[id], Previous: p.prev[i]}
 	}
 	sol, err := weights.Solve(weights.NewProblem(svc, nodes), weights.DefaultSolveConfig())
 	if err != nil {
