@@ -192,7 +192,7 @@ type perNode struct {
 	tr    *weights.Tracker
 	nodes []string
 	subs  map[string][]string // node -> endpoint ids
-	prev  [][]float64 // weights last sent, by client
+	prev  [][]float64         // weights last sent, by client
 	split [][]float64
 }
 
