@@ -8,9 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -21,10 +21,12 @@ import (
 // DATA frame. The headers are the same on every request: the first block
 // adds them to the HPACK dynamic table, as Envoy's and grpc-go's clients
 // do, and every later block is the same few bytes of references to them,
-// so the server decodes no literals. The frames are written under a lock
-// and flushed by the last of the callers waiting to write (concurrent
-// requests share a syscall); one reader goroutine reads the responses and
-// hands each to its caller. It does what a load generator needs and
+// so the server decodes no literals. Callers append their frames to a
+// buffer under a lock; a flusher goroutine writes it out, after yielding
+// once so that callers about to write join the same syscall (what
+// grpc-go's writer does, and Envoy's, which writes once per event-loop
+// pass). One reader goroutine reads the responses and hands each to its
+// caller. It does what a load generator needs and
 // little else (no retries, no compression, no deadlines), so it spends a
 // fraction of grpc-go's CPU per call, CPU the server under test shares on
 // a small machine.
@@ -33,17 +35,19 @@ type h2Conn struct {
 	first  []byte // the first request's header block: literals, indexed
 	steady []byte // every later one's: references to the dynamic table
 
-	wmu     sync.Mutex // guards the writer, nextID and sendWin
+	wmu     sync.Mutex // guards the writer, nextID, sendWin and pending
 	bw      *bufio.Writer
 	fw      *http2.Framer
 	nextID  uint32 // of the next stream; 1 until the first request
 	sendWin int64  // connection-level send window, bytes
 	winCond *sync.Cond
-	writers atomic.Int32 // callers writing or waiting to: the last one flushes
+	pending bool          // frames are buffered and the flusher is told
+	flushc  chan struct{} // tells the flusher (buffered: one signal)
 
 	mu      sync.Mutex // guards calls and err
 	calls   map[uint32]*h2Call
-	err     error // set once the connection is broken
+	err     error         // set once the connection is broken
+	dead    chan struct{} // closed then
 	recvAcc uint32
 }
 
@@ -72,7 +76,7 @@ func dialH2(ctx context.Context, addr, method string, dialer func(context.Contex
 	if err != nil {
 		return nil, fmt.Errorf("rlsbench: dial %s: %w", addr, err)
 	}
-	c := &h2Conn{nc: nc, nextID: 1, sendWin: h2DefaultWindow, calls: map[uint32]*h2Call{}}
+	c := &h2Conn{nc: nc, nextID: 1, sendWin: h2DefaultWindow, calls: map[uint32]*h2Call{}, flushc: make(chan struct{}, 1), dead: make(chan struct{})}
 	c.winCond = sync.NewCond(&c.wmu)
 	c.bw = bufio.NewWriterSize(nc, 32<<10)
 	c.fw = http2.NewFramer(c.bw, bufio.NewReaderSize(nc, 64<<10))
@@ -109,7 +113,37 @@ func dialH2(ctx context.Context, addr, method string, dialer func(context.Contex
 		}
 	}
 	go c.readLoop()
+	go c.flushLoop()
 	return c, nil
+}
+
+// flushLoop writes out what callers buffered, once per signal, until the
+// connection breaks.
+func (c *h2Conn) flushLoop() {
+	for {
+		select {
+		case <-c.dead:
+			return
+		case <-c.flushc:
+		}
+		runtime.Gosched() // callers woken with us buffer their frames first
+		c.wmu.Lock()
+		c.pending = false
+		err := c.bw.Flush()
+		c.wmu.Unlock()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+// buffered tells the flusher that frames wait; c.wmu is held.
+func (c *h2Conn) buffered() {
+	if !c.pending {
+		c.pending = true
+		c.flushc <- struct{}{}
+	}
 }
 
 // Close closes the connection; calls in flight fail.
@@ -126,14 +160,12 @@ func (c *h2Conn) invoke(ctx context.Context, call *h2Call, msg []byte) ([]byte, 
 	binary.BigEndian.PutUint32(prefix[1:], uint32(len(msg)))
 	need := int64(len(msg) + len(prefix))
 
-	c.writers.Add(1)
 	c.wmu.Lock()
 	for c.sendWin < need && c.broken() == nil {
 		_ = c.bw.Flush() // what earlier callers left buffered may be what the server waits for
 		c.winCond.Wait()
 	}
 	if err := c.broken(); err != nil {
-		c.writers.Add(-1)
 		c.wmu.Unlock()
 		return nil, err
 	}
@@ -153,8 +185,8 @@ func (c *h2Conn) invoke(ctx context.Context, call *h2Call, msg []byte) ([]byte, 
 		// writer's buffer, which WriteData makes anyway).
 		err = c.fw.WriteData(id, true, append(prefix[:], msg...))
 	}
-	if c.writers.Add(-1) == 0 && err == nil {
-		err = c.bw.Flush()
+	if err == nil {
+		c.buffered()
 	}
 	c.wmu.Unlock()
 	if err != nil {
@@ -193,6 +225,7 @@ func (c *h2Conn) fail(err error) {
 	c.mu.Lock()
 	if c.err == nil {
 		c.err = fmt.Errorf("rlsbench: connection: %w", err)
+		close(c.dead)
 	}
 	calls := c.calls
 	c.calls = map[uint32]*h2Call{}
@@ -222,18 +255,15 @@ func (c *h2Conn) readLoop() {
 	}
 }
 
-// write runs fn with the writer locked and flushes (unless a caller of
-// invoke waits to write, and will).
+// write runs fn with the writer locked; the flusher writes it out.
 func (c *h2Conn) write(fn func() error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := fn(); err != nil {
 		return err
 	}
-	if c.writers.Load() > 0 {
-		return nil
-	}
-	return c.bw.Flush()
+	c.buffered()
+	return nil
 }
 
 func (c *h2Conn) handle(f http2.Frame) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -9,8 +10,9 @@ import (
 	"github.com/xds-server/xds-server/xds"
 )
 
-// adminHandler serves /healthz, /readyz, /metrics and the xDS debug pages,
-// plus what more adds (the weights' push API and debug page).
+// adminHandler serves /healthz, /readyz, /metrics, the xDS debug pages and
+// Go's profiles (/debug/pprof/), plus what more adds (the weights' push
+// API and debug page).
 func adminHandler(srv *xds.Server, reg *prometheus.Registry, more ...func(*http.ServeMux)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -25,6 +27,11 @@ func adminHandler(srv *xds.Server, reg *prometheus.Registry, more ...func(*http.
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("GET /debug/", srv.Handler())
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // heap, goroutine, allocs, block, mutex, ...
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	for _, add := range more {
 		add(mux)
 	}

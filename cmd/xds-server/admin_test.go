@@ -65,4 +65,7 @@ func TestAdminEndpoints(t *testing.T) {
 	if code, _ := get("/debug/config?node=nobody"); code != http.StatusNotFound {
 		t.Errorf("/debug/config for an unknown node = %d, want 404", code)
 	}
+	if code, body := get("/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
+		t.Errorf("/debug/pprof/goroutine = %d %.80q", code, body)
+	}
 }
