@@ -111,7 +111,8 @@ func (st *State) Expiry(l Limit) int64 {
 // key followed by the window start in Unix seconds.
 func FixedWindowKey(key string, now time.Time, u Unit) string {
 	s, d := now.Unix(), max(u.Seconds(), 1)
-	return key + strconv.FormatInt(s-floorMod(s, d), 10)
+	b := make([]byte, 0, len(key)+20) // one allocation, not two
+	return string(strconv.AppendInt(append(b, key...), s-floorMod(s, d), 10))
 }
 
 // fixedWindow is envoyproxy/ratelimit's fixed window: the window is

@@ -179,10 +179,12 @@ func (r *Redis) Close() error {
 // Redis: a bucket of zero requests or burst refuses without state). An
 // error (unreachable, timeout, authentication) means no decision.
 func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Result, error) {
-	res := make([]Result, len(checks))
-	keys := make([]string, 0, len(checks))
-	args := make([]any, 0, len(checks)*redisArgsPerCheck)
-	sent := make([]int, 0, len(checks)) // indexes of the checks in keys
+	call := &redisCall{done: make(chan redisReply, 1)}
+	res, keys, args, sent := call.res[:0], call.keyBuf[:0], call.argBuf[:0], call.sentBuf[:0] // sent: indexes of the checks in keys
+	if n := len(checks); n > len(call.res) {
+		res, keys, args, sent = make([]Result, 0, n), make([]string, 0, n), make([]any, 0, n*redisArgsPerCheck), make([]int, 0, n)
+	}
+	res = res[:len(checks)]
 	replies := 0
 	for i, c := range checks {
 		c = normalize(c)
@@ -200,7 +202,8 @@ func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 	}
 	// No timer per call: each script run is bounded by the timeout, so a
 	// call waits at most for the run in flight and then its own.
-	reply, err := r.batch.do(ctx, &redisCall{keys: keys, args: args, replies: replies, done: make(chan redisReply, 1)})
+	call.keys, call.args, call.replies = keys, args, replies
+	reply, err := r.batch.do(ctx, call)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: redis: %w", err)
 	}

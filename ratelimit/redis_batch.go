@@ -32,6 +32,12 @@ type redisCall struct {
 	args    []any
 	replies int
 	done    chan redisReply // buffered: a caller that gave up leaves the reply behind
+
+	// Room for a call of up to two checks: one allocation for the lot.
+	res     [2]Result
+	keyBuf  [2]string
+	argBuf  [2 * redisArgsPerCheck]any
+	sentBuf [2]int
 }
 
 // redisReply is the part of a script run's reply for one call.
@@ -71,7 +77,9 @@ func newBatcher(client *redis.Client, timeout time.Duration, pipelines int) *bat
 // errStoreClosed answers the calls of a closed store.
 var errStoreClosed = errors.New("store closed")
 
-// do queues call and waits for its reply, ctx's end or the batcher's.
+// do queues call and waits for its reply or the batcher's end. Once
+// queued, a call is not abandoned when ctx ends: its run is at most a
+// timeout away (and waiting on ctx would cost every call a channel).
 func (b *batcher) do(ctx context.Context, call *redisCall) ([]any, error) {
 	select {
 	case <-b.stop:
@@ -80,16 +88,18 @@ func (b *batcher) do(ctx context.Context, call *redisCall) ([]any, error) {
 	}
 	select {
 	case b.calls <- call:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-b.stop:
-		return nil, errStoreClosed
+	default: // the queue is full
+		select {
+		case b.calls <- call:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-b.stop:
+			return nil, errStoreClosed
+		}
 	}
 	select {
 	case r := <-call.done:
 		return r.vals, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	case <-b.stop:
 		select {
 		case r := <-call.done: // its run finished as the store closed

@@ -38,6 +38,13 @@ type plan struct {
 	checks    []Check
 	checkItem []int
 	failed    bool // the store failed: the failure mode answers the checks
+
+	// Room for a request of up to two descriptors of up to two entries
+	// each (most of them): one allocation for the plan.
+	itemBuf      [2]item
+	entryBuf     [4]Entry
+	checkBuf     [2]Check
+	checkItemBuf [2]int
 }
 
 // validate returns an InvalidArgument status for a malformed request.
@@ -84,12 +91,20 @@ func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
 // plan matches every descriptor of a valid request, applies replaces and
 // the local over-limit cache, and lists the checks for the store.
 func (s *Service) plan(cfg *Config, req *rlsv3.RateLimitRequest, now time.Time) *plan {
-	p := &plan{items: make([]item, len(req.Descriptors))}
+	p := &plan{}
+	p.items, p.checks, p.checkItem = p.itemBuf[:0], p.checkBuf[:0], p.checkItemBuf[:0]
+	if len(req.Descriptors) > len(p.itemBuf) {
+		p.items = make([]item, 0, len(req.Descriptors))
+	}
+	p.items = p.items[:len(req.Descriptors)]
 	n := 0
 	for _, d := range req.Descriptors {
 		n += len(d.Entries)
 	}
-	buf := make([]Entry, 0, n)
+	buf := p.entryBuf[:0]
+	if n > len(p.entryBuf) {
+		buf = make([]Entry, 0, n)
+	}
 	var replaced []string
 	for i, d := range req.Descriptors {
 		it := &p.items[i]

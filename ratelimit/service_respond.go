@@ -19,15 +19,33 @@ const (
 	HeaderReset     = "RateLimit-Reset"
 )
 
+// response is a response with room for the statuses of up to two
+// descriptors (most requests): one allocation for all its messages.
+type response struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [2]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts    [2]statusParts
+}
+
+// statusParts are the messages of one descriptor's status.
+type statusParts struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
 // respond builds the response of a decided plan and counts its metrics.
 func (s *Service) respond(domain string, p *plan) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.items)),
+	r := &response{}
+	resp, parts := &r.resp, r.parts[:]
+	resp.OverallCode, resp.Statuses = rlsv3.RateLimitResponse_OK, r.statuses[:]
+	if n := len(p.items); n > len(r.statuses) {
+		resp.Statuses, parts = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n), make([]statusParts, n)
 	}
+	resp.Statuses = resp.Statuses[:len(p.items)]
 	var closest *rlsv3.RateLimitResponse_DescriptorStatus
 	for i := range p.items {
-		st := s.status(domain, &p.items[i], p.failed)
+		st := s.status(&parts[i], domain, &p.items[i], p.failed)
 		resp.Statuses[i] = st
 		over := st.Code == rlsv3.RateLimitResponse_OVER_LIMIT
 		if over {
@@ -47,22 +65,24 @@ func (s *Service) respond(domain string, p *plan) *rlsv3.RateLimitResponse {
 	return resp
 }
 
-// status answers one item and counts its metrics.
-func (s *Service) status(domain string, it *item, failed bool) *rlsv3.RateLimitResponse_DescriptorStatus {
-	ok := rlsv3.RateLimitResponse_OK
+// status answers one item, in sp, and counts its metrics.
+func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) *rlsv3.RateLimitResponse_DescriptorStatus {
+	ds := &sp.status
+	ds.Code = rlsv3.RateLimitResponse_OK
 	switch it.kind {
 	case itemNone:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: ok}
+		return ds
 	case itemUnlimited:
 		rc := s.m.match(domain, it.m)
 		rc.hits.Add(float64(it.hits))
 		rc.within.Add(float64(it.hits))
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: ok, LimitRemaining: math.MaxUint32}
+		ds.LimitRemaining = math.MaxUint32
+		return ds
 	}
-	ds := &rlsv3.RateLimitResponse_DescriptorStatus{Code: ok, CurrentLimit: &rlsv3.RateLimitResponse_RateLimit{
-		RequestsPerUnit: it.m.Limit.Requests, Unit: protoUnit(it.m.Limit.Unit)}}
+	ds.CurrentLimit = &sp.limit
+	sp.limit.RequestsPerUnit, sp.limit.Unit = it.m.Limit.Requests, protoUnit(it.m.Limit.Unit)
 	if !it.m.Override {
-		ds.CurrentLimit.Name = it.m.Rule.Name
+		sp.limit.Name = it.m.Rule.Name
 	}
 	rc := s.m.match(domain, it.m)
 	rc.hits.Add(float64(it.hits))
@@ -73,7 +93,8 @@ func (s *Service) status(domain string, it *item, failed bool) *rlsv3.RateLimitR
 		return ds
 	}
 	r := it.res
-	ds.DurationUntilReset = durationpb.New(r.Reset)
+	ds.DurationUntilReset = &sp.reset
+	sp.reset.Seconds, sp.reset.Nanos = int64(r.Reset/time.Second), int32(r.Reset%time.Second) // as durationpb.New
 	if r.Allowed {
 		ds.LimitRemaining = r.Remaining
 		rc.within.Add(float64(it.hits))

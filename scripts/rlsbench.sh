@@ -10,7 +10,7 @@
 # redis-server (scripts/install-redis.sh installs it). Every process it
 # starts listens on 127.0.0.1 free ports and is stopped before it exits.
 #
-# Knobs (environment): RLSBENCH_ROUNDS (3), RLSBENCH_DURATION (10s),
+# Knobs (environment): RLSBENCH_ROUNDS (5), RLSBENCH_DURATION (10s),
 # RLSBENCH_WARMUP (2s), RLSBENCH_CONCURRENCY (64), RLSBENCH_CONNS (8),
 # RLSBENCH_WORKLOADS (within,within3,overlimit), RLSBENCH_LEGS
 # (envoy,xds-redis,xds-memory), RLSBENCH_OUT (BENCHMARKS.md; empty: print
@@ -61,7 +61,7 @@ go build -o "$tmp/rlsbench" ./bench/rlsbench
 
 out=${RLSBENCH_OUT-BENCHMARKS.md}
 args=(-compare -envoy-bin "$envoy_bin" -xds-bin "$tmp/xds-server" -redis-bin "$redis_bin" -workdir "$tmp"
-	-rounds "${RLSBENCH_ROUNDS:-3}" -duration "${RLSBENCH_DURATION:-10s}" -warmup "${RLSBENCH_WARMUP:-2s}"
+	-rounds "${RLSBENCH_ROUNDS:-5}" -duration "${RLSBENCH_DURATION:-10s}" -warmup "${RLSBENCH_WARMUP:-2s}"
 	-concurrency "${RLSBENCH_CONCURRENCY:-64}" -conns "${RLSBENCH_CONNS:-8}"
 	-workloads "${RLSBENCH_WORKLOADS:-within,within3,overlimit}" -legs "${RLSBENCH_LEGS:-envoy,xds-redis,xds-memory}")
 if [ -n "$out" ]; then
