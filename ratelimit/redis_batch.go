@@ -33,11 +33,12 @@ type redisCall struct {
 	replies int
 	done    chan redisReply // buffered: a caller that gave up leaves the reply behind
 
-	// Room for a call of up to two checks: one allocation for the lot.
-	res     [2]Result
-	keyBuf  [2]string
-	argBuf  [2 * redisArgsPerCheck]any
-	sentBuf [2]int
+	// Room for a call of up to inlineDescriptors checks: one allocation
+	// for the lot.
+	res     [inlineDescriptors]Result
+	keyBuf  [inlineDescriptors]string
+	argBuf  [inlineDescriptors * redisArgsPerCheck]any
+	sentBuf [inlineDescriptors]int
 }
 
 // redisReply is the part of a script run's reply for one call.

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,4 +138,54 @@ func TestRedisReplicasShareOneLimit(t *testing.T) {
 		t.Errorf("%d of %d requests admitted by 2 replicas, want %d within 1%%", n, 2*workers*each, limit)
 	}
 	t.Logf("%d of %d requests admitted, limit %d", n, 2*workers*each, limit)
+}
+
+// Requests of more descriptors (and entries) than a plan, a Redis call
+// and a response have inline room for get the same answers from both
+// stores, descriptor by descriptor.
+func TestManyDescriptorsBothStores(t *testing.T) {
+	const yaml = `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: a
+    descriptors:
+      - key: b
+        descriptors:
+          - key: c
+            descriptors:
+              - key: e
+                rate_limit: {unit: hour, requests_per_unit: 1}
+`
+	// k=x appears three times: its hits add up within the request.
+	req := request("d", "k=x", "k=y", "a=1,b=2,c=3,e=4", "k=x", "nomatch=1", "k=x", "a=1,b=2,c=3,e=4")
+	if len(req.Descriptors) <= inlineDescriptors {
+		t.Fatalf("%d descriptors: the test needs more than %d", len(req.Descriptors), inlineDescriptors)
+	}
+	type status struct {
+		code      rlsv3.RateLimitResponse_Code
+		remaining uint32
+	}
+	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	want := [][]status{
+		{{ok, 2}, {ok, 2}, {ok, 0}, {ok, 1}, {ok, 0}, {ok, 0}, {over, 0}},
+		{{over, 0}, {ok, 1}, {over, 0}, {over, 0}, {ok, 0}, {over, 0}, {over, 0}},
+	}
+	srv := harness.Redis(t, harness.RedisOptions{})
+	for name, ts := range map[string]*testService{"memory": newTestService(t, yaml, nil), "redis": newRedisService(t, srv, yaml, nil)} {
+		for call, w := range want {
+			resp := ts.call(t, req)
+			var got []status
+			for _, st := range resp.Statuses {
+				got = append(got, status{st.Code, st.LimitRemaining})
+			}
+			if !slices.Equal(got, w) {
+				t.Errorf("%s, call %d: statuses %v, want %v", name, call+1, got, w)
+			}
+			if resp.OverallCode != over {
+				t.Errorf("%s, call %d: overall %v, want OVER_LIMIT", name, call+1, resp.OverallCode)
+			}
+		}
+	}
 }

@@ -31,6 +31,11 @@ type item struct {
 	res   Result
 }
 
+// inlineDescriptors is how many descriptors a request may have for its
+// plan, Redis call and response to take one allocation each; larger
+// requests take a few more.
+const inlineDescriptors = 3
+
 // plan is the work of one request: an item per descriptor and the checks
 // for the store (checkItem[i] is the item of checks[i]).
 type plan struct {
@@ -39,12 +44,12 @@ type plan struct {
 	checkItem []int
 	failed    bool // the store failed: the failure mode answers the checks
 
-	// Room for a request of up to two descriptors of up to two entries
-	// each (most of them): one allocation for the plan.
-	itemBuf      [2]item
-	entryBuf     [4]Entry
-	checkBuf     [2]Check
-	checkItemBuf [2]int
+	// Room for a request of up to inlineDescriptors descriptors of up to
+	// two entries each (most requests): one allocation for the plan.
+	itemBuf      [inlineDescriptors]item
+	entryBuf     [2 * inlineDescriptors]Entry
+	checkBuf     [inlineDescriptors]Check
+	checkItemBuf [inlineDescriptors]int
 }
 
 // validate returns an InvalidArgument status for a malformed request.

@@ -19,12 +19,12 @@ const (
 	HeaderReset     = "RateLimit-Reset"
 )
 
-// response is a response with room for the statuses of up to two
-// descriptors (most requests): one allocation for all its messages.
+// response is a response with room for the statuses of up to
+// inlineDescriptors descriptors: one allocation for all its messages.
 type response struct {
 	resp     rlsv3.RateLimitResponse
-	statuses [2]*rlsv3.RateLimitResponse_DescriptorStatus
-	parts    [2]statusParts
+	statuses [inlineDescriptors]*rlsv3.RateLimitResponse_DescriptorStatus
+	parts    [inlineDescriptors]statusParts
 }
 
 // statusParts are the messages of one descriptor's status.
