@@ -9,7 +9,9 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -57,5 +59,61 @@ func TestRateLimitService(t *testing.T) {
 	}
 	if got := ask("other", "10.0.0.1"); got != rlsv3.RateLimitResponse_OK {
 		t.Errorf("unknown domain: %v, want OK", got)
+	}
+}
+
+// TestRateLimitServiceSettings: the service's knobs from flags. The
+// criticality rides in the descriptor entry named by
+// ratelimit.criticality.key, and ratelimit.criticality.enabled gives
+// every rule the default shares: SHEDDABLE fills 7 of a limit of 10,
+// CRITICAL_PLUS the rest. ratelimit.max_descriptors bounds requests.
+func TestRateLimitServiceSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	cfg := t.TempDir() + "/edge.yaml"
+	write(t, cfg, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n")
+	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.config", cfg,
+		"--ratelimit.criticality.key", "prio", "--ratelimit.criticality.enabled", "--ratelimit.max_descriptors", "2")
+	srv.WaitReady(t)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := rlsv3.NewRateLimitServiceClient(conn)
+	call := func(descriptors int, class string) (*rlsv3.RateLimitResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req := &rlsv3.RateLimitRequest{Domain: "edge"}
+		for range descriptors {
+			req.Descriptors = append(req.Descriptors, &rlcommon.RateLimitDescriptor{Entries: []*rlcommon.RateLimitDescriptor_Entry{
+				{Key: "user", Value: "alice"}, {Key: "prio", Value: class}}})
+		}
+		return client.ShouldRateLimit(ctx, req)
+	}
+	admitted := func(class string, n int) int {
+		t.Helper()
+		ok := 0
+		for range n {
+			resp, err := call(1, class)
+			if err != nil {
+				t.Fatalf("ShouldRateLimit: %v", err)
+			}
+			if resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+				ok++
+			}
+		}
+		return ok
+	}
+	if got := admitted("SHEDDABLE", 10); got != 7 {
+		t.Errorf("SHEDDABLE: %d of 10 admitted, want 7 (share 0.7 of 10)", got)
+	}
+	if got := admitted("CRITICAL_PLUS", 10); got != 3 {
+		t.Errorf("CRITICAL_PLUS after that: %d of 10 admitted, want the 3 left", got)
+	}
+	if _, err := call(3, "CRITICAL"); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("3 descriptors with ratelimit.max_descriptors 2: %v, want InvalidArgument", err)
 	}
 }

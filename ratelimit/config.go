@@ -47,10 +47,11 @@ type Rule struct {
 	// (detailed_metric).
 	DetailedMetric bool
 	// Admission is the rule's criticality settings; nil means the
-	// service's default (none unless enabled there), unless
-	// CriticalityOff.
+	// service's (CriticalityConfig.Shares with CriticalityOn, none with
+	// CriticalityOff, else none unless CriticalityConfig.Enabled).
 	Admission      *Admission
-	CriticalityOff bool
+	CriticalityOn  bool // criticality: true
+	CriticalityOff bool // criticality: false
 	// Source is "file:line" of the rule's descriptor.
 	Source string
 

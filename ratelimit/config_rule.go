@@ -97,12 +97,12 @@ func (w *walker) replaces(n *yaml.Node, path, self string) []string {
 
 // criticality parses the criticality extension of a rate_limit:
 //
-//	criticality: true | false          # default shares | off for this rule
+//	criticality: true | false          # the service's shares | off for this rule
 //	criticality:
 //	  shares: {SHEDDABLE: 0.5, ...}    # share of the capacity per class, in [0, 1]
 //	  limits: {SHEDDABLE: 20, ...}     # absolute cap per class, in requests per unit (tokens for buckets)
 //
-// Classes left out take DefaultShares.
+// Classes left out of shares take DefaultShares.
 func (w *walker) criticality(n *yaml.Node, path string, r *Rule) {
 	n = resolve(n)
 	if n == nil {
@@ -112,10 +112,12 @@ func (w *walker) criticality(n *yaml.Node, path string, r *Rule) {
 	switch {
 	case isNull(n):
 	case n.Kind == yaml.ScalarNode:
-		if !w.boolean(n, path) {
+		if w.boolean(n, path) {
+			r.CriticalityOn = true
+		} else {
 			r.CriticalityOff = true
-			return
 		}
+		return
 	default:
 		f := w.fields(n, path, criticalityKey)
 		w.classes(f["shares"], path+".shares", func(c Criticality, v *yaml.Node, p string) {

@@ -96,9 +96,9 @@
 // so a class is refused only once every lower class already is, and the
 // gaps are headroom for the classes above. Refusals by a class cap are
 // not counted, so shed traffic does not eat the reserve. Criticality is
-// opt-in (rate_limit.criticality, or CriticalityConfig.Enabled for every
-// rule) so that plain envoyproxy/ratelimit configurations give the same
-// answers.
+// opt-in (rate_limit.criticality: true for CriticalityConfig.Shares, or
+// a mapping of its own; CriticalityConfig.Enabled for every rule) so
+// that plain envoyproxy/ratelimit configurations give the same answers.
 //
 // # Stores and failures
 //

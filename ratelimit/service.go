@@ -67,7 +67,9 @@ type CriticalityConfig struct {
 	// Off by default, so that envoyproxy/ratelimit configurations give
 	// the same answers.
 	Enabled bool
-	// Shares are the default shares; the zero value means DefaultShares.
+	// Shares are the shares of rules with `criticality: true`, and of
+	// every rule without criticality settings when Enabled; the zero
+	// value means DefaultShares.
 	Shares Shares
 }
 
@@ -182,7 +184,8 @@ type Service struct {
 
 	cfg       ServiceConfig
 	config    atomic.Pointer[Config]
-	admission *Admission // default admission when criticality is enabled
+	admission *Admission // of rules without criticality settings: shares when enabled, else nil
+	shares    *Admission // CriticalityConfig.Shares: rules with `criticality: true`
 	cache     *overLimitCache
 	m         *metrics
 	log       *slog.Logger
@@ -202,8 +205,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, m: m, log: cfg.Logger.With("component", "ratelimit"),
 		errLog: logLimiter{every: cfg.ErrorLogInterval}}
+	s.shares = &Admission{Shares: cfg.Criticality.Shares}
 	if cfg.Criticality.Enabled {
-		s.admission = &Admission{Shares: cfg.Criticality.Shares}
+		s.admission = s.shares
 	}
 	if cfg.OverLimitKeys > 0 {
 		s.cache = newOverLimitCache(cfg.OverLimitKeys)

@@ -187,6 +187,8 @@ func (s *Service) admissionOf(m Match) *Admission {
 		return nil
 	case r.Admission != nil:
 		return r.Admission
+	case r.CriticalityOn:
+		return s.shares
 	}
 	return s.admission
 }

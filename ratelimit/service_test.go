@@ -289,6 +289,43 @@ descriptors:
 	}
 }
 
+// criticality: true takes the service's shares, enabled or not; a
+// mapping of the rule's own fills the classes it leaves out from
+// DefaultShares.
+func TestServiceCriticalityTrueTakesServiceShares(t *testing.T) {
+	yaml := `
+domain: d
+descriptors:
+  - key: on
+    rate_limit: {unit: second, requests_per_unit: 10, criticality: true}
+  - key: own
+    rate_limit: {unit: second, requests_per_unit: 10, criticality: {shares: {CRITICAL: 0.9}}}
+  - key: plain
+    rate_limit: {unit: second, requests_per_unit: 10}
+`
+	ts := newTestService(t, yaml, func(c *ServiceConfig) {
+		c.Criticality = CriticalityConfig{Shares: Shares{0.3, 0.5, 0.9, 1}}
+	})
+	admitted := func(descriptor string) int {
+		n := 0
+		for range 20 {
+			if ts.call(t, request("d", descriptor)).OverallCode == rlsv3.RateLimitResponse_OK {
+				n++
+			}
+		}
+		return n
+	}
+	for descriptor, want := range map[string]int{
+		"on=a,criticality=SHEDDABLE":    3,  // the service's 0.3
+		"own=a,criticality=SHEDDABLE":   7,  // DefaultShares' 0.7
+		"plain=a,criticality=SHEDDABLE": 10, // criticality not enabled: no cap
+	} {
+		if n := admitted(descriptor); n != want {
+			t.Errorf("%s: admitted %d of 20, want %d", descriptor, n, want)
+		}
+	}
+}
+
 func TestServiceConfigValidate(t *testing.T) {
 	store, _ := NewMemory(MemoryConfig{})
 	for name, tc := range map[string]struct {

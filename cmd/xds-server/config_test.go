@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xds-server/xds-server/ratelimit"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -209,6 +211,13 @@ func TestValidationErrors(t *testing.T) {
 		"missing redis ca file":    {file: "ratelimit: { store: redis, redis: { tls: true, tls_ca_file: /nonexistent/ca.pem } }\n", want: []string{"ratelimit.redis.tls_ca_file", "/nonexistent/ca.pem"}},
 		"unknown redis key":        {file: "ratelimit: { redis: { adress: 'r:1' } }\n", want: []string{"ratelimit.redis.adress: unknown key", "ratelimit.redis.address"}},
 		"bad redis db":             {file: "ratelimit: { redis: { db: -1 } }\n", want: []string{"db"}},
+		"zero near limit ratio":    {args: []string{"--ratelimit.near_limit_ratio", "0"}, want: []string{"ratelimit.near_limit_ratio", "(0, 1]"}},
+		"near limit ratio above 1": {file: "ratelimit: { near_limit_ratio: 1.5 }\n", want: []string{"ratelimit.near_limit_ratio", "1.5"}},
+		"zero max descriptors":     {args: []string{"--ratelimit.max_descriptors", "0"}, want: []string{"ratelimit.max_descriptors", "0"}},
+		"empty criticality key":    {file: "ratelimit: { criticality: { key: '' } }\n", want: []string{"ratelimit.criticality.key", "empty"}},
+		"decreasing shares":        {file: "ratelimit: { criticality: { shares: { critical: 0.5 } } }\n", want: []string{"ratelimit.criticality.shares", "CRITICAL 0.5", "SHEDDABLE_PLUS 0.8"}},
+		"share above 1":            {args: []string{"--ratelimit.criticality.shares.critical_plus", "1.2"}, want: []string{"ratelimit.criticality.shares", "CRITICAL_PLUS 1.2"}},
+		"unknown criticality key":  {file: "ratelimit: { criticality: { keys: x } }\n", want: []string{"ratelimit.criticality.keys: unknown key"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := tc.args
@@ -336,5 +345,41 @@ ratelimit:
 	}
 	if def.RateLimit.Store != "memory" {
 		t.Errorf("ratelimit.store default %q", def.RateLimit.Store)
+	}
+}
+
+// The rate-limit service's settings reach ratelimit.ServiceConfig; the
+// defaults are the package's.
+func TestRateLimitServiceSettings(t *testing.T) {
+	def, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := def.RateLimit.service()
+	if d.NearLimitRatio != ratelimit.DefaultNearLimitRatio || d.OverLimitKeys != ratelimit.DefaultOverLimitKeys ||
+		d.MaxDescriptors != ratelimit.DefaultMaxDescriptors || d.MaxEntries != ratelimit.DefaultMaxEntries ||
+		d.MaxValueBytes != ratelimit.DefaultMaxValueBytes || d.Criticality.Key != ratelimit.DefaultCriticalityKey ||
+		d.Criticality.Enabled || d.Criticality.Shares != ratelimit.DefaultShares {
+		t.Errorf("defaults: %+v", d)
+	}
+	file := writeConfig(t, `
+ratelimit:
+  near_limit_ratio: 0.5
+  local_cache_keys: 0
+  max_descriptors: 4
+  criticality: { key: prio, enabled: true, shares: { sheddable: 0.5, sheddable_plus: 0.6 } }
+`)
+	cfg, err := loadArgs(t, "--config", file, "--ratelimit.max_entries", "3", "--ratelimit.criticality.shares.critical", "0.75")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.RateLimit.service()
+	if s.NearLimitRatio != 0.5 || s.OverLimitKeys >= 0 || s.MaxDescriptors != 4 || s.MaxEntries != 3 ||
+		s.MaxValueBytes != ratelimit.DefaultMaxValueBytes || s.Criticality.Key != "prio" || !s.Criticality.Enabled ||
+		s.Criticality.Shares != (ratelimit.Shares{0.5, 0.6, 0.75, 1}) {
+		t.Errorf("set: %+v", s)
+	}
+	if err := s.Validate(); err == nil { // no store
+		t.Error("a service config without a store validates")
 	}
 }

@@ -20,13 +20,49 @@ import (
 // RateLimitConfig configures the rate-limit service (the ratelimit:
 // section).
 type RateLimitConfig struct {
-	Address        string        `mapstructure:"address"`         // host:port of the RLS gRPC listener
-	Config         string        `mapstructure:"config"`          // envoyproxy/ratelimit YAML file or directory; "" = no domains
-	FailureMode    string        `mapstructure:"failure_mode"`    // allow | deny, when the store fails
-	Store          string        `mapstructure:"store"`           // memory | redis
-	Headers        bool          `mapstructure:"headers"`         // RateLimit-* response headers
-	ReloadInterval time.Duration `mapstructure:"reload_interval"` // how often the config files are checked for changes
-	Redis          RedisConfig   `mapstructure:"redis"`           // the redis store (store: redis)
+	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
+	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
+	FailureMode    string            `mapstructure:"failure_mode"`     // allow | deny, when the store fails
+	Store          string            `mapstructure:"store"`            // memory | redis
+	Headers        bool              `mapstructure:"headers"`          // RateLimit-* response headers
+	ReloadInterval time.Duration     `mapstructure:"reload_interval"`  // how often the config files are checked for changes
+	NearLimitRatio float64           `mapstructure:"near_limit_ratio"` // near_limit above this share of a limit
+	LocalCacheKeys uint32            `mapstructure:"local_cache_keys"` // over-limit cache bound; 0 = off
+	MaxDescriptors uint32            `mapstructure:"max_descriptors"`  // request bounds
+	MaxEntries     uint32            `mapstructure:"max_entries"`
+	MaxValueBytes  uint32            `mapstructure:"max_value_bytes"`
+	Criticality    CriticalityConfig `mapstructure:"criticality"`
+	Redis          RedisConfig       `mapstructure:"redis"` // the redis store (store: redis)
+}
+
+// CriticalityConfig is the ratelimit.criticality section.
+type CriticalityConfig struct {
+	Key     string `mapstructure:"key"`     // descriptor entry key of the criticality
+	Enabled bool   `mapstructure:"enabled"` // shares for every rule without its own setting
+	Shares  struct {
+		Sheddable     float64 `mapstructure:"sheddable"`
+		SheddablePlus float64 `mapstructure:"sheddable_plus"`
+		Critical      float64 `mapstructure:"critical"`
+		CriticalPlus  float64 `mapstructure:"critical_plus"`
+	} `mapstructure:"shares"`
+}
+
+// shares are c's shares, lowest class first.
+func (c CriticalityConfig) shares() ratelimit.Shares {
+	s := c.Shares
+	return ratelimit.Shares{s.Sheddable, s.SheddablePlus, s.Critical, s.CriticalPlus}
+}
+
+// service is the part of ratelimit.ServiceConfig that c sets.
+func (c RateLimitConfig) service() ratelimit.ServiceConfig {
+	cacheKeys := int(c.LocalCacheKeys)
+	if cacheKeys == 0 {
+		cacheKeys = -1 // off
+	}
+	return ratelimit.ServiceConfig{Path: c.Config, Headers: c.Headers, NearLimitRatio: c.NearLimitRatio,
+		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
+		MaxValueBytes: int(c.MaxValueBytes),
+		Criticality:   ratelimit.CriticalityConfig{Key: c.Criticality.Key, Enabled: c.Criticality.Enabled, Shares: c.Criticality.shares()}}
 }
 
 // RedisConfig is the ratelimit.redis section: the Redis node shared by
@@ -98,6 +134,21 @@ func (c Config) validateRateLimit(bad func(key, format string, args ...any)) {
 	if r.ReloadInterval <= 0 {
 		bad("ratelimit.reload_interval", "%v must be positive", r.ReloadInterval)
 	}
+	if !(r.NearLimitRatio > 0 && r.NearLimitRatio <= 1) {
+		bad("ratelimit.near_limit_ratio", "%v is not in (0, 1]", r.NearLimitRatio)
+	}
+	for key, v := range map[string]uint32{"max_descriptors": r.MaxDescriptors, "max_entries": r.MaxEntries,
+		"max_value_bytes": r.MaxValueBytes} {
+		if v == 0 || v > 1<<20 {
+			bad("ratelimit."+key, "%d is not in [1, %d]", v, 1<<20)
+		}
+	}
+	if r.Criticality.Key == "" {
+		bad("ratelimit.criticality.key", "must not be empty")
+	}
+	if err := r.Criticality.shares().Validate(); err != nil {
+		bad("ratelimit.criticality.shares", "%v", err)
+	}
 	if r.Config != "" {
 		if _, err := ratelimit.LoadPath(r.Config); err != nil {
 			bad("ratelimit.config", "%v", err)
@@ -130,8 +181,9 @@ func newRateLimit(cfg RateLimitConfig, log *slog.Logger, reg prometheus.Register
 	if err != nil {
 		return nil, err
 	}
-	svc, err := ratelimit.NewService(ratelimit.ServiceConfig{Store: store, Config: rules, Path: cfg.Config,
-		FailureMode: mode, Headers: cfg.Headers, Registerer: reg, Logger: log})
+	sc := cfg.service()
+	sc.Store, sc.Config, sc.FailureMode, sc.Registerer, sc.Logger = store, rules, mode, reg, log
+	svc, err := ratelimit.NewService(sc)
 	if err != nil {
 		closeStore()
 		return nil, err
