@@ -150,6 +150,9 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 		// A script that timed out may have run: never run it twice.
 		MaxRetries:    -1,
 		DialerRetries: 1,
+		// RESP2: the script replies integers and strings either way, and
+		// RESP3's push notifications cost every command a check.
+		Protocol: 2,
 		// No extra commands when connecting.
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
