@@ -87,6 +87,11 @@ type ServiceConfig struct {
 	// Headers adds RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset for the descriptor closest to its limit.
 	Headers bool
+	// ShadowMode puts every rule in shadow mode (envoyproxy/ratelimit's
+	// SHADOW_MODE): hits over a limit are counted (over_limit and
+	// shadow_mode) but every descriptor is answered OK; so is a store
+	// failure in deny mode.
+	ShadowMode bool
 	// NearLimitRatio in (0, 1]: hits admitted above this share of a limit
 	// count as near_limit; 0 means DefaultNearLimitRatio.
 	NearLimitRatio float64

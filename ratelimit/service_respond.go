@@ -87,7 +87,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	rc := s.m.match(domain, it.m)
 	rc.hits.Add(float64(it.hits))
 	if it.kind == itemStore && failed {
-		if s.cfg.FailureMode == FailClosed {
+		if s.cfg.FailureMode == FailClosed && !s.cfg.ShadowMode {
 			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		return ds
@@ -108,7 +108,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	if it.kind == itemCached {
 		rc.overLocal.Add(float64(it.hits))
 	}
-	if !it.m.Override && it.m.Rule.ShadowMode {
+	if s.cfg.ShadowMode || (!it.m.Override && it.m.Rule.ShadowMode) {
 		rc.shadow.Add(float64(it.hits))
 		return ds // shadow mode: counted, never refused
 	}

@@ -161,6 +161,25 @@ func TestServiceFailureMode(t *testing.T) {
 	}
 }
 
+// Global shadow mode: limits are counted, nothing is refused, not even by
+// a failing store in deny mode.
+func TestServiceGlobalShadowMode(t *testing.T) {
+	ts := newTestService(t, simpleYAML, func(c *ServiceConfig) { c.ShadowMode, c.FailureMode = true, FailClosed })
+	for i := range 5 {
+		resp := ts.call(t, request("d", "k=a"))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].Code != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("call %d in shadow mode: %v", i+1, resp)
+		}
+	}
+	if over, shadow := ts.counter(t, "ratelimit_over_limit_total", "domain", "d", "rule", "k"), ts.counter(t, "ratelimit_shadow_mode_total", "domain", "d", "rule", "k"); over != 3 || shadow != 3 {
+		t.Errorf("over_limit %v, shadow_mode %v; want 3 and 3 (limit 2, 5 calls)", over, shadow)
+	}
+	ts.store.failing.Store(true)
+	if resp := ts.call(t, request("d", "k=b")); resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Errorf("store failure under deny, in shadow mode: %v, want OK", resp.OverallCode)
+	}
+}
+
 // Keys known to be over their limit are refused without the store until
 // their reset; a new configuration forgets them.
 func TestServiceOverLimitCache(t *testing.T) {

@@ -356,7 +356,7 @@ func TestRateLimitServiceSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := def.RateLimit.service()
-	if d.NearLimitRatio != ratelimit.DefaultNearLimitRatio || d.OverLimitKeys != ratelimit.DefaultOverLimitKeys ||
+	if d.NearLimitRatio != ratelimit.DefaultNearLimitRatio || d.ShadowMode || d.OverLimitKeys != ratelimit.DefaultOverLimitKeys ||
 		d.MaxDescriptors != ratelimit.DefaultMaxDescriptors || d.MaxEntries != ratelimit.DefaultMaxEntries ||
 		d.MaxValueBytes != ratelimit.DefaultMaxValueBytes || d.Criticality.Key != ratelimit.DefaultCriticalityKey ||
 		d.Criticality.Enabled || d.Criticality.Shares != ratelimit.DefaultShares {
@@ -365,6 +365,7 @@ func TestRateLimitServiceSettings(t *testing.T) {
 	file := writeConfig(t, `
 ratelimit:
   near_limit_ratio: 0.5
+  shadow_mode: true
   local_cache_keys: 0
   max_descriptors: 4
   criticality: { key: prio, enabled: true, shares: { sheddable: 0.5, sheddable_plus: 0.6 } }
@@ -374,7 +375,7 @@ ratelimit:
 		t.Fatal(err)
 	}
 	s := cfg.RateLimit.service()
-	if s.NearLimitRatio != 0.5 || s.OverLimitKeys >= 0 || s.MaxDescriptors != 4 || s.MaxEntries != 3 ||
+	if s.NearLimitRatio != 0.5 || !s.ShadowMode || s.OverLimitKeys >= 0 || s.MaxDescriptors != 4 || s.MaxEntries != 3 ||
 		s.MaxValueBytes != ratelimit.DefaultMaxValueBytes || s.Criticality.Key != "prio" || !s.Criticality.Enabled ||
 		s.Criticality.Shares != (ratelimit.Shares{0.5, 0.6, 0.75, 1}) {
 		t.Errorf("set: %+v", s)

@@ -80,6 +80,7 @@ var options = []option{
 	{"ratelimit.store", "memory", "where counters live: memory (this process) or redis (shared by replicas; ratelimit.redis.*)"},
 	{"ratelimit.headers", false, "add RateLimit-Limit/Remaining/Reset response headers for the descriptor closest to its limit"},
 	{"ratelimit.reload_interval", 5 * time.Second, "how often the rate-limit config is checked for changes (a bad reload keeps the previous config)"},
+	{"ratelimit.shadow_mode", false, "every rule in shadow mode (envoyproxy/ratelimit's SHADOW_MODE): hits over a limit are counted (ratelimit_over_limit_total, ratelimit_shadow_mode_total) but answered OK, and so is a store failure under failure_mode deny"},
 	{"ratelimit.near_limit_ratio", 0.8, "hits admitted above this share of a limit also count as near_limit (ratelimit_near_limit_total), in (0, 1]"},
 	{"ratelimit.local_cache_keys", uint32(100_000), "most keys remembered as over their limit until their window resets, refused without asking the store; 0: off"},
 	{"ratelimit.max_descriptors", uint32(64), "most descriptors per request; more is InvalidArgument"},

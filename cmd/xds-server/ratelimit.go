@@ -26,6 +26,7 @@ type RateLimitConfig struct {
 	Store          string            `mapstructure:"store"`            // memory | redis
 	Headers        bool              `mapstructure:"headers"`          // RateLimit-* response headers
 	ReloadInterval time.Duration     `mapstructure:"reload_interval"`  // how often the config files are checked for changes
+	ShadowMode     bool              `mapstructure:"shadow_mode"`      // every rule in shadow mode
 	NearLimitRatio float64           `mapstructure:"near_limit_ratio"` // near_limit above this share of a limit
 	LocalCacheKeys uint32            `mapstructure:"local_cache_keys"` // over-limit cache bound; 0 = off
 	MaxDescriptors uint32            `mapstructure:"max_descriptors"`  // request bounds
@@ -59,7 +60,7 @@ func (c RateLimitConfig) service() ratelimit.ServiceConfig {
 	if cacheKeys == 0 {
 		cacheKeys = -1 // off
 	}
-	return ratelimit.ServiceConfig{Path: c.Config, Headers: c.Headers, NearLimitRatio: c.NearLimitRatio,
+	return ratelimit.ServiceConfig{Path: c.Config, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
 		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
 		MaxValueBytes: int(c.MaxValueBytes),
 		Criticality:   ratelimit.CriticalityConfig{Key: c.Criticality.Key, Enabled: c.Criticality.Enabled, Shares: c.Criticality.shares()}}
