@@ -95,10 +95,17 @@
 // or an absolute per-class limit. Caps never decrease with criticality,
 // so a class is refused only once every lower class already is, and the
 // gaps are headroom for the classes above. Refusals by a class cap are
-// not counted, so shed traffic does not eat the reserve. Criticality is
-// opt-in (rate_limit.criticality: true for CriticalityConfig.Shares, or
-// a mapping of its own; CriticalityConfig.Enabled for every rule) so
-// that plain envoyproxy/ratelimit configurations give the same answers.
+// not counted, so shed traffic does not eat the reserve. By default the
+// caps adapt to demand (demand.go): per limit key, each class's hits over
+// the last unit, refused ones included, and a class is admitted only while
+// the bucket keeps room for what the classes above it will ask for (until
+// the fixed window ends; a quarter unit at least for the sliding windows;
+// the refill time of a bucket's burst). Requests without a criticality
+// entry are all CRITICAL and reserve nothing, so envoyproxy/ratelimit
+// configurations give the same answers. Static caps are opt-in
+// (rate_limit.criticality: true for CriticalityConfig.Shares, or a
+// mapping of its own; CriticalityConfig.Enabled for every rule); a class
+// gets the smaller of the two.
 //
 // # Stores and failures
 //

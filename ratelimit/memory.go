@@ -59,9 +59,19 @@ type Memory struct {
 
 type memShard struct {
 	mu      sync.Mutex
-	m       map[string]*memEntry
+	m       map[memKey]*memEntry
 	inserts int
 	_       [40]byte // keep shards on separate cache lines
+}
+
+// memKey is what a memory entry is kept under: the check's key, unit and
+// algorithm, so that limits of different units or algorithms on one
+// descriptor (a rule and a request's override, say) count apart, as
+// their keys in Redis do.
+type memKey struct {
+	key  string
+	unit Unit
+	alg  Algorithm
 }
 
 type memEntry struct {
@@ -85,7 +95,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	m := &Memory{seed: maphash.MakeSeed(), mask: uint64(shards - 1),
 		perShard: maxKeys / shards, shards: make([]memShard, shards)}
 	for i := range m.shards {
-		m.shards[i].m = map[string]*memEntry{}
+		m.shards[i].m = map[memKey]*memEntry{}
 	}
 	return m, nil
 }
@@ -98,7 +108,8 @@ func (m *Memory) Decide(_ context.Context, now time.Time, checks []Check) ([]Res
 	for i, c := range checks {
 		sh := &m.shards[maphash.String(m.seed, c.Key)&m.mask]
 		sh.mu.Lock()
-		e := sh.m[c.Key]
+		k := memKey{c.Key, c.Limit.Unit, c.Limit.Algorithm}
+		e := sh.m[k]
 		if e == nil && c.Hits == 0 {
 			sh.mu.Unlock()
 			var st State // a check of an unknown key changes nothing
@@ -106,7 +117,7 @@ func (m *Memory) Decide(_ context.Context, now time.Time, checks []Check) ([]Res
 			continue
 		}
 		if e == nil {
-			e = sh.insert(c.Key, t, m.perShard)
+			e = sh.insert(k, t, m.perShard)
 		}
 		res[i] = Decide(&e.st, now, c)
 		e.expires = e.st.Expiry(c.Limit)
@@ -129,7 +140,7 @@ func (m *Memory) Len() int {
 }
 
 // insert adds a new entry for key, making room when the shard is full.
-func (s *memShard) insert(key string, t int64, limit int) *memEntry {
+func (s *memShard) insert(key memKey, t int64, limit int) *memEntry {
 	s.inserts++
 	switch {
 	case len(s.m) >= limit:
@@ -161,7 +172,7 @@ func (s *memShard) sweep(t int64, n int) int {
 // evict makes room for one key: expired keys first, else the sampled key
 // closest to expiry.
 func (s *memShard) evict(t int64) {
-	victim, soonest, seen := "", int64(math.MaxInt64), 0
+	victim, soonest, seen := memKey{}, int64(math.MaxInt64), 0
 	dropped := 0
 	for k, e := range s.m {
 		switch {

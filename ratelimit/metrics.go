@@ -28,6 +28,8 @@ type metrics struct {
 	storeLatency prometheus.Histogram
 	decision     prometheus.Histogram
 	reloads      *prometheus.CounterVec
+	classHits    [numCriticalities][2]prometheus.Counter // [class][within, over]
+	tracked      prometheus.GaugeFunc
 
 	rules    sync.Map // domain + "\x00" + stat key -> *ruleCounters
 	byRule   sync.Map // *Rule -> *ruleCounters, for matches keyed by their rule's key
@@ -42,7 +44,9 @@ type ruleCounters struct {
 
 var latencyBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}
 
-func newMetrics(reg prometheus.Registerer, maxRules int) (*metrics, error) {
+// newMetrics makes the metrics; tracked counts the keys whose demand per
+// class is tracked.
+func newMetrics(reg prometheus.Registerer, maxRules int, tracked func() float64) (*metrics, error) {
 	m := &metrics{maxRules: int64(maxRules)}
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratelimit_requests_total", Help: "ShouldRateLimit calls, by result (ok, over_limit, invalid).",
@@ -56,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, maxRules int) (*metrics, error) {
 	m.hits = rule("ratelimit_total_hits_total", "Hits (hits_addend) of descriptors that matched a rule.")
 	m.over = rule("ratelimit_over_limit_total", "Hits refused (or, in shadow mode, that would have been).")
 	m.overLocal = rule("ratelimit_over_limit_with_local_cache_total", "Hits refused by the local over-limit cache without asking the store.")
-	m.near = rule("ratelimit_near_limit_total", "Hits admitted above the near-limit ratio (0.8) of the limit.")
+	m.near = rule("ratelimit_near_limit_total", "Hits admitted above the near-limit ratio (ratelimit.near_limit_ratio, 0.8 by default) of the limit.")
 	m.within = rule("ratelimit_within_limit_total", "Hits admitted.")
 	m.shadow = rule("ratelimit_shadow_mode_total", "Hits over the limit of a shadow_mode rule, admitted anyway.")
 	m.storeErrors = prometheus.NewCounter(prometheus.CounterOpts{
@@ -76,12 +80,22 @@ func newMetrics(reg prometheus.Registerer, maxRules int) (*metrics, error) {
 	}, []string{"result"})
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("error")
+	classHits := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratelimit_criticality_hits_total", Help: "Hits decided by a limit, by the request's criticality class and result (within, over).",
+	}, []string{"class", "result"})
+	for c := range m.classHits {
+		m.classHits[c][0] = classHits.WithLabelValues(Criticality(c).String(), "within")
+		m.classHits[c][1] = classHits.WithLabelValues(Criticality(c).String(), "over")
+	}
+	m.tracked = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ratelimit_criticality_tracked_keys", Help: "Limit keys whose demand per criticality class is tracked for the adaptive reserve.",
+	}, tracked)
 	if reg == nil {
 		return m, nil
 	}
 	var errs []error
 	for _, c := range []prometheus.Collector{requests, m.hits, m.over, m.overLocal, m.near, m.within, m.shadow,
-		m.storeErrors, m.failureMode, m.storeLatency, m.decision, m.reloads} {
+		m.storeErrors, m.failureMode, m.storeLatency, m.decision, m.reloads, classHits, m.tracked} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

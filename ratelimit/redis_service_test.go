@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -185,6 +187,29 @@ descriptors:
 			}
 			if resp.OverallCode != over {
 				t.Errorf("%s, call %d: overall %v, want OVER_LIMIT", name, call+1, resp.OverallCode)
+			}
+		}
+	}
+}
+
+// A rule and a request's override on one descriptor count apart, in both
+// stores: alternating them, each refuses only past its own limit.
+func TestOverrideAndRuleCountApart(t *testing.T) {
+	const yaml = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+	rule := request("d", "k=x")
+	override := request("d", "k=x")
+	override.Descriptors[0].Limit = &rlcommonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+	ok, over := rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT
+	steps := []struct {
+		req  *rlsv3.RateLimitRequest
+		want rlsv3.RateLimitResponse_Code
+	}{{rule, ok}, {override, ok}, {rule, ok}, {override, over}, {rule, over}, {override, over}}
+	srv := harness.Redis(t, harness.RedisOptions{})
+	for name, ts := range map[string]*testService{"memory": newTestService(t, yaml, nil), "redis": newRedisService(t, srv, yaml, nil)} {
+		ts.clock.Set(fixtureStart.Add(90 * time.Second)) // the minute and the hour windows start apart
+		for i, s := range steps {
+			if got := ts.call(t, s.req).OverallCode; got != s.want {
+				t.Errorf("%s, step %d: %v, want %v", name, i+1, got, s.want)
 			}
 		}
 	}

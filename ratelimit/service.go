@@ -71,6 +71,17 @@ type CriticalityConfig struct {
 	// every rule without criticality settings when Enabled; the zero
 	// value means DefaultShares.
 	Shares Shares
+	// StaticOnly turns off the adaptive reserve: by default every rule
+	// (but those with `criticality: false`) keeps for the classes above
+	// each class the hits they asked for over the last unit of its limit
+	// (this process's requests, refused ones included), until the fixed
+	// window ends (over a unit for the sliding windows, over the time the
+	// buckets take to refill their burst). Lower classes are then refused
+	// first whatever the mix, and requests without a criticality entry,
+	// all CRITICAL, reserve nothing from each other: answers without
+	// criticality entries are envoyproxy/ratelimit's. Static caps
+	// (shares, limits) apply as well: a class gets the smaller cap.
+	StaticOnly bool
 }
 
 // ServiceConfig configures NewService. Zero fields take the defaults
@@ -191,6 +202,7 @@ type Service struct {
 	config    atomic.Pointer[Config]
 	admission *Admission // of rules without criticality settings: shares when enabled, else nil
 	shares    *Admission // CriticalityConfig.Shares: rules with `criticality: true`
+	demand    *demand    // per-class demand, for the adaptive reserve; nil when off
 	cache     *overLimitCache
 	m         *metrics
 	log       *slog.Logger
@@ -204,12 +216,21 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer, cfg.MaxMetricKeys)
+	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "ratelimit"),
+		errLog: logLimiter{every: cfg.ErrorLogInterval}}
+	if !cfg.Criticality.StaticOnly {
+		s.demand = newDemand(DefaultDemandKeys)
+	}
+	m, err := newMetrics(cfg.Registerer, cfg.MaxMetricKeys, func() float64 {
+		if s.demand == nil {
+			return 0
+		}
+		return float64(s.demand.size.Load())
+	})
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, m: m, log: cfg.Logger.With("component", "ratelimit"),
-		errLog: logLimiter{every: cfg.ErrorLogInterval}}
+	s.m = m
 	s.shares = &Admission{Shares: cfg.Criticality.Shares}
 	if cfg.Criticality.Enabled {
 		s.admission = s.shares

@@ -146,14 +146,21 @@ func (s *Service) plan(cfg *Config, req *rlsv3.RateLimitRequest, now time.Time) 
 		if it.kind != itemStore {
 			continue
 		}
+		var above float64 // demand of the classes above it.class, counting this request's
+		if s.demand != nil && (it.m.Rule == nil || !it.m.Rule.CriticalityOff) {
+			above = s.demand.add(it.m.StoreKey, it.m.Limit.Unit, it.class, it.hits, t)
+		}
 		if s.cache != nil {
 			if d, ok := s.cache.get(it.m.StoreKey, it.m.Limit, t); ok {
 				it.kind, it.res = itemCached, Result{Reset: d, Exhausted: d}
 				continue
 			}
 		}
-		p.checks = append(p.checks, Check{Key: it.m.StoreKey, Limit: it.m.Limit,
-			Cap: s.admissionOf(it.m).Cap(it.class, it.m.Limit.Capacity()), Hits: it.hits})
+		limitCap := s.admissionOf(it.m).Cap(it.class, it.m.Limit.Capacity())
+		if above > 0 {
+			limitCap = min(limitCap, adaptiveCap(it.m.Limit, above, t))
+		}
+		p.checks = append(p.checks, Check{Key: it.m.StoreKey, Limit: it.m.Limit, Cap: limitCap, Hits: it.hits})
 		p.checkItem = append(p.checkItem, i)
 	}
 	return p

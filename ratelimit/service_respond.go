@@ -87,7 +87,8 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	rc := s.m.match(domain, it.m)
 	rc.hits.Add(float64(it.hits))
 	if it.kind == itemStore && failed {
-		if s.cfg.FailureMode == FailClosed && !s.cfg.ShadowMode {
+		shadow := s.cfg.ShadowMode || (!it.m.Override && it.m.Rule.ShadowMode)
+		if s.cfg.FailureMode == FailClosed && !shadow { // a shadow rule never refuses
 			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		return ds
@@ -98,6 +99,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	if r.Allowed {
 		ds.LimitRemaining = r.Remaining
 		rc.within.Add(float64(it.hits))
+		s.m.classHits[it.class][0].Add(float64(it.hits))
 		thr := uint64(math.Floor(float64(it.m.Limit.Capacity()) * s.cfg.NearLimitRatio))
 		if r.Used > thr {
 			rc.near.Add(float64(min(uint64(it.hits), r.Used-thr)))
@@ -105,6 +107,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 		return ds
 	}
 	rc.over.Add(float64(it.hits))
+	s.m.classHits[it.class][1].Add(float64(it.hits))
 	if it.kind == itemCached {
 		rc.overLocal.Add(float64(it.hits))
 	}

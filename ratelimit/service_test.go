@@ -180,6 +180,16 @@ func TestServiceGlobalShadowMode(t *testing.T) {
 	}
 }
 
+// Under failure_mode deny, a shadow_mode rule still answers OK.
+func TestServiceShadowRuleFailClosed(t *testing.T) {
+	ts := newTestService(t, simpleYAML, func(c *ServiceConfig) { c.FailureMode = FailClosed })
+	ts.store.failing.Store(true)
+	resp := ts.call(t, request("d", "k=a", "shadow=s"))
+	if resp.Statuses[0].Code != rlsv3.RateLimitResponse_OVER_LIMIT || resp.Statuses[1].Code != rlsv3.RateLimitResponse_OK {
+		t.Errorf("store down, deny: statuses %v, want OVER_LIMIT for the rule and OK for the shadow rule", resp.Statuses)
+	}
+}
+
 // Keys known to be over their limit are refused without the store until
 // their reset; a new configuration forgets them.
 func TestServiceOverLimitCache(t *testing.T) {

@@ -359,7 +359,7 @@ func TestRateLimitServiceSettings(t *testing.T) {
 	if d.NearLimitRatio != ratelimit.DefaultNearLimitRatio || d.ShadowMode || d.OverLimitKeys != ratelimit.DefaultOverLimitKeys ||
 		d.MaxDescriptors != ratelimit.DefaultMaxDescriptors || d.MaxEntries != ratelimit.DefaultMaxEntries ||
 		d.MaxValueBytes != ratelimit.DefaultMaxValueBytes || d.Criticality.Key != ratelimit.DefaultCriticalityKey ||
-		d.Criticality.Enabled || d.Criticality.Shares != ratelimit.DefaultShares {
+		d.Criticality.Enabled || d.Criticality.StaticOnly || d.Criticality.Shares != ratelimit.DefaultShares {
 		t.Errorf("defaults: %+v", d)
 	}
 	file := writeConfig(t, `
@@ -368,7 +368,7 @@ ratelimit:
   shadow_mode: true
   local_cache_keys: 0
   max_descriptors: 4
-  criticality: { key: prio, enabled: true, shares: { sheddable: 0.5, sheddable_plus: 0.6 } }
+  criticality: { key: prio, enabled: true, adaptive: false, shares: { sheddable: 0.5, sheddable_plus: 0.6 } }
 `)
 	cfg, err := loadArgs(t, "--config", file, "--ratelimit.max_entries", "3", "--ratelimit.criticality.shares.critical", "0.75")
 	if err != nil {
@@ -376,7 +376,7 @@ ratelimit:
 	}
 	s := cfg.RateLimit.service()
 	if s.NearLimitRatio != 0.5 || !s.ShadowMode || s.OverLimitKeys >= 0 || s.MaxDescriptors != 4 || s.MaxEntries != 3 ||
-		s.MaxValueBytes != ratelimit.DefaultMaxValueBytes || s.Criticality.Key != "prio" || !s.Criticality.Enabled ||
+		s.MaxValueBytes != ratelimit.DefaultMaxValueBytes || s.Criticality.Key != "prio" || !s.Criticality.Enabled || !s.Criticality.StaticOnly ||
 		s.Criticality.Shares != (ratelimit.Shares{0.5, 0.6, 0.75, 1}) {
 		t.Errorf("set: %+v", s)
 	}

@@ -38,9 +38,10 @@ type RateLimitConfig struct {
 
 // CriticalityConfig is the ratelimit.criticality section.
 type CriticalityConfig struct {
-	Key     string `mapstructure:"key"`     // descriptor entry key of the criticality
-	Enabled bool   `mapstructure:"enabled"` // shares for every rule without its own setting
-	Shares  struct {
+	Key      string `mapstructure:"key"`      // descriptor entry key of the criticality
+	Adaptive bool   `mapstructure:"adaptive"` // reserve the higher classes' recent demand
+	Enabled  bool   `mapstructure:"enabled"`  // shares for every rule without its own setting
+	Shares   struct {
 		Sheddable     float64 `mapstructure:"sheddable"`
 		SheddablePlus float64 `mapstructure:"sheddable_plus"`
 		Critical      float64 `mapstructure:"critical"`
@@ -63,7 +64,8 @@ func (c RateLimitConfig) service() ratelimit.ServiceConfig {
 	return ratelimit.ServiceConfig{Path: c.Config, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
 		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
 		MaxValueBytes: int(c.MaxValueBytes),
-		Criticality:   ratelimit.CriticalityConfig{Key: c.Criticality.Key, Enabled: c.Criticality.Enabled, Shares: c.Criticality.shares()}}
+		Criticality: ratelimit.CriticalityConfig{Key: c.Criticality.Key, StaticOnly: !c.Criticality.Adaptive,
+			Enabled: c.Criticality.Enabled, Shares: c.Criticality.shares()}}
 }
 
 // RedisConfig is the ratelimit.redis section: the Redis node shared by
