@@ -134,11 +134,12 @@ func (d *demand) evict(sh *demandShard) {
 }
 
 // reserve is how many hits of a bucket of limit l to keep, at t, for
-// classes that ask for above hits per unit: their demand until the fixed
-// window ends, for the time the buckets take to refill their burst, and
-// for a tenth of a unit for the sliding windows (their usage already
-// holds the classes' hits of the last unit: the reserve is for the
-// arrivals until old hits leave the window).
+// classes that ask for above hits per unit: their expected demand until
+// the window (aligned to the unit) ends, or over a quarter unit if more
+// for the sliding windows (whose usage already holds the last unit's
+// hits, but whose end is not a reset), or over the time a bucket takes to
+// refill its burst; plus two standard deviations of a Poisson count of
+// that mean, for arrivals that bunch up.
 func reserve(l Limit, above float64, t int64) float64 {
 	if above <= 0 {
 		return 0
@@ -154,7 +155,11 @@ func reserve(l Limit, above float64, t int64) float64 {
 	case l.Algorithm != FixedWindow:
 		horizon = max(horizon, float64(u)*slidingReserveShare)
 	}
-	return above * horizon / float64(u)
+	expected := above * horizon / float64(u)
+	// Arrivals fluctuate: keep two standard deviations more (of a
+	// Poisson count), or the last hits of a fixed window go to lower
+	// classes that the higher ones then miss.
+	return expected + 2*math.Sqrt(expected)
 }
 
 // adaptiveCap is the cap of a class whose higher classes ask for above
