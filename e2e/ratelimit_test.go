@@ -117,3 +117,63 @@ func TestRateLimitServiceSettings(t *testing.T) {
 		t.Errorf("3 descriptors with ratelimit.max_descriptors 2: %v, want InvalidArgument", err)
 	}
 }
+
+// TestRateLimitCriticalityOverload: the real binary with a plain
+// envoyproxy/ratelimit rule (no criticality settings), 2x its limit of
+// mixed traffic in real time, an equal share of each class. CRITICAL_PLUS
+// keeps >= 99% of its requests and SHEDDABLE absorbs the refusals.
+func TestRateLimitCriticalityOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	cfg := t.TempDir() + "/api.yaml"
+	write(t, cfg, "domain: api\ndescriptors:\n  - key: customer\n    rate_limit: { unit: second, requests_per_unit: 100 }\n")
+	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.config", cfg)
+	srv.WaitReady(t)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := rlsv3.NewRateLimitServiceClient(conn)
+	classes := []string{"CRITICAL_PLUS", "CRITICAL", "SHEDDABLE_PLUS", "SHEDDABLE"}
+	var sent, admitted [4]int
+	tick := time.NewTicker(5 * time.Millisecond) // 200 requests/s: 2x the limit
+	defer tick.Stop()
+	start := time.Now()
+	var slowest time.Duration
+	for i := range 700 {
+		<-tick.C
+		t0 := time.Now()
+		c := i % 4
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*rlcommon.RateLimitDescriptor{{
+			Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "customer", Value: "acme"}, {Key: "criticality", Value: classes[c]}}}}})
+		cancel()
+		slowest = max(slowest, time.Since(t0))
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		sent[c]++
+		if resp.GetOverallCode() == rlsv3.RateLimitResponse_OK {
+			admitted[c]++
+		}
+	}
+	t.Logf("admitted per class (CRITICAL_PLUS first): %v of %v in %v (slowest call %v)", admitted, sent, time.Since(start), slowest)
+	if acc := float64(admitted[0]) / float64(sent[0]); acc < 0.99 {
+		t.Errorf("CRITICAL_PLUS acceptance %.3f, want >= 0.99", acc)
+	}
+	refused := 0
+	for c := range sent {
+		refused += sent[c] - admitted[c]
+	}
+	if shed := sent[3] - admitted[3]; float64(shed) < 0.9*float64(min(sent[3], refused)) {
+		t.Errorf("SHEDDABLE took %d of %d refusals (it sent %d)", shed, refused, sent[3])
+	}
+	for c := 1; c < 4; c++ {
+		if admitted[c] > admitted[c-1]+1 {
+			t.Errorf("%s admitted %d, more than %s (%d)", classes[c], admitted[c], classes[c-1], admitted[c-1])
+		}
+	}
+}

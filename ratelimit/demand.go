@@ -16,7 +16,7 @@ const (
 	// demandMinCoverage is the least share of a period a young key's
 	// counts are taken to cover: its first hits do not extrapolate to
 	// an absurd rate.
-	demandMinCoverage = 0.1
+	demandMinCoverage = 0.01
 	demandEvictSample = 16
 	// slidingReserveShare is the share of a unit the sliding windows
 	// reserve the higher classes' demand for.
