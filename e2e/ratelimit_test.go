@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +62,24 @@ func TestRateLimitService(t *testing.T) {
 	}
 	if got := ask("other", "10.0.0.1"); got != rlsv3.RateLimitResponse_OK {
 		t.Errorf("unknown domain: %v, want OK", got)
+	}
+	// The JSON front end on the admin address, at both paths: 200 with
+	// the response, 429 over the limit.
+	for path, tc := range map[string]struct {
+		ip   string
+		code int
+		want string
+	}{"/v1/ratelimit": {"10.0.0.3", http.StatusOK, `"overall_code":"OK"`}, "/json": {"10.0.0.1", http.StatusTooManyRequests, `"overall_code":"OVER_LIMIT"`}} {
+		body := `{"domain": "edge", "descriptors": [{"entries": [{"key": "remote_address", "value": "` + tc.ip + `"}]}]}`
+		resp, err := http.Post("http://"+srv.AdminAddr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || !strings.Contains(string(got), tc.want) {
+			t.Errorf("POST %s: %d %s, want %d with %s", path, resp.StatusCode, got, tc.code, tc.want)
+		}
 	}
 }
 

@@ -22,10 +22,12 @@ const maxHTTPBody = 1 << 20
 //	 "descriptors": [{"entries": [{"key": "to_number", "value": "2061111111"}],
 //	                  "hits_addend": 0, "limit": {"requests_per_unit": 5, "unit": "MINUTE"}}]}
 //
-// and get the response as JSON with snake_case names (200), or
-// {"error": "..."} with 400 for a malformed or invalid request, 405 for
-// another method, 413 for a body over 1 MiB. The hits count like any
-// other: this is not a dry run (use hits_addend 0 to look).
+// and get the response as JSON with snake_case names: 200 when its
+// overall code is OK, 429 when OVER_LIMIT (as envoyproxy/ratelimit's
+// /json); or {"error": "..."} with 400 for a malformed or invalid
+// request, 405 for another method, 413 for a body over 1 MiB. The hits
+// count like any other: this is not a dry run (use hits_addend 0 to
+// look).
 func (s *Service) HTTPHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -58,6 +60,9 @@ func (s *Service) HTTPHandler() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
 		_, _ = w.Write(append(out, '\n'))
 	})
 }

@@ -22,7 +22,7 @@ func TestHTTPHandler(t *testing.T) {
 			http.StatusOK, []string{`"limit_remaining":2`}},
 		"over limit": {http.MethodPost,
 			`{"domain": "d", "hits_addend": 3, "descriptors": [{"entries": [{"key": "k", "value": "a"}]}]}`,
-			http.StatusOK, []string{`"overall_code":"OVER_LIMIT"`}},
+			http.StatusTooManyRequests, []string{`"overall_code":"OVER_LIMIT"`}},
 		"override": {http.MethodPost,
 			`{"domain": "d", "descriptors": [{"entries": [{"key": "k", "value": "b"}], "limit": {"requests_per_unit": 7, "unit": "HOUR"}}]}`,
 			http.StatusOK, []string{`"requests_per_unit":7`, `"limit_remaining":6`}},

@@ -92,6 +92,7 @@ func serve(cfg Config, logOut io.Writer) error {
 	drainAPI := func(mux *http.ServeMux) {
 		mux.Handle("/v1/drain", drains.Handler())
 		mux.Handle("/v1/ratelimit", rl.svc.HTTPHandler())
+		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 	}
 	admin := &http.Server{Handler: adminHandler(srv, reg, ws.handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second}
 
