@@ -152,7 +152,11 @@ func (s *Service) plan(cfg *Config, req *rlsv3.RateLimitRequest, now time.Time) 
 		}
 		if s.cache != nil {
 			if d, ok := s.cache.get(it.m.StoreKey, it.m.Limit, t); ok {
-				it.kind, it.res = itemCached, Result{Reset: d, Exhausted: d}
+				reset := d
+				if it.m.Limit.Algorithm == FixedWindow { // whole seconds, as the store answers
+					reset = (d + time.Second - 1).Truncate(time.Second)
+				}
+				it.kind, it.res = itemCached, Result{Reset: reset, Exhausted: d}
 				continue
 			}
 		}

@@ -190,6 +190,26 @@ func TestServiceShadowRuleFailClosed(t *testing.T) {
 	}
 }
 
+// A refusal from the local cache reports a fixed window's reset in whole
+// seconds, as the store does.
+func TestServiceOverLimitCacheReset(t *testing.T) {
+	ts := newTestService(t, simpleYAML, nil)
+	ts.clock.Set(fixtureStart.Add(300 * time.Millisecond))
+	var fromStore, fromCache *rlsv3.RateLimitResponse
+	for range 3 { // the limit is 2: the third is refused by the store
+		fromStore = ts.call(t, request("d", "k=a"))
+	}
+	calls := ts.store.calls.Load()
+	fromCache = ts.call(t, request("d", "k=a"))
+	if ts.store.calls.Load() != calls {
+		t.Fatal("the fourth call asked the store: no cache")
+	}
+	s, c := fromStore.Statuses[0].DurationUntilReset.AsDuration(), fromCache.Statuses[0].DurationUntilReset.AsDuration()
+	if fromCache.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT || s != time.Second || c != s {
+		t.Errorf("reset from the store %v, from the cache %v (%v); want 1s both", s, c, fromCache.OverallCode)
+	}
+}
+
 // Keys known to be over their limit are refused without the store until
 // their reset; a new configuration forgets them.
 func TestServiceOverLimitCache(t *testing.T) {
