@@ -42,6 +42,9 @@ type Rule struct {
 	Limit      Limit
 	Unlimited  bool
 	ShadowMode bool
+	// QuotaMode (envoyproxy/ratelimit's quota_mode): over its limit the
+	// descriptor is answered OK, and counted in over_limit.
+	QuotaMode bool
 	Replaces   []string // names of the rules this one replaces
 	// DetailedMetric: metrics are keyed by the request's values
 	// (detailed_metric).

@@ -16,7 +16,8 @@ func (w *walker) rateLimit(n *yaml.Node, path string) *Rule {
 	}
 	r.Replaces = w.replaces(f["replaces"], path+".replaces", r.Name)
 	if r.Unlimited {
-		for _, k := range []string{"unit", "requests_per_unit", "algorithm", "burst", "criticality"} {
+		// requests_per_unit is ignored, as envoyproxy/ratelimit does.
+		for _, k := range []string{"unit", "algorithm", "burst", "criticality"} {
 			if f[k] != nil {
 				w.errorf(f[k], path+"."+k, "an unlimited rate_limit takes no %s", k)
 			}

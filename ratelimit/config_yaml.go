@@ -14,14 +14,14 @@ import (
 var (
 	rootKeys       = []string{"domain", "descriptors"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode",
-		"detailed_metric", "value_to_metric", "share_threshold"}
+		"quota_mode", "detailed_metric", "value_to_metric", "share_threshold"}
 	rateLimitKeys = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
 		"algorithm", "burst", "criticality"}
 	replacesKeys   = []string{"name"}
 	criticalityKey = []string{"shares", "limits"}
 	keyHomes       = map[string]string{
 		"domain": "the top level", "key": "a descriptor", "value": "a descriptor",
-		"shadow_mode": "a descriptor", "detailed_metric": "a descriptor",
+		"shadow_mode": "a descriptor", "quota_mode": "a descriptor", "detailed_metric": "a descriptor",
 		"value_to_metric": "a descriptor", "share_threshold": "a descriptor",
 		"descriptors": "the top level or a descriptor", "rate_limit": "a descriptor",
 		"unit": "rate_limit", "requests_per_unit": "rate_limit", "unlimited": "rate_limit",
@@ -130,11 +130,13 @@ func (w *walker) descriptor(n *yaml.Node, path string, ctx ruleCtx) *node {
 		if d.rule != nil {
 			d.rule.Domain, d.rule.Key, d.rule.Source = ctx.domain, full, d.source
 			d.rule.ShadowMode = w.boolean(f["shadow_mode"], path+".shadow_mode")
+			d.rule.QuotaMode = w.boolean(f["quota_mode"], path+".quota_mode")
 			d.rule.DetailedMetric = w.boolean(f["detailed_metric"], path+".detailed_metric")
 			d.rule.valueToMetric = child.v2m
 		}
 	} else {
 		w.boolean(f["shadow_mode"], path+".shadow_mode")
+		w.boolean(f["quota_mode"], path+".quota_mode")
 		w.boolean(f["detailed_metric"], path+".detailed_metric")
 	}
 	w.descriptors(f["descriptors"], path+".descriptors", d, child)

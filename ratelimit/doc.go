@@ -20,7 +20,8 @@
 // same domain merged, descriptors nested under descriptors, each with a
 // key, an optional value (a '*' anywhere in it makes a wildcard, matching
 // any run of characters), an optional rate_limit {unit, requests_per_unit,
-// unlimited, name, replaces: [{name}]}, and shadow_mode, detailed_metric,
+// unlimited, name, replaces: [{name}]}, and shadow_mode, quota_mode (over
+// the limit answers OK, counted in over_limit), detailed_metric,
 // value_to_metric and share_threshold. Units are second, minute, hour,
 // day, week, month (30 days) and year (365 days), in any case. Validation
 // is strict: unknown or misplaced keys, duplicate keys or descriptors

@@ -115,6 +115,9 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 		rc.shadow.Add(float64(it.hits))
 		return ds // shadow mode: counted, never refused
 	}
+	if !it.m.Override && it.m.Rule.QuotaMode {
+		return ds // quota mode: counted, answered OK
+	}
 	ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	return ds
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -177,6 +178,30 @@ func TestServiceGlobalShadowMode(t *testing.T) {
 	ts.store.failing.Store(true)
 	if resp := ts.call(t, request("d", "k=b")); resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Errorf("store failure under deny, in shadow mode: %v, want OK", resp.OverallCode)
+	}
+}
+
+// envoyproxy/ratelimit's quota_mode loads and answers OK over the limit,
+// counted in over_limit; unlimited may carry a requests_per_unit, ignored
+// as there.
+func TestServiceQuotaModeAndUnlimitedRequests(t *testing.T) {
+	ts := newTestService(t, `
+domain: d
+descriptors:
+  - key: q
+    quota_mode: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: u
+    rate_limit: {unlimited: true, requests_per_unit: 5}
+`, nil)
+	for i := range 3 {
+		resp := ts.call(t, request("d", "q=a", "u=b"))
+		if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[1].LimitRemaining != math.MaxUint32 {
+			t.Fatalf("call %d: %v", i+1, resp)
+		}
+	}
+	if over := ts.counter(t, "ratelimit_over_limit_total", "domain", "d", "rule", "q"); over != 2 {
+		t.Errorf("over_limit of the quota_mode rule = %v, want 2", over)
 	}
 }
 
