@@ -45,7 +45,7 @@ type Rule struct {
 	// QuotaMode (envoyproxy/ratelimit's quota_mode): over its limit the
 	// descriptor is answered OK, and counted in over_limit.
 	QuotaMode bool
-	Replaces   []string // names of the rules this one replaces
+	Replaces  []string // names of the rules this one replaces
 	// DetailedMetric: metrics are keyed by the request's values
 	// (detailed_metric).
 	DetailedMetric bool
