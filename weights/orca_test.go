@@ -373,6 +373,7 @@ func TestORCAFeedsTracker(t *testing.T) {
 	if unknown != 1 {
 		t.Errorf("%d reports of unknown endpoints, want 1", unknown)
 	}
+	o.Close() // waits for the streams, which count an error after the sink returns it
 	if n := testutil.ToFloat64(o.metrics.errors.WithLabelValues(errObserve)); n != 1 {
 		t.Errorf("xds_weights_orca_errors_total{kind=observe} = %v, want 1", n)
 	}
