@@ -25,11 +25,15 @@ const (
 
 // demand estimates, per bucket key, how many hits each criticality class
 // asks for per unit of the key's limit, refused hits included: a sliding
-// count over the last two periods (a period is the limit's unit), the
-// way the sliding window algorithm estimates usage. It is local to the
-// process. A key is tracked from the first request of a class other than
-// CRITICAL (the class of requests without a criticality entry), so
-// traffic without criticality costs one atomic load.
+// count over the last two periods (a period is the limit's unit, aligned
+// as the windows are), the way the sliding window algorithm estimates
+// usage. The counts are this process's; replicas sharing a store scale
+// them by the share of the key's usage this process admitted (the
+// store's usage over the hits admitted here in the same span), so each
+// reserves for the whole fleet. A key is tracked from the first request
+// of a class other than CRITICAL (the class of requests without a
+// criticality entry), so traffic without criticality costs one atomic
+// load.
 type demand struct {
 	seed     maphash.Seed
 	perShard int
@@ -43,10 +47,13 @@ type demandShard struct {
 }
 
 // classDemand is one key's hits per class in its current period
-// [start, start+period) and the one before, in ns.
+// [start, start+period) and the one before, in ns; the hits this
+// process admitted in them; and the fleet's usage over this process's.
 type classDemand struct {
 	created, start, period, last int64
 	cur, prev                    [numCriticalities]float64
+	adm, admPrev                 float64
+	scale                        float64 // >= 1
 }
 
 func newDemand(maxKeys int) *demand {
@@ -59,10 +66,11 @@ func newDemand(maxKeys int) *demand {
 
 // add counts hits of class c for key, whose limit has the given unit, at
 // t (Unix ns), and returns the demand of the classes above c: hits per
-// unit, over the last unit. Zero for keys without tracked demand.
-func (d *demand) add(key string, u Unit, c Criticality, hits uint32, t int64) float64 {
+// unit, over the last unit, for the fleet; and whether the key is tracked
+// (its decision is then to be observed). Zero for untracked keys.
+func (d *demand) add(key string, u Unit, c Criticality, hits uint32, t int64) (float64, bool) {
 	if c == Critical && d.size.Load() == 0 {
-		return 0
+		return 0, false
 	}
 	sh := &d.shards[maphash.String(d.seed, key)%demandShards]
 	sh.mu.Lock()
@@ -70,7 +78,7 @@ func (d *demand) add(key string, u Unit, c Criticality, hits uint32, t int64) fl
 	e := sh.m[key]
 	if e == nil {
 		if c == Critical {
-			return 0
+			return 0, false
 		}
 		if len(sh.m) >= d.perShard {
 			d.evict(sh)
@@ -82,22 +90,57 @@ func (d *demand) add(key string, u Unit, c Criticality, hits uint32, t int64) fl
 	above := e.advance(u.Duration().Nanoseconds(), t).above(c, t)
 	e.cur[c] += float64(hits)
 	e.last = t
-	return above
+	return above * e.scale, true
+}
+
+// demandMinAdmitted is how many hits this process must have admitted in
+// the span before its share of the usage is measured.
+const demandMinAdmitted = 8
+
+// maxDemandScale bounds the fleet's usage over this process's.
+const maxDemandScale = 64
+
+// observe records a tracked key's decision at t: admitted hits (0 when
+// refused) and the store's usage after it (Result.Used), to measure this
+// process's share of the usage. Only the window algorithms report a
+// usage comparable with hits: the buckets keep the last scale.
+func (d *demand) observe(key string, l Limit, admitted uint32, used uint64, t int64) {
+	sh := &d.shards[maphash.String(d.seed, key)%demandShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[key]
+	if e == nil || e.period != l.Unit.Duration().Nanoseconds() {
+		return
+	}
+	e.advance(e.period, t)
+	e.adm += float64(admitted)
+	local := e.adm // the fixed window is the current period
+	if l.Algorithm != FixedWindow {
+		local += e.admPrev * (1 - float64(t-e.start)/float64(e.period))
+	}
+	if l.Algorithm.bucket() || local < demandMinAdmitted {
+		return
+	}
+	e.scale = min(max(float64(used)/local, 1), maxDemandScale)
 }
 
 // advance moves e's periods up to t; a new period length (the limit's
 // unit changed) starts afresh.
 func (e *classDemand) advance(period, t int64) *classDemand {
-	switch {
-	case period <= 0:
+	if period <= 0 {
 		period = int64(time.Second)
-		fallthrough
+	}
+	aligned := t - floorMod(t, period)
+	switch {
 	case e.period != period || t < e.start:
-		*e = classDemand{created: t, start: t, period: period}
-	case t >= e.start+2*period:
-		e.prev, e.cur, e.start = [numCriticalities]float64{}, [numCriticalities]float64{}, t
-	case t >= e.start+period:
-		e.prev, e.cur, e.start = e.cur, [numCriticalities]float64{}, e.start+period
+		*e = classDemand{created: t, start: aligned, period: period, scale: 1}
+	case aligned == e.start:
+	case aligned == e.start+period:
+		e.prev, e.cur, e.start = e.cur, [numCriticalities]float64{}, aligned
+		e.admPrev, e.adm = e.adm, 0
+	default: // idle for a period or more
+		e.prev, e.cur, e.start = [numCriticalities]float64{}, [numCriticalities]float64{}, aligned
+		e.admPrev, e.adm = 0, 0
 	}
 	return e
 }

@@ -214,3 +214,26 @@ func TestOverrideAndRuleCountApart(t *testing.T) {
 		}
 	}
 }
+
+// Two replicas sharing one Redis, each with half of a 2x overload of an
+// equal mix of classes: each scales the demand it sees by its share of
+// the usage, so together they keep the reserve CRITICAL_PLUS needs.
+func TestCriticalityAcrossReplicas(t *testing.T) {
+	const yaml = "domain: d\ndescriptors:\n  - key: api\n    rate_limit: {unit: second, requests_per_unit: 1000}\n"
+	srv := harness.Redis(t, harness.RedisOptions{})
+	replicas := []*testService{newRedisService(t, srv, yaml, nil), newRedisService(t, srv, yaml, nil)}
+	classes := [4]string{"CRITICAL_PLUS", "CRITICAL", "SHEDDABLE_PLUS", "SHEDDABLE"}
+	const seconds, rate = 4, 2000
+	var sent, admitted [4]int
+	for i := range seconds * rate {
+		at := fixtureStart.Add(time.Duration(i) * time.Second / rate)
+		ts := replicas[i%2]
+		ts.clock.Set(at)
+		c := (i / 2) % 4 // each replica sees every class
+		sent[c]++
+		if ts.call(t, request("d", "api=x,criticality="+classes[c])).OverallCode == rlsv3.RateLimitResponse_OK {
+			admitted[c]++
+		}
+	}
+	checkShedding(t, sent, admitted, seconds, 0.9)
+}

@@ -74,7 +74,8 @@ type CriticalityConfig struct {
 	// StaticOnly turns off the adaptive reserve: by default every rule
 	// (but those with `criticality: false`) keeps for the classes above
 	// each class the hits they asked for over the last unit of its limit
-	// (this process's requests, refused ones included), until the fixed
+	// (this process's requests, refused ones included, scaled by its
+	// share of the key's usage in the store), until the fixed
 	// window ends (over a unit for the sliding windows, over the time the
 	// buckets take to refill their burst). Lower classes are then refused
 	// first whatever the mix, and requests without a criticality entry,
@@ -316,6 +317,13 @@ func (s *Service) decide(ctx context.Context, now time.Time, p *plan) {
 		it.res = r
 		if s.cache != nil && r.Exhausted > 0 {
 			s.cache.put(p.checks[i].Key, p.checks[i].Limit, t+int64(r.Exhausted), t)
+		}
+		if it.tracked {
+			var admitted uint32
+			if r.Allowed {
+				admitted = it.hits
+			}
+			s.demand.observe(p.checks[i].Key, p.checks[i].Limit, admitted, r.Used, t)
 		}
 	}
 }

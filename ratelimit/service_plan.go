@@ -24,11 +24,12 @@ const (
 
 // item is the plan for one descriptor.
 type item struct {
-	kind  itemKind
-	m     Match
-	class Criticality
-	hits  uint32
-	res   Result
+	kind    itemKind
+	m       Match
+	class   Criticality
+	hits    uint32
+	tracked bool // its key's demand per class is tracked: observe the decision
+	res     Result
 }
 
 // inlineDescriptors is how many descriptors a request may have for its
@@ -148,7 +149,7 @@ func (s *Service) plan(cfg *Config, req *rlsv3.RateLimitRequest, now time.Time) 
 		}
 		var above float64 // demand of the classes above it.class, counting this request's
 		if s.demand != nil && (it.m.Rule == nil || !it.m.Rule.CriticalityOff) {
-			above = s.demand.add(it.m.StoreKey, it.m.Limit.Unit, it.class, it.hits, t)
+			above, it.tracked = s.demand.add(it.m.StoreKey, it.m.Limit.Unit, it.class, it.hits, t)
 		}
 		if s.cache != nil {
 			if d, ok := s.cache.get(it.m.StoreKey, it.m.Limit, t); ok {

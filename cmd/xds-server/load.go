@@ -87,7 +87,7 @@ var options = []option{
 	{"ratelimit.max_entries", uint32(32), "most entries per descriptor; more is InvalidArgument"},
 	{"ratelimit.max_value_bytes", uint32(1024), "longest domain, entry key or entry value, in bytes; longer is InvalidArgument"},
 	{"ratelimit.criticality.key", "criticality", "descriptor entry key carrying a request's criticality (CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE; absent or unknown: CRITICAL); it is removed before matching"},
-	{"ratelimit.criticality.adaptive", true, "every rule (but those with `criticality: false`) keeps for the classes above each class the hits they asked for over the last unit of its limit (this replica's requests), so lower classes are refused first whatever the mix; traffic without criticality entries is unaffected"},
+	{"ratelimit.criticality.adaptive", true, "every rule (but those with `criticality: false`) keeps for the classes above each class the hits they asked for over the last unit of its limit (this replica's requests, scaled by its share of the usage in the store), so lower classes are refused first whatever the mix; traffic without criticality entries is unaffected"},
 	{"ratelimit.criticality.enabled", false, "apply ratelimit.criticality.shares to every rule without a criticality setting of its own (off: only rules with `criticality:` reserve headroom, and envoyproxy/ratelimit configs answer as there)"},
 	{"ratelimit.criticality.shares.sheddable", 0.7, "share of a limit SHEDDABLE requests may fill, in [0, 1]"},
 	{"ratelimit.criticality.shares.sheddable_plus", 0.8, "share of a limit SHEDDABLE_PLUS requests may fill (>= sheddable's)"},
