@@ -126,7 +126,7 @@ func renderSetup(b *strings.Builder, r report) {
 		orUnknown(m.redis), orUnknown(m.envoy), r.envoyLocalCache)
 	fmt.Fprintf(b, "```yaml\n%s```\n\n", r.config)
 	l := r.load
-	client := "its own lean HTTP/2 gRPC client (less CPU per call than grpc-go's, CPU the servers share)"
+	client := "its own lean HTTP/2 gRPC client (less CPU per call than grpc-go's, CPU the servers share; like grpc-go's and Envoy's clients it coalesces the writes of concurrent requests on a connection)"
 	if l.Client == clientGRPC {
 		client = "grpc-go"
 	}
