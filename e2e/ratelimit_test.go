@@ -19,6 +19,23 @@ import (
 	"github.com/xds-server/xds-server/e2e/harness"
 )
 
+// startRLS runs the real binary with the rate-limit config yaml and
+// args, and returns it with an RLS client of its rate-limit listener.
+func startRLS(t *testing.T, yaml string, args ...string) (*harness.Server, rlsv3.RateLimitServiceClient) {
+	t.Helper()
+	cfg := t.TempDir() + "/rules.yaml"
+	write(t, cfg, yaml)
+	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
+	srv := harness.StartServer(t, append([]string{"--ratelimit.address", addr, "--ratelimit.config", cfg}, args...)...)
+	srv.WaitReady(t)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return srv, rlsv3.NewRateLimitServiceClient(conn)
+}
+
 // TestRateLimitService runs the real binary with an envoyproxy/ratelimit
 // config and asks its RLS listener: 3 requests per minute for one remote
 // address are OK, the fourth is OVER_LIMIT, another address is OK, and an
@@ -27,17 +44,7 @@ func TestRateLimitService(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	cfg := t.TempDir() + "/edge.yaml"
-	write(t, cfg, "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 3 }\n")
-	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.config", cfg)
-	srv.WaitReady(t)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	srv, client := startRLS(t, "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 3 }\n")
 	ask := func(domain, ip string) rlsv3.RateLimitResponse_Code {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -92,18 +99,8 @@ func TestRateLimitServiceSettings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	cfg := t.TempDir() + "/edge.yaml"
-	write(t, cfg, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n")
-	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.config", cfg,
+	_, client := startRLS(t, "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: { unit: hour, requests_per_unit: 10 }\n",
 		"--ratelimit.criticality.key", "prio", "--ratelimit.criticality.enabled", "--ratelimit.max_descriptors", "2")
-	srv.WaitReady(t)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	client := rlsv3.NewRateLimitServiceClient(conn)
 	call := func(descriptors int, class string) (*rlsv3.RateLimitResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -147,17 +144,7 @@ func TestRateLimitCriticalityOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	cfg := t.TempDir() + "/api.yaml"
-	write(t, cfg, "domain: api\ndescriptors:\n  - key: customer\n    rate_limit: { unit: second, requests_per_unit: 100 }\n")
-	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.config", cfg)
-	srv.WaitReady(t)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	client := rlsv3.NewRateLimitServiceClient(conn)
+	_, client := startRLS(t, "domain: api\ndescriptors:\n  - key: customer\n    rate_limit: { unit: second, requests_per_unit: 100 }\n")
 	classes := []string{"CRITICAL_PLUS", "CRITICAL", "SHEDDABLE_PLUS", "SHEDDABLE"}
 	var sent, admitted [4]int
 	tick := time.NewTicker(5 * time.Millisecond) // 200 requests/s: 2x the limit

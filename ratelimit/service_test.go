@@ -88,6 +88,19 @@ func (ts *testService) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.Ra
 	return resp
 }
 
+// admitted sends n requests of one descriptor ("k=v,...") in domain d
+// and counts the OK answers.
+func (ts *testService) admitted(t *testing.T, n int, descriptor string) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		if ts.call(t, request("d", descriptor)).OverallCode == rlsv3.RateLimitResponse_OK {
+			ok++
+		}
+	}
+	return ok
+}
+
 func (ts *testService) counter(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := ts.reg.Gather()
@@ -346,19 +359,10 @@ descriptors:
 	ts := newTestService(t, yaml, func(c *ServiceConfig) {
 		c.Criticality = CriticalityConfig{Key: "class", Enabled: true, Shares: Shares{0.5, 0.5, 0.5, 1}}
 	})
-	admitted := func(descriptor string) int {
-		n := 0
-		for range 20 {
-			if ts.call(t, request("d", descriptor)).OverallCode == rlsv3.RateLimitResponse_OK {
-				n++
-			}
-		}
-		return n
-	}
-	if n := admitted("on=a,class=SHEDDABLE"); n != 5 {
+	if n := ts.admitted(t, 20, "on=a,class=SHEDDABLE"); n != 5 {
 		t.Errorf("SHEDDABLE admitted %d with the service default share 0.5, want 5", n)
 	}
-	if n := admitted("off=a,class=SHEDDABLE"); n != 10 {
+	if n := ts.admitted(t, 20, "off=a,class=SHEDDABLE"); n != 10 {
 		t.Errorf("SHEDDABLE admitted %d by a rule with criticality: false, want 10", n)
 	}
 }
@@ -380,21 +384,12 @@ descriptors:
 	ts := newTestService(t, yaml, func(c *ServiceConfig) {
 		c.Criticality = CriticalityConfig{Shares: Shares{0.3, 0.5, 0.9, 1}}
 	})
-	admitted := func(descriptor string) int {
-		n := 0
-		for range 20 {
-			if ts.call(t, request("d", descriptor)).OverallCode == rlsv3.RateLimitResponse_OK {
-				n++
-			}
-		}
-		return n
-	}
 	for descriptor, want := range map[string]int{
 		"on=a,criticality=SHEDDABLE":    3,  // the service's 0.3
 		"own=a,criticality=SHEDDABLE":   7,  // DefaultShares' 0.7
 		"plain=a,criticality=SHEDDABLE": 10, // criticality not enabled: no cap
 	} {
-		if n := admitted(descriptor); n != want {
+		if n := ts.admitted(t, 20, descriptor); n != want {
 			t.Errorf("%s: admitted %d of 20, want %d", descriptor, n, want)
 		}
 	}
