@@ -23,6 +23,7 @@ var (
 	flagGap            = flag.Duration("gap", 500*time.Millisecond, "quiet time between two changes, so they never coalesce")
 	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
 	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
+	flagHeapProfile    = flag.String("heapprofile", "", "write the server's heap profile (its /debug/pprof/heap) once every node synced to this file, and its metrics to the file + .metrics")
 )
 
 // Timeouts of the phases of a run.
@@ -118,6 +119,14 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	after := settled(b, metrics)
 	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
 	r.Goroutines = after[MetricGoroutines]
+	if *flagHeapProfile != "" {
+		if err := fetchTo(ctx, "http://"+srv.AdminAddr+"/debug/pprof/heap", *flagHeapProfile); err != nil {
+			b.Fatal(err)
+		}
+		if err := fetchTo(ctx, metrics, *flagHeapProfile+".metrics"); err != nil {
+			b.Fatal(err)
+		}
+	}
 	if got := after[MetricNodes]; int(got) != r.Nodes {
 		b.Fatalf("server reports %v connected nodes, want %d", got, r.Nodes)
 	}

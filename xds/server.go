@@ -142,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 		// which cuts per-connection memory by about 50 KiB.
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(8<<10),
+		grpc.ForceServerCodecV2(codec{}), // encoded responses in buffers of their size
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
 	)

@@ -29,7 +29,7 @@ type Config struct {
 
 // RuntimeConfig tunes the Go runtime.
 type RuntimeConfig struct {
-	HeapFloorMiB uint32 `mapstructure:"heap_floor_mib"` // GC lets the heap reach about twice this before collecting; 0 = off
+	HeapFloorMiB uint32 `mapstructure:"heap_floor_mib"` // GC lets the heap reach this (or twice the live heap) before collecting; 0 = off
 }
 
 // SubsettingConfig configures client indices for subsetting.

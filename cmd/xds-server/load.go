@@ -106,7 +106,7 @@ var options = []option{
 	{"ratelimit.redis.timeout", 250 * time.Millisecond, "bound of one decision's Redis round trip (and of a connection attempt); beyond it the failure mode answers"},
 	{"ratelimit.redis.pipelines", uint32(1), "Redis script runs in flight at once; requests arriving meanwhile are decided together in the next run (one round trip for all)"},
 	{"ratelimit.redis.key_prefix", "xds-server:rl:", "prefix of every Redis key (empty: fixed-window keys are envoyproxy/ratelimit's own)"},
-	{"runtime.heap_floor_mib", uint32(64), "the garbage collector lets the heap grow to about twice this many MiB before collecting (an untouched ballast: address space, not resident memory); fewer collections at high request rates; 0: Go's default"},
+	{"runtime.heap_floor_mib", uint32(128), "the garbage collector lets the heap grow to this many MiB before collecting, or to twice the live heap when that is more (Go's default); fewer collections at high request rates; 0: Go's default"},
 	{"log.level", "info", "log level: debug, info, warn, error"},
 	{"log.format", "text", "log format: text or json"},
 }

@@ -244,15 +244,15 @@ func (a *ConsulAgent) ready() error {
 	return a.synced(want)
 }
 
-// synced reports whether the agent's node lists every service id of want in
-// the catalog.
+// synced reports whether the agent's node is in the catalog (sessions need
+// it) with every service id of want.
 func (a *ConsulAgent) synced(want []string) error {
-	if len(want) == 0 {
-		return nil
-	}
 	node, _, err := a.Client().Catalog().Node(a.node, nil)
 	if err != nil {
 		return err
+	}
+	if node == nil {
+		return fmt.Errorf("node %q not in the catalog yet", a.node)
 	}
 	for _, id := range want {
 		if node == nil || node.Services[id] == nil {
