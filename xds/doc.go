@@ -18,5 +18,10 @@
 // snapshot. Envoy nodes are served from an ADS-ordered cache, the others
 // from one that answers requests naming only some resources (caches.go).
 //
+// Memory per node is kept low on the gRPC side too (server.go, codec.go):
+// small read buffers, a write buffer shared between writes, and encoded
+// responses over 32 KiB in buffers of their own size rather than pooled
+// 1 MiB ones, so a fleet's connection burst leaves nothing behind.
+//
 // xds must not import cmd or viper.
 package xds
