@@ -183,11 +183,9 @@ func (r *Redis) Close() error {
 // error (unreachable, timeout, authentication) means no decision.
 func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Result, error) {
 	call := &redisCall{done: make(chan redisReply, 1)}
-	res, keys, args, sent := call.res[:0], call.keyBuf[:0], call.argBuf[:0], call.sentBuf[:0] // sent: indexes of the checks in keys
-	if n := len(checks); n > len(call.res) {
-		res, keys, args, sent = make([]Result, 0, n), make([]string, 0, n), make([]any, 0, n*redisArgsPerCheck), make([]int, 0, n)
-	}
-	res = res[:len(checks)]
+	n := len(checks)
+	res, keys, sent := room(call.res[:], n), room(call.keyBuf[:], n)[:0], room(call.sentBuf[:], n)[:0] // sent: indexes of the checks in keys
+	args := room(call.argBuf[:], n*redisArgsPerCheck)[:0]
 	replies := 0
 	for i, c := range checks {
 		c = normalize(c)

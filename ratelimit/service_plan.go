@@ -37,6 +37,14 @@ type item struct {
 // requests take a few more.
 const inlineDescriptors = 3
 
+// room returns n elements: inline's when they fit, else new ones.
+func room[T any](inline []T, n int) []T {
+	if n <= len(inline) {
+		return inline[:n]
+	}
+	return make([]T, n)
+}
+
 // plan is the work of one request: an item per descriptor and the checks
 // for the store (checkItem[i] is the item of checks[i]).
 type plan struct {
@@ -98,19 +106,13 @@ func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
 // the local over-limit cache, and lists the checks for the store.
 func (s *Service) plan(cfg *Config, req *rlsv3.RateLimitRequest, now time.Time) *plan {
 	p := &plan{}
-	p.items, p.checks, p.checkItem = p.itemBuf[:0], p.checkBuf[:0], p.checkItemBuf[:0]
-	if len(req.Descriptors) > len(p.itemBuf) {
-		p.items = make([]item, 0, len(req.Descriptors))
-	}
-	p.items = p.items[:len(req.Descriptors)]
+	nd := len(req.Descriptors)
+	p.items, p.checks, p.checkItem = room(p.itemBuf[:], nd), room(p.checkBuf[:], nd)[:0], room(p.checkItemBuf[:], nd)[:0]
 	n := 0
 	for _, d := range req.Descriptors {
 		n += len(d.Entries)
 	}
-	buf := p.entryBuf[:0]
-	if n > len(p.entryBuf) {
-		buf = make([]Entry, 0, n)
-	}
+	buf := room(p.entryBuf[:], n)[:0]
 	var replaced []string
 	for i, d := range req.Descriptors {
 		it := &p.items[i]

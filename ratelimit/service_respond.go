@@ -37,12 +37,8 @@ type statusParts struct {
 // respond builds the response of a decided plan and counts its metrics.
 func (s *Service) respond(domain string, p *plan) *rlsv3.RateLimitResponse {
 	r := &response{}
-	resp, parts := &r.resp, r.parts[:]
-	resp.OverallCode, resp.Statuses = rlsv3.RateLimitResponse_OK, r.statuses[:]
-	if n := len(p.items); n > len(r.statuses) {
-		resp.Statuses, parts = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n), make([]statusParts, n)
-	}
-	resp.Statuses = resp.Statuses[:len(p.items)]
+	resp, parts := &r.resp, room(r.parts[:], len(p.items))
+	resp.OverallCode, resp.Statuses = rlsv3.RateLimitResponse_OK, room(r.statuses[:], len(p.items))
 	var closest *rlsv3.RateLimitResponse_DescriptorStatus
 	for i := range p.items {
 		st := s.status(&parts[i], domain, &p.items[i], p.failed)
@@ -87,8 +83,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	rc := s.m.match(domain, it.m)
 	rc.hits.Add(float64(it.hits))
 	if it.kind == itemStore && failed {
-		shadow := s.cfg.ShadowMode || (!it.m.Override && it.m.Rule.ShadowMode)
-		if s.cfg.FailureMode == FailClosed && !shadow { // a shadow rule never refuses
+		if s.cfg.FailureMode == FailClosed && !s.shadow(it) { // a shadow rule never refuses
 			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		return ds
@@ -111,7 +106,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	if it.kind == itemCached {
 		rc.overLocal.Add(float64(it.hits))
 	}
-	if s.cfg.ShadowMode || (!it.m.Override && it.m.Rule.ShadowMode) {
+	if s.shadow(it) {
 		rc.shadow.Add(float64(it.hits))
 		return ds // shadow mode: counted, never refused
 	}
@@ -120,6 +115,11 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	}
 	ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	return ds
+}
+
+// shadow reports whether it is in shadow mode: counted, never refused.
+func (s *Service) shadow(it *item) bool {
+	return s.cfg.ShadowMode || (!it.m.Override && it.m.Rule.ShadowMode)
 }
 
 // rateLimitHeaders are the RateLimit-* headers of one status:
