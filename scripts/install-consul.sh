@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
 # Installs a consul binary for the tests, idempotently.
 #
-# Does nothing when consul is already on PATH or cached. Otherwise builds
-# Consul v1.20.1 from the Go module proxy through a throwaway wrapper module
-# (Consul's own go.mod has replace directives, so `go install` refuses it)
-# and caches the binary in $XDS_SERVER_CACHE/bin (default ~/.cache/xds-server).
+# The tests run against Consul v1.14.11, the last open-source (MPL-2.0)
+# release line this project builds (Consul v1.17 and later are not open
+# source). The binary is built from the Go module proxy through a throwaway
+# wrapper module (Consul's own go.mod has replace directives, so
+# `go install` refuses it) and cached in a directory named after the
+# version, $XDS_SERVER_CACHE/consul-v1.14.11/bin (default
+# ~/.cache/xds-server), so a binary of another version cached by an older
+# script (for example ~/.cache/xds-server/bin/consul) is never reused.
 #
+# A consul already on PATH is used only when it is the same version.
 # Prints the path of the consul binary on stdout as its last line.
 set -euo pipefail
 
-CONSUL_VERSION="${CONSUL_VERSION:-v1.20.1}"
+CONSUL_VERSION="v1.14.11"
 CACHE="${XDS_SERVER_CACHE:-$HOME/.cache/xds-server}"
-BIN="$CACHE/bin/consul"
+DIR="$CACHE/consul-$CONSUL_VERSION/bin"
+BIN="$DIR/consul"
 
-if command -v consul >/dev/null 2>&1; then
-	echo "install-consul: using $(command -v consul)" >&2
-	command -v consul
-	exit 0
-fi
-if [ -x "$BIN" ]; then
+same_version() { "$1" version 2>/dev/null | head -n1 | grep -qx "Consul $CONSUL_VERSION"; }
+
+if [ -x "$BIN" ] && same_version "$BIN"; then
 	echo "install-consul: using cached $BIN" >&2
 	echo "$BIN"
+	exit 0
+fi
+if p="$(command -v consul 2>/dev/null)" && same_version "$p"; then
+	echo "install-consul: using $p" >&2
+	echo "$p"
 	exit 0
 fi
 
@@ -28,8 +36,9 @@ command -v go >/dev/null 2>&1 || { echo "install-consul: go is required to build
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-echo "install-consul: building consul $CONSUL_VERSION in $work (about 8 minutes on 2 cores)" >&2
+echo "install-consul: building consul $CONSUL_VERSION in $work (about 2 minutes on 2 cores)" >&2
 
+# The versions Consul v1.14.11 was released with; nothing else is required.
 cat >"$work/go.mod" <<MOD
 module consulbuild
 
@@ -37,16 +46,9 @@ go 1.26
 
 require (
 	github.com/hashicorp/consul $CONSUL_VERSION
-	github.com/hashicorp/consul/api v1.29.4
-	github.com/hashicorp/consul/envoyextensions v0.7.3
-	github.com/hashicorp/consul/proto-public v0.6.2
-	github.com/hashicorp/consul/sdk v0.16.1
-	github.com/hashicorp/consul/troubleshoot v0.7.1
-)
-
-exclude (
-	github.com/hashicorp/go-msgpack v1.1.5
-	github.com/hashicorp/go-msgpack v1.1.6
+	github.com/hashicorp/consul/api v1.18.1
+	github.com/hashicorp/consul/proto-public v0.2.1
+	github.com/hashicorp/consul/sdk v0.13.0
 )
 MOD
 cat >"$work/tools.go" <<'GO'
@@ -61,7 +63,7 @@ GO
 	cd "$work"
 	export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 	go mod tidy >&2
-	mkdir -p "$CACHE/bin"
+	mkdir -p "$DIR"
 	go build -o "$BIN.tmp" github.com/hashicorp/consul >&2
 	mv "$BIN.tmp" "$BIN"
 )
