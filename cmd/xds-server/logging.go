@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/xds-server/xds-server/config"
 )
 
 func parseLevel(s string) (slog.Level, error) {
@@ -15,8 +17,8 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// newLogger builds the process logger from a validated LogConfig.
-func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+// newLogger builds the process logger from a validated config.LogConfig.
+func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 	level, _ := parseLevel(c.Level)
 	opts := &slog.HandlerOptions{Level: level}
 	if c.Format == "json" {

@@ -5,17 +5,18 @@
 // Usage:
 //
 //	xds-server [serve] [--config FILE] [--key value ...]
-//	xds-server validate --config FILE [--key value ...]
+//	xds-server validate --config FILE [--output text|json] [--key value ...]
 //	xds-server ratelimit check --config FILE_OR_DIR
 //	xds-server envoy bootstrap --node-id ID --cluster NAME [flags]
 //	xds-server grpc bootstrap --node-id ID --cluster NAME [flags]
+//	xds-server version
 //
 // Every configuration key is also a flag (--xds.address) and an env var
 // (XDS_SERVER_XDS_ADDRESS); flags override env, env overrides the file.
+// The keys are the table of package config.
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,91 +24,181 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/xds-server/xds-server/config"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+const usageLine = "Usage: xds-server [serve|validate] [--config FILE] [--key value ...]   (xds-server --help lists every flag and command)"
+
 const usage = `xds-server: an Envoy xDS control plane for Consul.
 
 Usage:
   xds-server [serve] [flags]      run the server (the default)
-  xds-server validate [flags]     check the configuration and exit (non-zero when invalid)
+  xds-server validate [flags] [--output text|json]
+                                  check the configuration, report every problem, and exit
+                                  (1 when invalid; warnings alone exit 0)
   xds-server ratelimit check --config FILE_OR_DIR
                                   check an envoyproxy/ratelimit config (file or directory)
-  xds-server envoy bootstrap --node-id ID --cluster NAME [--xds-address HOST:PORT] [--delta]
-        [--admin-address IP:PORT] [--locality REGION/ZONE[/SUB_ZONE]] [--output FILE]
+  xds-server envoy bootstrap --node-id ID --cluster NAME [flags]
                                   print a minimal Envoy bootstrap (YAML) with ADS to this server
-  xds-server grpc bootstrap --node-id ID --cluster NAME [--xds-address HOST:PORT]
-        [--locality REGION/ZONE[/SUB_ZONE]] [--output FILE]
+  xds-server grpc bootstrap --node-id ID --cluster NAME [flags]
                                   print a proxyless gRPC client's xDS bootstrap (JSON)
-  xds-server help                 show this help
+  xds-server version              print the version (also --version)
+  xds-server help                 show this help (also --help, -h)
 
-Every key below is also a config file key and an env var: --discovery.consul.address
+Every flag below is also a config file key and an env var: --discovery.consul.address
 is discovery.consul.address in the file and XDS_SERVER_DISCOVERY_CONSUL_ADDRESS in the
-environment. Precedence: flag > env > file > default. Per-service settings
-(services.<name>.lb_policy, connect_timeout, protocol, health_check.*,
-outlier_detection.*, circuit_breakers.*, locality_weighted_lb, ring_hash.*,
-subset_size, subsetting, weights.*, drain_window; "*" is the default for all
-services) are set in the file. "xds-server envoy bootstrap --help" lists the
-bootstrap flags.
+environment. Precedence: flag > env > file > default. Durations need a unit (50ms, 5s, 1m).
+Per-service settings (services.<name>.*, "*" for every service) and listeners are set in
+the file; the README's Configuration table lists them. "xds-server <command> --help"
+shows a command's own flags.
 
 Flags:
+  --config FILE
+        YAML config file (flags override env, env overrides the file)
+  --version
+        print the version and exit
 `
+
+// commands are the first words run dispatches on, for did-you-mean hints.
+var commands = []string{"serve", "validate", "ratelimit", "envoy", "grpc", "version", "help"}
 
 // run is main without the exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 && args[0] == "ratelimit" && args[1] == "check" {
-		return rateLimitCheck(args[2:], stdout, stderr)
-	}
-	if len(args) > 0 && (args[0] == bootstrapEnvoy || args[0] == bootstrapGRPC) {
-		if len(args) < 2 || args[1] != "bootstrap" {
-			fmt.Fprintf(stderr, "xds-server %s: unknown command (want: xds-server %s bootstrap --help)\n", args[0], args[0])
-			return 2
-		}
-		return bootstrapCommand(args[0], args[2:], stdout, stderr)
-	}
 	cmd := "serve"
-	if len(args) > 0 && (args[0] == "serve" || args[0] == "validate" || args[0] == "help") {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
-	fs := newFlagSet("xds-server " + cmd)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	if cmd == "help" || slices.Contains(args, "--help") || slices.Contains(args, "-h") {
-		fs.SetOutput(stdout)
-		fmt.Fprint(stdout, usage)
-		fs.PrintDefaults()
+	switch cmd {
+	case "help":
+		printUsage(stdout)
 		return 0
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
+	case "version":
+		if wantsHelp(args) {
+			fmt.Fprintln(stdout, "Usage: xds-server version\n\nPrints the module version and VCS revision of this build.")
 			return 0
 		}
+		fmt.Fprintln(stdout, version())
+		return 0
+	case "ratelimit":
+		return rateLimitCommand(args, stdout, stderr)
+	case bootstrapEnvoy, bootstrapGRPC:
+		if len(args) < 1 || args[0] != "bootstrap" {
+			fmt.Fprintf(stderr, "xds-server %s: unknown command %q (want: xds-server %s bootstrap --help)\n", cmd, strings.Join(args[:min(len(args), 1)], ""), cmd)
+			return 2
+		}
+		return bootstrapCommand(cmd, args[1:], stdout, stderr)
+	case "serve", "validate":
+		return serverCommand(cmd, args, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "xds-server: unknown command %q%s\n%s\n", cmd, didYouMean(cmd, commands, ""), usageLine)
 		return 2
+	}
+}
+
+// serverCommand runs serve or validate: both read the configuration.
+func serverCommand(cmd string, args []string, stdout, stderr io.Writer) int {
+	if wantsHelp(args) {
+		printUsage(stdout)
+		if cmd == "validate" {
+			fmt.Fprintln(stdout, "  --output text|json\n        validate: how problems are printed (json: an array of {key, value, reason, warning} on stdout)")
+		}
+		return 0
+	}
+	fs := pflag.NewFlagSet("xds-server "+cmd, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	path := fs.String("config", "", "")
+	showVersion := fs.Bool("version", false, "")
+	output := "text"
+	if cmd == "validate" {
+		fs.StringVar(&output, "output", "text", "")
+	}
+	flags := config.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "xds-server %s: %v%s\n%s\n", cmd, err, flagHint(err), usageLine)
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version())
+		return 0
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "xds-server: unexpected arguments: %v\n", fs.Args())
+		fmt.Fprintf(stderr, "xds-server %s: unexpected arguments: %s\n%s\n", cmd, strings.Join(fs.Args(), " "), usageLine)
 		return 2
 	}
-	cfg, err := load(fs)
-	if err != nil {
-		fmt.Fprintf(stderr, "xds-server: invalid configuration:\n%s\n", indent(err))
-		return 1
+	if output != "text" && output != "json" {
+		fmt.Fprintf(stderr, "xds-server validate: --output %q is not one of text, json\n", output)
+		return 2
 	}
+	cfg, errs := config.Load(config.Sources{File: *path, Env: os.LookupEnv, Flags: flags()})
 	if cmd == "validate" {
-		fmt.Fprintln(stdout, "configuration is valid")
-		return 0
+		return validate(cfg, errs, output, stdout, stderr)
+	}
+	if len(errs) > 0 {
+		printProblems(stderr, errs)
+		return 1
 	}
 	if err := serve(cfg, stderr); err != nil {
 		fmt.Fprintf(stderr, "xds-server: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+func wantsHelp(args []string) bool {
+	return slices.Contains(args, "--help") || slices.Contains(args, "-h")
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usage)
+	config.PrintFlags(w)
+}
+
+// flagHint is a did-you-mean hint for an unknown flag error.
+func flagHint(err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return ""
+	}
+	name, _, _ = strings.Cut(name, "=")
+	return didYouMean(name, append(config.FlagNames(), "config", "version", "output"), "--")
+}
+
+func didYouMean(name string, candidates []string, prefix string) string {
+	if best := config.Closest(name, candidates); best != "" {
+		return " (did you mean " + prefix + best + "?)"
+	}
+	return ""
+}
+
+// printProblems writes every problem of a configuration, errors first.
+func printProblems(w io.Writer, errs config.Errors) {
+	var bad, warn []string
+	for _, e := range errs {
+		if e.Warning {
+			warn = append(warn, "  "+e.Error())
+		} else {
+			bad = append(bad, "  "+e.Error())
+		}
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(w, "xds-server: invalid configuration (%d %s):\n%s\n", len(bad), plural(len(bad), "problem"), strings.Join(bad, "\n"))
+	}
+	if len(warn) > 0 {
+		fmt.Fprintf(w, "xds-server: %d %s:\n%s\n", len(warn), plural(len(warn), "warning"), strings.Join(warn, "\n"))
+	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 func indent(err error) string {

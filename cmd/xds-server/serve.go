@@ -19,18 +19,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/xds-server/xds-server/config"
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/examples"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
 )
 
-// defaultStaticFile is the default of discovery.static.file; when it does
-// not exist the embedded copy of the example is served instead.
-const defaultStaticFile = "examples/endpoints.yaml"
-
 // serve runs the server until SIGTERM or SIGINT, then shuts down gracefully.
-func serve(cfg Config, logOut io.Writer) error {
+func serve(cfg config.Config, logOut io.Writer) error {
 	log := newLogger(cfg.Log, logOut)
 	slog.SetDefault(log)
 	setHeapFloor(cfg.Runtime.HeapFloorMiB)
@@ -43,9 +40,8 @@ func serve(cfg Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	xc := cfg.xdsConfig()
+	xc := cfg.ServerConfig()
 	xc.Logger, xc.Registerer = log, reg
-	xc.Listeners = cfg.xdsListeners(func(string, string, ...any) {}) // validated by load
 	if cfg.Subsetting.IndexSource == xds.IndexConsul {
 		table, err := newConsulIndex(ctx, cfg, log)
 		if err != nil {
@@ -73,7 +69,7 @@ func serve(cfg Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	drains, err := discovery.NewDrains(discovery.DrainsConfig{Drain: cfg.drainer(), Registerer: reg,
+	drains, err := discovery.NewDrains(discovery.DrainsConfig{Drain: cfg.Drainer(), Registerer: reg,
 		Emit: func(snap discovery.Snapshot) { ws.observe(snap); srv.Update(snap) }})
 	if err != nil {
 		xdsLis.Close()
@@ -161,16 +157,18 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-func newSource(cfg Config, log *slog.Logger, m *discovery.Metrics) (discovery.Source, error) {
+func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (discovery.Source, error) {
 	switch cfg.Discovery.Source {
 	case "consul":
-		return discovery.NewConsul(cfg.consulConfig(log, m))
+		cc := cfg.ConsulSource()
+		cc.Logger, cc.Metrics = log, m
+		return discovery.NewConsul(cc)
 	default:
 		sc := discovery.StaticConfig{
 			File: cfg.Discovery.Static.File, PollInterval: cfg.Discovery.Static.PollInterval,
 			Logger: log, Metrics: m,
 		}
-		if sc.File == defaultStaticFile {
+		if sc.File == config.DefaultStaticFile {
 			if _, err := os.Stat(sc.File); errors.Is(err, os.ErrNotExist) {
 				log.Info("default static file not found; serving the built-in example", "file", sc.File)
 				sc.File, sc.Embedded = "", examples.Endpoints
@@ -180,19 +178,9 @@ func newSource(cfg Config, log *slog.Logger, m *discovery.Metrics) (discovery.So
 	}
 }
 
-func (c Config) consulConfig(log *slog.Logger, m *discovery.Metrics) discovery.ConsulConfig {
-	cc := c.Discovery.Consul
-	return discovery.ConsulConfig{
-		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter,
-		Services: cc.Services, Tags: cc.Tags, Wait: cc.Wait, MinInterval: cc.MinInterval,
-		BackoffBase: cc.BackoffBase, BackoffMax: cc.BackoffMax, WarningAs: cc.WarningAs,
-		Logger: log, Metrics: m,
-	}
-}
-
 // newConsulIndex opens the client index table in Consul KV, with the
 // Consul address, token and datacenter of discovery.consul.
-func newConsulIndex(ctx context.Context, cfg Config, log *slog.Logger) (*xds.ConsulIndex, error) {
+func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger) (*xds.ConsulIndex, error) {
 	cc := cfg.Discovery.Consul
 	client, err := api.NewClient(&api.Config{Address: cc.Address, Token: cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), Datacenter: cc.Datacenter})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xds-server/xds-server/config"
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
@@ -24,7 +25,7 @@ import (
 // server (on the xDS listener) and the HTTP push API (on the admin
 // listener). Discovery snapshots tell it which endpoints exist.
 type weightShell struct {
-	cfg     Config
+	cfg     config.Config
 	log     *slog.Logger
 	tracker *weights.Tracker
 	runner  *weights.Runner
@@ -43,15 +44,15 @@ type weightShell struct {
 	sources map[string]map[string]bool   // service -> enabled sources
 }
 
-func newWeightShell(cfg Config, log *slog.Logger, reg prometheus.Registerer, srv *xds.Server) (*weightShell, error) {
+func newWeightShell(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, srv *xds.Server) (*weightShell, error) {
 	log = log.With("component", "weights")
-	tr, err := weights.NewTracker(cfg.Weights.tracker())
+	tr, err := weights.NewTracker(cfg.Weights.Tracker())
 	if err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	w := &weightShell{cfg: cfg, log: log, tracker: tr, srv: srv, known: map[string]bool{},
 		addrs: map[string]map[string]string{}, sources: map[string]map[string]bool{}, perSvc: map[string]bool{}}
-	if w.perNode, err = weights.NewPerNode(cfg.Weights.solver(), cfg.Weights.MinChange); err != nil {
+	if w.perNode, err = weights.NewPerNode(cfg.Weights.Solver(), cfg.Weights.MinChange); err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	if w.runner, err = weights.NewRunner(weights.RunnerConfig{Tracker: tr, Registerer: reg,
@@ -96,7 +97,7 @@ func (w *weightShell) observe(s discovery.Snapshot) {
 	sources := map[string]map[string]bool{}
 	perSvc := map[string]bool{}
 	for _, svc := range s.Services {
-		set, on := w.cfg.weightsOf(svc.Name)
+		set, on := w.cfg.WeightsOf(svc.Name)
 		if !on {
 			continue
 		}
@@ -194,7 +195,7 @@ func (w *weightShell) balance(t weights.Table) weights.Table {
 		if !global[st.Name] {
 			continue
 		}
-		b, ok, err := weights.BalanceService(st, w.srv.NodeSubsets(st.Name), w.tracker.NodeRates(st.Name, t.At), w.cfg.Weights.balancer())
+		b, ok, err := weights.BalanceService(st, w.srv.NodeSubsets(st.Name), w.tracker.NodeRates(st.Name, t.At), w.cfg.Weights.Balancer())
 		if err != nil {
 			w.log.Error("weights: balancing failed; the formula's weights stay", "service", st.Name, "error", err)
 			continue

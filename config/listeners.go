@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -104,8 +104,8 @@ type RateLimitSection struct {
 	AdvertiseAddress string `mapstructure:"advertise_address"`
 }
 
-// advertised is the address Envoy uses to reach the rate-limit service.
-func (r RateLimitSection) advertised() string {
+// Advertised is the address Envoy uses to reach the rate-limit service.
+func (r RateLimitSection) Advertised() string {
 	if r.AdvertiseAddress != "" {
 		return r.AdvertiseAddress
 	}
@@ -119,10 +119,9 @@ func (r RateLimitSection) advertised() string {
 	return net.JoinHostPort(host, port)
 }
 
-// xdsListeners converts the listeners: section, reporting every problem
-// of a listener alone (not the cross-checks of validateListeners) with
-// its key.
-func (c Config) xdsListeners(bad func(key, format string, args ...any)) []xds.Listener {
+// XDSListeners converts the listeners: section for the xds package,
+// recording every problem of a listener alone in p.
+func (c Config) XDSListeners(p *problems) []xds.Listener {
 	out := make([]xds.Listener, 0, len(c.Listeners))
 	for i, lc := range c.Listeners {
 		at := fmt.Sprintf("listeners[%d]", i)
@@ -132,7 +131,7 @@ func (c Config) xdsListeners(bad func(key, format string, args ...any)) []xds.Li
 		}
 		for j, g := range l.Nodes {
 			if _, err := xds.ParseGlob(g); err != nil {
-				bad(fmt.Sprintf("%s.nodes[%d]", at, j), "%v", err)
+				p.bad(fmt.Sprintf("%s.nodes[%d]", at, j), g, err.Error())
 			}
 		}
 		dur := func(key, s string) time.Duration {
@@ -141,14 +140,15 @@ func (c Config) xdsListeners(bad func(key, format string, args ...any)) []xds.Li
 			}
 			d, err := time.ParseDuration(s)
 			if err != nil {
-				bad(at+"."+key, "%q is not a duration (like 100ms, 5s, 1m)", s)
+				_, reason := parseDuration(s)
+				p.bad(at+"."+key, s, reason)
 			}
 			return d
 		}
 		for j, rc := range lc.Routes {
 			key := fmt.Sprintf("routes[%d].", j)
 			if rc.Retries < 0 {
-				bad(at+"."+key+"retries", "%d is negative", rc.Retries)
+				p.bad(at+"."+key+"retries", rc.Retries, "is negative")
 			}
 			l.Routes = append(l.Routes, envoy.Route{Prefix: rc.Prefix, Path: rc.Path, Regex: rc.SafeRegex,
 				Headers: headerMatches(rc.Headers), Service: rc.Service, Timeout: dur(key+"timeout", rc.Timeout),
@@ -159,15 +159,15 @@ func (c Config) xdsListeners(bad func(key, format string, args ...any)) []xds.Li
 				FailureModeDeny: rl.FailureModeDeny, Cluster: rl.Cluster, Actions: rateLimitActions(rl.Actions)}
 		}
 		if ac := lc.AdmissionControl; ac != nil {
-			l.AdmissionControl = admission(at+".admission_control", *ac, dur("admission_control.sampling_window", ac.SamplingWindow), bad)
+			l.AdmissionControl = admission(p, at+".admission_control", *ac, dur("admission_control.sampling_window", ac.SamplingWindow))
 		}
 		if err := l.Validate(); err != nil {
 			for _, e := range unjoin(err) {
 				var fe *envoy.FieldError
 				if errors.As(e, &fe) {
-					bad(at+"."+fe.Field, "%s", fe.Reason)
+					p.badKey(at+"."+fe.Field, fe.Reason)
 				} else {
-					bad(at, "%v", e)
+					p.badKey(at, e.Error())
 				}
 			}
 		}
@@ -176,24 +176,24 @@ func (c Config) xdsListeners(bad func(key, format string, args ...any)) []xds.Li
 	return out
 }
 
-func admission(at string, ac AdmissionControlConfig, window time.Duration, bad func(key, format string, args ...any)) *envoy.AdmissionControl {
+func admission(p *problems, at string, ac AdmissionControlConfig, window time.Duration) *envoy.AdmissionControl {
 	out := &envoy.AdmissionControl{Aggression: ac.Aggression, SamplingWindow: window,
 		MaxRejectionProbability: ac.MaxRejectionProbability}
 	switch {
 	case ac.K != nil && ac.SuccessRateThreshold != nil:
-		bad(at, "set k or success_rate_threshold (= 1/k), not both")
+		p.badKey(at, "set k or success_rate_threshold (= 1/k), not both")
 	case ac.K != nil && *ac.K < 1:
-		bad(at+".k", "%v is below 1 (k = 1 rejects as soon as a request fails; 2 is the SRE book's choice)", *ac.K)
+		p.bad(at+".k", *ac.K, "is below 1 (k = 1 rejects as soon as a request fails; 2 is the SRE book's choice)")
 	case ac.K != nil:
 		out.SuccessRateThreshold = 1 / *ac.K
 	case ac.SuccessRateThreshold != nil:
 		if *ac.SuccessRateThreshold <= 0 {
-			bad(at+".success_rate_threshold", "%v is not in (0, 1]", *ac.SuccessRateThreshold)
+			p.bad(at+".success_rate_threshold", *ac.SuccessRateThreshold, "is not in (0, 1]")
 		}
 		out.SuccessRateThreshold = *ac.SuccessRateThreshold
 	}
 	if ac.RPSThreshold < 0 {
-		bad(at+".rps_threshold", "%d is negative", ac.RPSThreshold)
+		p.bad(at+".rps_threshold", ac.RPSThreshold, "is negative")
 	}
 	out.RPSThreshold = uint32(max(ac.RPSThreshold, 0))
 	return out
@@ -230,78 +230,95 @@ func rateLimitActions(in [][]RateLimitActionConfig) [][]envoy.RateLimitAction {
 	return out
 }
 
-// unjoin flattens an errors.Join tree.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, unjoin(e)...)
-		}
-		return out
-	}
-	return []error{err}
-}
-
 // validateListeners checks the listeners: section: each listener (see
-// xdsListeners), names and addresses unique, names apart from services
+// XDSListeners), names and addresses unique, names apart from services
 // (a service's proxyless api_listener carries its name), route targets
-// known, and ratelimit.advertise_address when a listener needs it.
-func (c Config) validateListeners(bad func(key, format string, args ...any)) {
+// known, and ratelimit.advertise_address when a listener needs it. With
+// discovery.source consul, a route's service may be in Consul alone:
+// RouteServices lists those for the caller to check against the catalog.
+func (c Config) validateListeners(p *problems) {
 	if c.RateLimit.AdvertiseAddress != "" {
-		checkAddr(bad, "ratelimit.advertise_address", c.RateLimit.AdvertiseAddress)
+		checkAddr(p, "ratelimit.advertise_address", c.RateLimit.AdvertiseAddress)
 	}
 	if len(c.Listeners) == 0 {
 		return
 	}
-	ls := c.xdsListeners(bad)
-	known, open, err := c.knownServices()
+	ls := c.XDSListeners(p)
+	known, err := c.knownServices()
 	if err != nil {
-		bad("discovery.static.file", "%v (needed to check the services of listeners' routes)", err)
+		p.bad("discovery.static.file", c.Discovery.Static.File, err.Error()+" (needed to check the services of listeners' routes)")
 	}
 	if slices.ContainsFunc(ls, func(l xds.Listener) bool { return l.RateLimit != nil && l.RateLimit.Cluster == "" }) {
-		if _, port, err := net.SplitHostPort(c.RateLimit.advertised()); err == nil && (port == "0" || port == "") {
-			bad("ratelimit.advertise_address", "a listener's ratelimit uses the generated xds-server-ratelimit cluster, "+
-				"which needs a port: set ratelimit.advertise_address (ratelimit.address %q has none)", c.RateLimit.Address)
+		if _, port, err := net.SplitHostPort(c.RateLimit.Advertised()); err == nil && (port == "0" || port == "") {
+			p.bad("ratelimit.advertise_address", c.RateLimit.AdvertiseAddress, "a listener's ratelimit uses the generated xds-server-ratelimit cluster, "+
+				fmt.Sprintf("which needs a port: set ratelimit.advertise_address (ratelimit.address %q has none)", c.RateLimit.Address))
 		}
 	}
 	names, addrs := map[string]int{}, map[string]int{}
 	for i, l := range ls {
 		at := fmt.Sprintf("listeners[%d]", i)
 		if j, dup := names[l.Name]; dup && l.Name != "" {
-			bad(at+".name", "%q is also the name of listeners[%d]", l.Name, j)
+			p.bad(at+".name", l.Name, fmt.Sprintf("is also the name of listeners[%d]", j))
 		} else {
 			names[l.Name] = i
 		}
 		if known[strings.ToLower(l.Name)] {
-			bad(at+".name", "%q is also a service name; proxyless clients resolve xds:///%s to the service", l.Name, l.Name)
+			p.bad(at+".name", l.Name, fmt.Sprintf("is also a service name; proxyless clients resolve xds:///%s to the service", l.Name))
 		}
 		if j, dup := addrs[l.Address]; dup && l.Address != "" {
-			bad(at+".address", "%q is also the address of listeners[%d]", l.Address, j)
+			p.bad(at+".address", l.Address, fmt.Sprintf("is also the address of listeners[%d]", j))
 		} else {
 			addrs[l.Address] = i
 		}
-		for j, r := range l.Routes {
-			if r.Service == "" || known[strings.ToLower(r.Service)] || err != nil {
-				continue
-			}
-			key := fmt.Sprintf("%s.routes[%d].service", at, j)
-			if open {
-				bad(key, "%q is not a known service: with discovery.source consul and no discovery.consul.services filter, "+
-					"a route's service needs a services.%s entry", r.Service, r.Service)
-			} else {
-				bad(key, "%q is not a known service (known: %s)", r.Service, strings.Join(sortedKeys(known), ", "))
-			}
+	}
+	if c.Discovery.Source == "consul" || err != nil {
+		return // routes to services Consul may know: see RouteServices
+	}
+	for _, r := range c.RouteServices() {
+		if !known[strings.ToLower(r.Service)] {
+			p.bad(r.Key, r.Service, "is not a known service (known: "+strings.Join(sortedKeys(known), ", ")+")")
 		}
 	}
 }
 
+// RouteService is the service a listener's route targets.
+type RouteService struct {
+	Key     string // listeners[i].routes[j].service
+	Service string
+}
+
+// RouteServices lists the services of every listener route, in order.
+func (c Config) RouteServices() []RouteService {
+	var out []RouteService
+	for i, l := range c.Listeners {
+		for j, r := range l.Routes {
+			if r.Service != "" {
+				out = append(out, RouteService{Key: fmt.Sprintf("listeners[%d].routes[%d].service", i, j), Service: r.Service})
+			}
+		}
+	}
+	return out
+}
+
+// UnknownRouteServices are the routes whose service is neither a
+// services.<name> entry nor in the discovery.consul.services filter: with
+// discovery.source consul, the ones to look up in Consul's catalog.
+func (c Config) UnknownRouteServices() []RouteService {
+	known, _ := c.knownServices()
+	var out []RouteService
+	for _, r := range c.RouteServices() {
+		if !known[strings.ToLower(r.Service)] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // knownServices are the services a route may target, lower-cased: the
 // services.<name> entries, plus the static file's services (source
-// static) or the discovery.consul.services filter (source consul). open
-// reports Consul without a filter, where only the services entries are
-// known in advance.
-func (c Config) knownServices() (known map[string]bool, open bool, err error) {
-	known = map[string]bool{}
+// static) or the discovery.consul.services filter (source consul).
+func (c Config) knownServices() (map[string]bool, error) {
+	known := map[string]bool{}
 	for name := range c.Services {
 		if name != "*" {
 			known[strings.ToLower(name)] = true
@@ -312,25 +329,28 @@ func (c Config) knownServices() (known map[string]bool, open bool, err error) {
 		for _, s := range c.Discovery.Consul.Services {
 			known[strings.ToLower(s)] = true
 		}
-		open = len(c.Discovery.Consul.Services) == 0
 	case "static":
 		data, rerr := os.ReadFile(c.Discovery.Static.File)
-		if errors.Is(rerr, os.ErrNotExist) && c.Discovery.Static.File == defaultStaticFile {
+		if errors.Is(rerr, os.ErrNotExist) && c.Discovery.Static.File == DefaultStaticFile {
 			data, rerr = examples.Endpoints, nil
 		}
 		if rerr != nil {
-			return known, false, rerr
+			return known, rerr
 		}
 		services, perr := discovery.ParseStatic(data)
 		if perr != nil {
-			return known, false, perr
+			return known, perr
 		}
 		for _, s := range services {
 			known[strings.ToLower(s.Name)] = true
 		}
 	}
-	return known, open, nil
+	return known, nil
 }
+
+// DefaultStaticFile is the default of discovery.static.file; when it does
+// not exist the embedded copy of the example is served instead.
+const DefaultStaticFile = "examples/endpoints.yaml"
 
 func sortedKeys(m map[string]bool) []string {
 	out := make([]string, 0, len(m))

@@ -1,9 +1,8 @@
-package main
+package config
 
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/xds-server/xds-server/weights"
@@ -28,45 +27,11 @@ type WeightsConfig struct {
 	Balance          bool          `mapstructure:"balance"`                   // global: balance the one weight set with the nodes' LRS rates
 }
 
-// ServiceWeights are the per-service weight settings (services.<name>.weights).
-type ServiceWeights struct {
-	Enabled      *bool    `mapstructure:"enabled"`        // nil = inherit; default false
-	Mode         string   `mapstructure:"mode"`           // global or per_node
-	Sources      []string `mapstructure:"sources"`        // orca, lrs, http
-	ORCAPortMeta string   `mapstructure:"orca_port_meta"` // meta key holding the ORCA port (else the service port)
-}
-
 // weightSources are the valid services.<name>.weights.sources.
 var weightSources = []string{"orca", "lrs", "http"}
 
-// merge overlays own on top of w, field by field.
-func (w ServiceWeights) merge(own ServiceWeights) ServiceWeights {
-	if own.Enabled != nil {
-		w.Enabled = own.Enabled
-	}
-	if own.Mode != "" {
-		w.Mode = own.Mode
-	}
-	if own.Sources != nil {
-		w.Sources = own.Sources
-	}
-	if own.ORCAPortMeta != "" {
-		w.ORCAPortMeta = own.ORCAPortMeta
-	}
-	return w
-}
-
-// weightsOf returns a service's effective weight settings and whether
-// weights are on for it.
-func (c Config) weightsOf(service string) (ServiceWeights, bool) {
-	eff := c.Services["*"].Weights
-	if own, ok := c.Services[strings.ToLower(service)]; ok {
-		eff = eff.merge(own.Weights)
-	}
-	return eff, eff.Enabled != nil && *eff.Enabled
-}
-
-func (w WeightsConfig) tracker() weights.Config {
+// Tracker is the weights.Config of the weights section.
+func (w WeightsConfig) Tracker() weights.Config {
 	return weights.Config{
 		Penalty: w.Penalty, BlackoutPeriod: w.BlackoutPeriod, ExpirationPeriod: w.ExpirationPeriod,
 		Smoothing: w.Smoothing, OverloadThreshold: w.OverloadThresh, OverloadRecover: w.OverloadRecover,
@@ -74,46 +39,65 @@ func (w WeightsConfig) tracker() weights.Config {
 	}
 }
 
-func (w WeightsConfig) balancer() weights.BalanceConfig {
+// Balancer is the weights.BalanceConfig of the weights section.
+func (w WeightsConfig) Balancer() weights.BalanceConfig {
 	c := weights.DefaultBalanceConfig()
 	c.MaxRatio = w.MaxRatio
 	return c
 }
 
-func (w WeightsConfig) solver() weights.SolveConfig {
+// Solver is the weights.SolveConfig of the weights section.
+func (w WeightsConfig) Solver() weights.SolveConfig {
 	c := weights.DefaultSolveConfig()
 	c.Damping, c.MaxRatio = w.PerNodeDamping, w.MaxRatio
 	return c
 }
 
 // validateWeights checks the weights section and every service's weights.
-func (c Config) validateWeights(bad func(key, format string, args ...any)) {
-	if err := c.Weights.tracker().Validate(); err != nil {
-		bad("weights", "%v", err)
-	}
-	for key, d := range map[string]time.Duration{"weights.update_period": c.Weights.UpdatePeriod,
-		"weights.min_push_interval": c.Weights.MinPushInterval, "weights.orca_interval": c.Weights.ORCAInterval,
-		"weights.lrs_interval": c.Weights.LRSInterval} {
-		if d <= 0 {
-			bad(key, "%v must be positive", d)
+func (c Config) validateWeights(p *problems) {
+	w := c.Weights
+	inRange := func(key string, v, lo, hi float64, loOpen bool) {
+		if v < lo || v > hi || (loOpen && v == lo) {
+			open := "["
+			if loOpen {
+				open = "("
+			}
+			p.bad(key, v, fmt.Sprintf("is not in %s%v, %v]", open, lo, hi))
 		}
 	}
-	if err := c.Weights.solver().Validate(); err != nil {
-		bad("weights.per_node_damping", "%v", err)
+	inRange("weights.error_utilization_penalty", w.Penalty, 0, weights.MaxUtilization, false)
+	inRange("weights.smoothing", w.Smoothing, 0, 1, true)
+	inRange("weights.overload_threshold", w.OverloadThresh, 0, weights.MaxUtilization, true)
+	inRange("weights.overload_recover", w.OverloadRecover, 0, max(w.OverloadThresh, 0), true)
+	inRange("weights.max_ratio", w.MaxRatio, 1, 1e6, false)
+	inRange("weights.per_node_damping", w.PerNodeDamping, 0, 1, true)
+	if w.BlackoutPeriod < 0 {
+		p.bad("weights.blackout_period", w.BlackoutPeriod, "is negative")
 	}
-	if m := c.Weights.MinChange; m < 0 || m >= 1 {
-		bad("weights.min_change", "%v is not in [0, 1)", m)
+	if w.ExpirationPeriod <= 0 {
+		p.bad("weights.expiration_period", w.ExpirationPeriod, "must be positive")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"weights.update_period", w.UpdatePeriod}, {"weights.min_push_interval", w.MinPushInterval},
+		{"weights.orca_interval", w.ORCAInterval}, {"weights.lrs_interval", w.LRSInterval}} {
+		if d.v <= 0 {
+			p.bad(d.key, d.v, "must be positive")
+		}
+	}
+	if m := w.MinChange; m < 0 || m >= 1 {
+		p.bad("weights.min_change", m, "is not in [0, 1)")
 	}
 	for name, s := range c.Services {
-		w := s.Weights
-		switch w.Mode {
-		case "", "global", "per_node":
+		switch s.Weights.Mode {
+		case "global", "per_node":
 		default:
-			bad(fmt.Sprintf("services.%s.weights.mode", name), "%q is not one of global, per_node", w.Mode)
+			p.bad("services."+name+".weights.mode", s.Weights.Mode, "is not one of global, per_node")
 		}
-		for _, src := range w.Sources {
+		for _, src := range s.Weights.Sources {
 			if !slices.Contains(weightSources, src) {
-				bad(fmt.Sprintf("services.%s.weights.sources", name), "%q is not one of orca, lrs, http", src)
+				p.bad("services."+name+".weights.sources", src, "is not one of orca, lrs, http")
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -53,25 +53,20 @@ var listenerKeys = object(map[string]*keyNode{
 // checkListenerKeys rejects unknown keys (and misplaced lists or
 // objects) under the file's listeners: section, naming each by its path,
 // e.g. listeners[0].routes[1].prefx.
-func checkListenerKeys(doc map[string]any) []error {
-	for k, v := range doc {
-		if strings.EqualFold(k, "listeners") {
-			return checkShape("listeners", v, list(listenerKeys))
-		}
-	}
-	return nil
+func checkListenerKeys(v any) []FieldError {
+	return checkShape("listeners", v, list(listenerKeys))
 }
 
-func checkShape(at string, v any, n *keyNode) []error {
+func checkShape(at string, v any, n *keyNode) []FieldError {
 	if n == nil || v == nil {
 		return nil
 	}
-	var errs []error
+	var errs []FieldError
 	switch {
 	case n.elem != nil:
 		items, ok := v.([]any)
 		if !ok {
-			return []error{fmt.Errorf("%s: must be a list", at)}
+			return []FieldError{{Key: at, Value: render(v), Reason: "must be a list"}}
 		}
 		for i, item := range items {
 			errs = append(errs, checkShape(fmt.Sprintf("%s[%d]", at, i), item, n.elem)...)
@@ -79,7 +74,7 @@ func checkShape(at string, v any, n *keyNode) []error {
 	default:
 		m, ok := v.(map[string]any)
 		if !ok {
-			return []error{fmt.Errorf("%s: must be a mapping of %s", at, strings.Join(slices.Sorted(maps.Keys(n.fields)), ", "))}
+			return []FieldError{{Key: at, Value: render(v), Reason: "must be a mapping of " + strings.Join(slices.Sorted(maps.Keys(n.fields)), ", ")}}
 		}
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			child, known := n.fields[strings.ToLower(k)]
@@ -88,7 +83,7 @@ func checkShape(at string, v any, n *keyNode) []error {
 				if allowed == "" {
 					allowed = "none"
 				}
-				errs = append(errs, fmt.Errorf("%s.%s: unknown key (allowed here: %s)", at, k, allowed))
+				errs = append(errs, FieldError{Key: at + "." + k, Reason: "unknown key" + suggest(k, slices.Sorted(maps.Keys(n.fields))) + " (allowed here: " + allowed + ")"})
 				continue
 			}
 			errs = append(errs, checkShape(at+"."+k, m[k], child)...)

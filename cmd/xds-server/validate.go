@@ -1,0 +1,86 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/config"
+)
+
+// catalogTimeout bounds validate's look at Consul's catalog.
+const catalogTimeout = 2 * time.Second
+
+// validate is `xds-server validate`: every problem of the configuration
+// at once, exit 1 when one is an error. With discovery.source consul, the
+// services of listener routes that the file does not name are looked up
+// in Consul's catalog; when Consul does not answer within 2s they are
+// warnings.
+func validate(cfg config.Config, errs config.Errors, output string, stdout, stderr io.Writer) int {
+	if cfg.Discovery.Source == "consul" && !slices.ContainsFunc(errs, func(e config.FieldError) bool {
+		return strings.HasPrefix(e.Key, "discovery.consul.")
+	}) {
+		errs = append(errs, checkCatalog(cfg, cfg.UnknownRouteServices())...).Sorted()
+	}
+	if output == "json" {
+		fmt.Fprintf(stdout, "%s\n", errs.JSON())
+	} else {
+		printProblems(stderr, errs)
+		if !errs.Invalid() {
+			fmt.Fprintln(stdout, "configuration is valid")
+		}
+	}
+	if errs.Invalid() {
+		return 1
+	}
+	return 0
+}
+
+// checkCatalog looks the routes' services up in Consul's catalog: one
+// that Consul does not know is an error; when Consul does not answer,
+// each is a warning.
+func checkCatalog(cfg config.Config, routes []config.RouteService) config.Errors {
+	if len(routes) == 0 {
+		return nil
+	}
+	cc := cfg.Discovery.Consul
+	catalog, err := consulServices(cc.Address, cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), cc.Datacenter)
+	var out config.Errors
+	for _, r := range routes {
+		switch {
+		case err != nil:
+			out = append(out, config.FieldError{Key: r.Key, Value: r.Service, Warning: true,
+				Reason: fmt.Sprintf("not checked: Consul at %s did not answer within %v (%v)", cc.Address, catalogTimeout, err)})
+		case !catalog[strings.ToLower(r.Service)]:
+			out = append(out, config.FieldError{Key: r.Key, Value: r.Service,
+				Reason: fmt.Sprintf("is not a service in Consul's catalog at %s, nor a services.<name> entry", cc.Address)})
+		}
+	}
+	return out
+}
+
+// consulServices lists the catalog's service names, lower-cased.
+func consulServices(address, token, dc string) (map[string]bool, error) {
+	client, err := api.NewClient(&api.Config{Address: address, Token: token, Datacenter: dc})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	names, _, err := client.Catalog().Services((&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(names))
+	for n := range names {
+		out[strings.ToLower(n)] = true
+	}
+	return out, nil
+}

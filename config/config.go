@@ -1,0 +1,282 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/xds"
+)
+
+// Config is the whole configuration.
+type Config struct {
+	XDS        XDSConfig                `mapstructure:"xds"`
+	Admin      AdminConfig              `mapstructure:"admin"`
+	Discovery  DiscoveryConfig          `mapstructure:"discovery"`
+	Services   map[string]ServiceConfig `mapstructure:"-"` // effective settings per entry (lower-cased names), "*" included
+	Subsetting SubsettingConfig         `mapstructure:"subsetting"`
+	Weights    WeightsConfig            `mapstructure:"weights"`
+	Drain      DrainConfig              `mapstructure:"drain"`
+	RateLimit  RateLimitSection         `mapstructure:"ratelimit"`
+	Listeners  []ListenerConfig         `mapstructure:"-"` // file only; see listeners.go
+	Log        LogConfig                `mapstructure:"log"`
+	Runtime    RuntimeConfig            `mapstructure:"runtime"`
+}
+
+// RuntimeConfig tunes the Go runtime.
+type RuntimeConfig struct {
+	HeapFloorMiB uint32 `mapstructure:"heap_floor_mib"` // GC lets the heap reach this (or twice the live heap) before collecting; 0 = off
+}
+
+// SubsettingConfig configures client indices for subsetting.
+type SubsettingConfig struct {
+	IndexSource string        `mapstructure:"index_source"` // local | consul | metadata
+	IndexTTL    time.Duration `mapstructure:"index_ttl"`    // reservation after a node leaves
+	GroupBy     string        `mapstructure:"group_by"`     // cluster | zone | none | metadata.<key>
+	Consul      struct {
+		Prefix string `mapstructure:"prefix"` // KV prefix of the index table
+	} `mapstructure:"consul"`
+}
+
+// XDSConfig configures the xDS gRPC listener and reconcile loop.
+type XDSConfig struct {
+	Address         string          `mapstructure:"address"`          // host:port of the ADS listener
+	Debounce        time.Duration   `mapstructure:"debounce"`         // quiet time that ends a burst of changes
+	MaxDelay        time.Duration   `mapstructure:"max_delay"`        // longest a burst may postpone a rebuild
+	NodeGrace       time.Duration   `mapstructure:"node_grace"`       // keep a departed node's snapshot this long
+	MaxStreams      uint32          `mapstructure:"max_streams"`      // concurrent streams per connection
+	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"` // graceful shutdown limit, after the grace
+	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`   // existing streams keep being served this long after SIGTERM
+	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
+}
+
+// KeepaliveConfig are the gRPC keepalive settings of the xDS listener.
+type KeepaliveConfig struct {
+	Time    time.Duration `mapstructure:"time"`
+	Timeout time.Duration `mapstructure:"timeout"`
+	MinTime time.Duration `mapstructure:"min_time"`
+}
+
+// AdminConfig configures the admin HTTP listener.
+type AdminConfig struct {
+	Address string `mapstructure:"address"`
+}
+
+// DiscoveryConfig selects and configures the discovery source.
+type DiscoveryConfig struct {
+	Source string       `mapstructure:"source"` // static | consul
+	Static StaticConfig `mapstructure:"static"`
+	Consul ConsulConfig `mapstructure:"consul"`
+}
+
+// StaticConfig configures the static file source.
+type StaticConfig struct {
+	File         string        `mapstructure:"file"`
+	PollInterval time.Duration `mapstructure:"poll_interval"`
+}
+
+// ConsulConfig configures the Consul source.
+type ConsulConfig struct {
+	Address     string        `mapstructure:"address"`
+	Token       string        `mapstructure:"token"`
+	Datacenter  string        `mapstructure:"datacenter"`
+	Services    []string      `mapstructure:"services"`
+	Tags        []string      `mapstructure:"tags"`
+	Wait        time.Duration `mapstructure:"wait"`
+	MinInterval time.Duration `mapstructure:"min_interval"`
+	BackoffBase time.Duration `mapstructure:"backoff_base"`
+	BackoffMax  time.Duration `mapstructure:"backoff_max"`
+	WarningAs   string        `mapstructure:"warning_as"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Level  string `mapstructure:"level"`  // debug | info | warn | error
+	Format string `mapstructure:"format"` // text | json
+}
+
+// maxConsulWait is Consul's own bound of a blocking query's wait.
+const maxConsulWait = 10 * time.Minute
+
+// validate checks every key and records each problem.
+func (c Config) validate(p *problems) {
+	checkAddr(p, "xds.address", c.XDS.Address)
+	checkAddr(p, "admin.address", c.Admin.Address)
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"xds.debounce", c.XDS.Debounce}, {"xds.max_delay", c.XDS.MaxDelay}, {"xds.node_grace", c.XDS.NodeGrace},
+		{"xds.shutdown_grace", c.XDS.ShutdownGrace}, {"xds.shutdown_timeout", c.XDS.ShutdownTimeout},
+		{"xds.keepalive.time", c.XDS.Keepalive.Time}, {"xds.keepalive.timeout", c.XDS.Keepalive.Timeout},
+		{"xds.keepalive.min_time", c.XDS.Keepalive.MinTime}, {"subsetting.index_ttl", c.Subsetting.IndexTTL}} {
+		if d.v < 0 {
+			p.bad(d.key, d.v, "is negative")
+		}
+	}
+	if c.XDS.MaxDelay > 0 && c.XDS.Debounce > c.XDS.MaxDelay {
+		p.bad("xds.debounce", c.XDS.Debounce, fmt.Sprintf("is longer than xds.max_delay (%v)", formatDuration(c.XDS.MaxDelay)))
+	}
+	c.validateSubsetting(p)
+	switch c.Discovery.Source {
+	case "static":
+		if c.Discovery.Static.PollInterval < 0 {
+			p.bad("discovery.static.poll_interval", c.Discovery.Static.PollInterval, "is negative")
+		}
+	case "consul":
+		c.validateConsul(p)
+	default:
+		p.bad("discovery.source", c.Discovery.Source, "is not one of static, consul")
+	}
+	for name, s := range c.Services {
+		if _, err := envoy.ParseLBPolicy(s.LBPolicy); err != nil {
+			p.bad("services."+name+".lb_policy", s.LBPolicy, "is not one of round_robin, least_request, ring_hash, random, maglev")
+		}
+		if a := s.Subsetting; a != string(subsetting.Classic) && a != string(subsetting.Steady) {
+			p.bad("services."+name+".subsetting", a, "is not one of classic, steady")
+		}
+	}
+	c.validateClusters(p)
+	c.validateWeights(p)
+	c.validateDrain(p)
+	c.validateRateLimit(p)
+	c.validateListeners(p)
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.bad("log.level", c.Log.Level, "is not one of debug, info, warn, error")
+	}
+	if f := c.Log.Format; f != "text" && f != "json" {
+		p.bad("log.format", f, "is not one of text, json")
+	}
+}
+
+func (c Config) validateSubsetting(p *problems) {
+	switch c.Subsetting.IndexSource {
+	case xds.IndexMetadata, xds.IndexLocal, xds.IndexConsul:
+	default:
+		p.bad("subsetting.index_source", c.Subsetting.IndexSource, "is not one of local, consul, metadata")
+	}
+	switch g := c.Subsetting.GroupBy; {
+	case g == xds.GroupByCluster, g == xds.GroupByNone, g == xds.GroupByZone:
+	case strings.HasPrefix(g, xds.GroupByMetadata) && len(g) > len(xds.GroupByMetadata):
+	default:
+		p.bad("subsetting.group_by", g, "is not one of cluster, zone, none, metadata.<key>")
+	}
+}
+
+func (c Config) validateConsul(p *problems) {
+	cc := c.Discovery.Consul
+	if reason := consulAddress(cc.Address); reason != "" {
+		p.bad("discovery.consul.address", cc.Address, reason)
+	}
+	if cc.Wait < 0 || cc.Wait > maxConsulWait {
+		p.bad("discovery.consul.wait", cc.Wait, "is not in [0s, 10m]")
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"discovery.consul.min_interval", cc.MinInterval}, {"discovery.consul.backoff_base", cc.BackoffBase},
+		{"discovery.consul.backoff_max", cc.BackoffMax}} {
+		if d.v < 0 {
+			p.bad(d.key, d.v, "is negative")
+		}
+	}
+	if cc.BackoffBase >= 0 && cc.BackoffMax >= 0 && cc.BackoffMax < cc.BackoffBase {
+		p.bad("discovery.consul.backoff_max", cc.BackoffMax,
+			fmt.Sprintf("is below discovery.consul.backoff_base (%v)", formatDuration(cc.BackoffBase)))
+	}
+	if w := cc.WarningAs; w != "healthy" && w != "degraded" {
+		p.bad("discovery.consul.warning_as", w, "is not one of healthy, degraded")
+	}
+	for key, list := range map[string][]string{"discovery.consul.services": cc.Services, "discovery.consul.tags": cc.Tags} {
+		for i, s := range list {
+			if strings.TrimSpace(s) == "" {
+				p.bad(key, list, fmt.Sprintf("entry %d is empty", i))
+			}
+		}
+	}
+}
+
+// consulAddress says what is wrong with a Consul address ("" if nothing):
+// host:port, or a URL with scheme http, https (host:port and an optional
+// path) or unix (a socket path).
+func consulAddress(addr string) string {
+	scheme, rest, ok := strings.Cut(addr, "://")
+	if !ok {
+		scheme, rest = "http", addr
+	}
+	switch scheme {
+	case "unix":
+		if rest == "" {
+			return "has no socket path"
+		}
+		return ""
+	case "http", "https":
+	default:
+		return fmt.Sprintf("unknown scheme %q (want http, https or unix)", scheme)
+	}
+	rest, _, _ = strings.Cut(rest, "/")
+	host, port, err := net.SplitHostPort(rest)
+	if err != nil || host == "" || !validPort(port) {
+		return "is not host:port with a port in [1, 65535]"
+	}
+	return ""
+}
+
+func validPort(port string) bool {
+	n := 0
+	for _, r := range port {
+		if r < '0' || r > '9' || n > 65535 {
+			return false
+		}
+		n = n*10 + int(r-'0')
+	}
+	return port != "" && n >= 1 && n <= 65535
+}
+
+// checkAddr checks a listen address: host:port, where the port may be 0
+// (any free port) and the host empty (every interface).
+func checkAddr(p *problems, key, addr string) {
+	if _, port, err := net.SplitHostPort(addr); err != nil {
+		p.bad(key, addr, "is not host:port")
+	} else if port == "" {
+		p.bad(key, addr, "has no port")
+	} else if port != "0" && !validPort(port) {
+		p.bad(key, addr, "has a port outside [0, 65535]")
+	}
+}
+
+// ServerConfig is the xds.Config of c; the caller adds the logger, the
+// registerer and the index table.
+func (c Config) ServerConfig() xds.Config {
+	return xds.Config{
+		Debounce:   c.XDS.Debounce,
+		MaxDelay:   c.XDS.MaxDelay,
+		NodeGrace:  c.XDS.NodeGrace,
+		MaxStreams: c.XDS.MaxStreams,
+		Keepalive: xds.Keepalive{
+			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
+		},
+		Settings:         c.ServiceSettings,
+		RateLimitAddress: c.RateLimit.Advertised(),
+		Listeners:        c.XDSListeners(&problems{}),
+		Subsetting: xds.SubsetConfig{
+			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
+		},
+	}
+}
+
+// ConsulSource is the discovery.ConsulConfig of c; the caller adds the
+// logger and the metrics.
+func (c Config) ConsulSource() discovery.ConsulConfig {
+	cc := c.Discovery.Consul
+	return discovery.ConsulConfig{
+		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter,
+		Services: cc.Services, Tags: cc.Tags, Wait: cc.Wait, MinInterval: cc.MinInterval,
+		BackoffBase: cc.BackoffBase, BackoffMax: cc.BackoffMax, WarningAs: cc.WarningAs,
+	}
+}

@@ -1,0 +1,261 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Kind is the type of a key's value.
+type Kind int
+
+// The kinds of values. Every source gives them the same syntax: a
+// duration needs a unit (50ms, 5s, 1m; 0 alone is fine), a list is a YAML
+// list or a comma-separated string.
+const (
+	String Kind = iota + 1
+	Duration
+	Uint32 // a whole number in [0, 4294967295]
+	Float
+	Bool
+	List // of strings
+	Listeners
+)
+
+func (k Kind) String() string {
+	return [...]string{"", "string", "duration", "uint32", "float", "bool", "list", "list of listeners"}[k]
+}
+
+// Key is one configuration key: a file key, and (unless it is per service
+// or the listeners list) a flag --<Name> and an env var XDS_SERVER_<NAME>.
+type Key struct {
+	Name    string // dotted path; services.<name>.* are per service, file only
+	Kind    Kind
+	Default any    // of the kind's Go type (string, time.Duration, uint32, float64, bool, []string); nil: unset
+	Help    string // one line of plain text
+	Doc     string // README section that explains it (anchor), "" = the key table only
+	Secret  bool   // the value is never printed
+}
+
+// ServicePrefix starts the per-service keys of the table.
+const ServicePrefix = "services.<name>."
+
+// EnvPrefix prefixes every environment variable: xds.address is
+// XDS_SERVER_XDS_ADDRESS.
+const EnvPrefix = "XDS_SERVER_"
+
+// FileOnly reports whether k has no flag and no env var.
+func (k Key) FileOnly() bool {
+	return strings.HasPrefix(k.Name, "services.") || k.Kind == Listeners
+}
+
+// Env is the environment variable of k.
+func (k Key) Env() string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(k.Name, ".", "_"))
+}
+
+// DefaultText renders k's default as it is written in a file.
+func (k Key) DefaultText() string {
+	switch d := k.Default.(type) {
+	case nil:
+		return ""
+	case time.Duration:
+		return formatDuration(d)
+	case []string:
+		return "[" + strings.Join(d, ", ") + "]"
+	default:
+		return fmt.Sprint(d)
+	}
+}
+
+// formatDuration writes d as people write it: 5m, 1s, 250ms.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// k declares a key whose kind follows from its default.
+func k(name string, def any, help string, doc ...string) Key {
+	var kind Kind
+	switch def.(type) {
+	case string:
+		kind = String
+	case time.Duration:
+		kind = Duration
+	case uint32:
+		kind = Uint32
+	case float64:
+		kind = Float
+	case bool:
+		kind = Bool
+	case []string:
+		kind = List
+	default:
+		panic(fmt.Sprintf("config: key %s: default of type %T", name, def))
+	}
+	return Key{Name: name, Kind: kind, Default: def, Help: help, Doc: strings.Join(doc, "")}
+}
+
+// unset declares a key without a default.
+func unset(name string, kind Kind, help string, doc ...string) Key {
+	return Key{Name: name, Kind: kind, Help: help, Doc: strings.Join(doc, "")}
+}
+
+func secret(key Key) Key { key.Secret = true; return key }
+
+// Keys is the table of every configuration key, in the order of the
+// README, --help and examples/xds-server.yaml.
+var Keys = []Key{
+	k("xds.address", ":18000", "host:port of the xDS (ADS) gRPC listener"),
+	k("xds.debounce", 50*time.Millisecond, "quiet time that ends a burst of discovery changes before nodes are updated"),
+	k("xds.max_delay", time.Second, "longest a burst of changes may postpone an update"),
+	k("xds.node_grace", 5*time.Minute, "keep the snapshot of a disconnected node this long (a reconnect within it is served at once)"),
+	k("xds.max_streams", uint32(1000), "concurrent gRPC streams per client connection"),
+	k("xds.shutdown_grace", 5*time.Second, "on SIGTERM, new streams are refused at once and the open ones keep being served (and updated) this long, so clients can reconnect elsewhere", "xds-servers-own-shutdown"),
+	k("xds.shutdown_timeout", 10*time.Second, "after the grace, how long closing the streams may take before they are cut"),
+	k("xds.keepalive.time", 30*time.Second, "ping a client connection idle this long"),
+	k("xds.keepalive.timeout", 10*time.Second, "close a connection whose ping is not answered in this time"),
+	k("xds.keepalive.min_time", 10*time.Second, "reject clients that ping more often than this"),
+	k("admin.address", "127.0.0.1:19000", "host:port of the admin HTTP listener (/healthz, /readyz, /metrics, /debug/*)", "admin-endpoints-adminaddress-loopback-by-default"),
+	k("discovery.source", "static", "discovery source: static or consul"),
+	k("discovery.static.file", "examples/endpoints.yaml", "YAML file of services and endpoints, reloaded on change (the built-in example if this default path does not exist)", "static-endpoints-file"),
+	k("discovery.static.poll_interval", time.Second, "how often the static file is checked for changes"),
+	k("discovery.consul.address", "127.0.0.1:8500", "Consul HTTP API: host:port, or a URL with http://, https:// or unix://", "using-it-with-consul"),
+	secret(k("discovery.consul.token", "", "Consul ACL token; empty: the CONSUL_HTTP_TOKEN env var")),
+	k("discovery.consul.datacenter", "", "Consul datacenter to read; empty: the agent's"),
+	k("discovery.consul.services", []string{}, "only these Consul services; empty: all (but consul)"),
+	k("discovery.consul.tags", []string{}, "only service instances that carry all these tags"),
+	k("discovery.consul.wait", 5*time.Minute, "blocking query wait time, at most 10m"),
+	k("discovery.consul.min_interval", 100*time.Millisecond, "minimum time between two discovery updates (bursts are coalesced)"),
+	k("discovery.consul.backoff_base", 250*time.Millisecond, "first retry delay after a Consul error (doubles up to backoff_max, with jitter; reset on success)"),
+	k("discovery.consul.backoff_max", 30*time.Second, "longest retry delay after Consul errors"),
+	k("discovery.consul.warning_as", "healthy", "an instance with a warning check is healthy (weight = its Weights.Warning) or degraded"),
+
+	k("services.<name>.lb_policy", "round_robin", "round_robin, least_request, ring_hash, random or maglev"),
+	k("services.<name>.connect_timeout", time.Second, "cluster connect timeout"),
+	k("services.<name>.subset_size", uint32(0), "endpoints of the service each node gets; 0: all", "subsetting"),
+	k("services.<name>.subsetting", "steady", "steady (low churn) or classic (the SRE book's deterministic subsetting)", "subsetting"),
+	k("services.<name>.protocol", "http1", "http1, http2 or grpc: http2 and grpc make Envoy speak HTTP/2 to the endpoints"),
+	k("services.<name>.locality_weighted_lb", false, "Envoy picks a locality by its EDS weight first (grpc-go always does)"),
+	unset("services.<name>.health_check.enabled", Bool, "Envoy's active health checks are on when the health_check section is present (health_check: {} takes every default); false turns an inherited one off"),
+	unset("services.<name>.health_check.path", String, "HTTP GET path of the health check; default /healthz"),
+	unset("services.<name>.health_check.grpc", Bool, "grpc.health.v1 instead of HTTP (needs protocol http2 or grpc); default false"),
+	unset("services.<name>.health_check.interval", Duration, "time between health checks; default 10s"),
+	unset("services.<name>.health_check.timeout", Duration, "health check timeout, at most the interval; default 2s"),
+	unset("services.<name>.health_check.unhealthy_threshold", Uint32, "failed checks that make a host unhealthy; default 3"),
+	unset("services.<name>.health_check.healthy_threshold", Uint32, "passed checks that make it healthy again; default 2"),
+	unset("services.<name>.outlier_detection.enabled", Bool, "passive ejection is on when the outlier_detection section is present (outlier_detection: {} takes every default); false turns an inherited one off"),
+	unset("services.<name>.outlier_detection.consecutive_5xx", Uint32, "consecutive 5xx that eject a host; default 5 (grpc-go ignores it)"),
+	unset("services.<name>.outlier_detection.interval", Duration, "time between ejection sweeps; default 10s"),
+	unset("services.<name>.outlier_detection.base_ejection_time", Duration, "base ejection time; default 30s"),
+	unset("services.<name>.outlier_detection.max_ejection_percent", Uint32, "most hosts ejected at once, in percent [0, 100]; default 10"),
+	unset("services.<name>.circuit_breakers.max_connections", Uint32, "circuit breaker of the default priority; 0 or absent: Envoy's default"),
+	unset("services.<name>.circuit_breakers.max_pending_requests", Uint32, "circuit breaker of the default priority; 0 or absent: Envoy's default"),
+	unset("services.<name>.circuit_breakers.max_requests", Uint32, "circuit breaker of the default priority (grpc-go applies it); 0 or absent: Envoy's default"),
+	unset("services.<name>.circuit_breakers.max_retries", Uint32, "circuit breaker of the default priority; 0 or absent: Envoy's default"),
+	unset("services.<name>.ring_hash.minimum_ring_size", Uint32, "ring size for lb_policy ring_hash; default 1024"),
+	unset("services.<name>.ring_hash.maximum_ring_size", Uint32, "largest ring for lb_policy ring_hash; default and limit 8388608"),
+	k("services.<name>.weights.enabled", false, "EDS weights of this service follow utilization reports", "weights-from-utilization"),
+	k("services.<name>.weights.mode", "global", "global: one weight per endpoint for every node; per_node: each node its own split", "per-node-weights"),
+	k("services.<name>.weights.sources", []string{"orca", "lrs", "http"}, "which reports count: orca, lrs, http"),
+	k("services.<name>.weights.orca_port_meta", "orca_port", "meta key holding an endpoint's ORCA port (else the service port)"),
+	unset("services.<name>.drain_window", Duration, "drain.window for this service", "lame-duck-draining"),
+
+	k("subsetting.index_source", "local", "where nodes get their client index (and endpoints their slot): local (lowest free index per group, sticky), consul (the same tables in Consul KV, shared by replicas) or metadata (the node's subset.index metadata)", "subsetting"),
+	k("subsetting.index_ttl", 10*time.Minute, "a disconnected node's client index (and a departed endpoint's slot) stays reserved for it this long"),
+	k("subsetting.group_by", "cluster", "nodes are indexed per group: cluster (the node's cluster), zone, none, or metadata.<key>"),
+	k("subsetting.consul.prefix", "xds-server/subsetting", "Consul KV prefix of the client index and endpoint slot tables (index_source consul; Consul address and token from discovery.consul.*)"),
+	k("weights.update_period", time.Second, "recompute EDS weights from utilization reports this often", "weights-from-utilization"),
+	k("weights.min_change", 0.05, "push new weights only when some endpoint's share of its service changed by more than this fraction, in [0, 1)"),
+	k("weights.min_push_interval", 5*time.Second, "at most one weight-driven push per this interval"),
+	k("weights.blackout_period", 10*time.Second, "a new endpoint's reports count only after it has reported for this long"),
+	k("weights.expiration_period", 3*time.Minute, "reports older than this are ignored (the endpoint gets the service's mean weight)"),
+	k("weights.smoothing", 0.5, "EWMA factor applied to new weights, in (0, 1]; 1 means no smoothing"),
+	k("weights.error_utilization_penalty", 1.0, "cost of errors: weight = qps / (utilization + eps/qps * penalty)"),
+	k("weights.overload_threshold", 0.9, "an endpoint above this utilization sheds weight"),
+	k("weights.overload_recover", 0.8, "an overloaded endpoint regains weight only below this utilization"),
+	k("weights.max_ratio", 100.0, "largest over smallest EDS weight within a service"),
+	k("weights.orca_interval", time.Second, "ORCA report interval asked of backends"),
+	k("weights.lrs_interval", time.Second, "load report interval asked of LRS clients (Envoy, gRPC)"),
+	k("weights.balance", true, "global mode: when nodes send LRS, pick the one weight per endpoint that evens out the utilization their subsets and rates predict (false: the formula's weights alone)", "balanced-global-weights"),
+	k("weights.per_node_damping", 0.5, "per_node mode: fraction of the way from a node's last weights to the solver's optimum per push, in (0, 1]", "per-node-weights"),
+	k("drain.window", 30*time.Second, "an endpoint that leaves discovery stays DRAINING this long before it is removed (0: removed at once); per service: services.<name>.drain_window", "lame-duck-draining"),
+	k("drain.meta_key", "lame_duck", "endpoints whose meta value at this key is true (true, 1, yes, on) are DRAINING; empty: off"),
+	k("drain.tag", "lame_duck", "endpoints with this tag are DRAINING; empty: off"),
+	k("drain.orca_metric", "lame_duck", "endpoints whose ORCA reports carry this named metric >= 1 are DRAINING (services with the orca weights source); empty: off"),
+	k("ratelimit.address", ":18081", "host:port of the rate-limit service (Envoy RLS v3 gRPC)", "rate-limiting"),
+	k("ratelimit.advertise_address", "", "host:port Envoy uses to reach the rate-limit service (the generated xds-server-ratelimit cluster of listeners' ratelimit filters); empty: ratelimit.address with an empty or unspecified host replaced by 127.0.0.1", "listeners-and-routes"),
+	k("ratelimit.config", "", "envoyproxy/ratelimit YAML file or directory of them; empty: no domains, every request is OK"),
+	k("ratelimit.failure_mode", "allow", "when the store fails: allow (fail open) or deny"),
+	k("ratelimit.store", "memory", "where counters live: memory (this process) or redis (shared by replicas; ratelimit.redis.*)"),
+	k("ratelimit.headers", false, "add RateLimit-Limit/Remaining/Reset response headers for the descriptor closest to its limit"),
+	k("ratelimit.reload_interval", 5*time.Second, "how often the rate-limit config is checked for changes (a bad reload keeps the previous config)"),
+	k("ratelimit.shadow_mode", false, "every rule in shadow mode (envoyproxy/ratelimit's SHADOW_MODE): hits over a limit are counted (ratelimit_over_limit_total, ratelimit_shadow_mode_total) but answered OK, and so is a store failure under failure_mode deny"),
+	k("ratelimit.near_limit_ratio", 0.8, "hits admitted above this share of a limit also count as near_limit (ratelimit_near_limit_total), in (0, 1]"),
+	k("ratelimit.local_cache_keys", uint32(100_000), "most keys remembered as over their limit until their window resets, refused without asking the store; 0: off"),
+	k("ratelimit.max_descriptors", uint32(64), "most descriptors per request, in [1, 1048576]; more is InvalidArgument"),
+	k("ratelimit.max_entries", uint32(32), "most entries per descriptor, in [1, 1048576]; more is InvalidArgument"),
+	k("ratelimit.max_value_bytes", uint32(1024), "longest domain, entry key or entry value in bytes, in [1, 1048576]; longer is InvalidArgument"),
+	k("ratelimit.criticality.key", "criticality", "descriptor entry key carrying a request's criticality (CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE; absent or unknown: CRITICAL); it is removed before matching", "criticality"),
+	k("ratelimit.criticality.adaptive", true, "every rule (but those with criticality: false) keeps for the classes above each class the hits they asked for over the last unit of its limit (this replica's requests, scaled by its share of the usage in the store), so lower classes are refused first whatever the mix; traffic without criticality entries is unaffected", "criticality"),
+	k("ratelimit.criticality.enabled", false, "apply ratelimit.criticality.shares to every rule without a criticality setting of its own (off: only rules with a criticality setting reserve headroom, and envoyproxy/ratelimit configs answer as there)"),
+	k("ratelimit.criticality.shares.sheddable", 0.7, "share of a limit SHEDDABLE requests may fill, in [0, 1]"),
+	k("ratelimit.criticality.shares.sheddable_plus", 0.8, "share of a limit SHEDDABLE_PLUS requests may fill (>= sheddable's)"),
+	k("ratelimit.criticality.shares.critical", 0.9, "share of a limit CRITICAL requests may fill (>= sheddable_plus's)"),
+	k("ratelimit.criticality.shares.critical_plus", 1.0, "share of a limit CRITICAL_PLUS requests may fill (>= critical's)"),
+	k("ratelimit.redis.address", "127.0.0.1:6379", "host:port of the Redis node (ratelimit.store redis)"),
+	k("ratelimit.redis.username", "", "Redis ACL user; empty: the default user"),
+	secret(k("ratelimit.redis.password", "", "Redis password; empty: no AUTH (prefer the env var XDS_SERVER_RATELIMIT_REDIS_PASSWORD)")),
+	k("ratelimit.redis.db", uint32(0), "Redis database number, in [0, 2147483647]"),
+	k("ratelimit.redis.tls", false, "connect to Redis with TLS"),
+	k("ratelimit.redis.tls_ca_file", "", "PEM CA bundle that verifies Redis's certificate; empty: the system roots"),
+	k("ratelimit.redis.tls_server_name", "", "name Redis's certificate is verified for; empty: the host of ratelimit.redis.address"),
+	k("ratelimit.redis.tls_skip_verify", false, "do not verify Redis's certificate (testing only)"),
+	k("ratelimit.redis.pool_size", uint32(0), "most Redis connections, at most 10000; 0: 10 per CPU"),
+	k("ratelimit.redis.timeout", 250*time.Millisecond, "bound of one decision's Redis round trip (and of a connection attempt); beyond it the failure mode answers"),
+	k("ratelimit.redis.pipelines", uint32(1), "Redis script runs in flight at once; requests arriving meanwhile are decided together in the next run (one round trip for all)"),
+	k("ratelimit.redis.key_prefix", "xds-server:rl:", "prefix of every Redis key (empty: fixed-window keys are envoyproxy/ratelimit's own)"),
+	unset("listeners", Listeners, "HTTP listeners and their routes (and rate-limit and admission-control filters) served to the Envoy and proxyless gRPC nodes their nodes globs match; file only", "listeners-and-routes"),
+	k("log.level", "info", "log level: debug, info, warn, error"),
+	k("log.format", "text", "log format: text or json"),
+	k("runtime.heap_floor_mib", uint32(128), "the garbage collector lets the heap grow to this many MiB before collecting, or to twice the live heap when that is more (Go's default); fewer collections at high request rates; 0: Go's default"),
+}
+
+// Lookup returns the key named name (services.<name>.* under their
+// placeholder).
+func Lookup(name string) (Key, bool) {
+	i := slices.IndexFunc(Keys, func(k Key) bool { return k.Name == name })
+	if i < 0 {
+		return Key{}, false
+	}
+	return Keys[i], true
+}
+
+// FlagKeys are the keys that are flags and env vars, in table order.
+func FlagKeys() []Key {
+	var out []Key
+	for _, k := range Keys {
+		if !k.FileOnly() {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// serviceKey returns the per-service key at rel (lb_policy,
+// health_check.path).
+func serviceKey(rel string) (Key, bool) { return Lookup(ServicePrefix + rel) }
+
+// isSection reports whether path (a dotted prefix of a key, like xds or
+// xds.keepalive, or health_check under a service with prefix
+// services.<name>.) is a section of the table.
+func isSection(prefix, path string) bool {
+	return slices.ContainsFunc(Keys, func(k Key) bool { return strings.HasPrefix(k.Name, prefix+path+".") })
+}

@@ -1,0 +1,168 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/xds-server/xds-server/ratelimit"
+)
+
+// RateLimitConfig configures the rate-limit service (the ratelimit:
+// section).
+type RateLimitConfig struct {
+	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
+	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
+	FailureMode    string            `mapstructure:"failure_mode"`     // allow | deny, when the store fails
+	Store          string            `mapstructure:"store"`            // memory | redis
+	Headers        bool              `mapstructure:"headers"`          // RateLimit-* response headers
+	ReloadInterval time.Duration     `mapstructure:"reload_interval"`  // how often the config files are checked for changes
+	ShadowMode     bool              `mapstructure:"shadow_mode"`      // every rule in shadow mode
+	NearLimitRatio float64           `mapstructure:"near_limit_ratio"` // near_limit above this share of a limit
+	LocalCacheKeys uint32            `mapstructure:"local_cache_keys"` // over-limit cache bound; 0 = off
+	MaxDescriptors uint32            `mapstructure:"max_descriptors"`  // request bounds
+	MaxEntries     uint32            `mapstructure:"max_entries"`
+	MaxValueBytes  uint32            `mapstructure:"max_value_bytes"`
+	Criticality    CriticalityConfig `mapstructure:"criticality"`
+	Redis          RedisConfig       `mapstructure:"redis"` // the redis store (store: redis)
+}
+
+// CriticalityConfig is the ratelimit.criticality section.
+type CriticalityConfig struct {
+	Key      string `mapstructure:"key"`      // descriptor entry key of the criticality
+	Adaptive bool   `mapstructure:"adaptive"` // reserve the higher classes' recent demand
+	Enabled  bool   `mapstructure:"enabled"`  // shares for every rule without its own setting
+	Shares   struct {
+		Sheddable     float64 `mapstructure:"sheddable"`
+		SheddablePlus float64 `mapstructure:"sheddable_plus"`
+		Critical      float64 `mapstructure:"critical"`
+		CriticalPlus  float64 `mapstructure:"critical_plus"`
+	} `mapstructure:"shares"`
+}
+
+// shares are c's shares, lowest class first.
+func (c CriticalityConfig) shares() ratelimit.Shares {
+	s := c.Shares
+	return ratelimit.Shares{s.Sheddable, s.SheddablePlus, s.Critical, s.CriticalPlus}
+}
+
+// Service is the part of ratelimit.ServiceConfig that c sets.
+func (c RateLimitConfig) Service() ratelimit.ServiceConfig {
+	cacheKeys := int(c.LocalCacheKeys)
+	if cacheKeys == 0 {
+		cacheKeys = -1 // off
+	}
+	return ratelimit.ServiceConfig{Path: c.Config, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
+		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
+		MaxValueBytes: int(c.MaxValueBytes),
+		Criticality: ratelimit.CriticalityConfig{Key: c.Criticality.Key, StaticOnly: !c.Criticality.Adaptive,
+			Enabled: c.Criticality.Enabled, Shares: c.Criticality.shares()}}
+}
+
+// RedisConfig is the ratelimit.redis section: the Redis node shared by
+// the replicas of the rate-limit service.
+type RedisConfig struct {
+	Address       string        `mapstructure:"address"`         // host:port of one Redis node
+	Username      string        `mapstructure:"username"`        // ACL user; "" = the default user
+	Password      string        `mapstructure:"password"`        // "" = no AUTH; env XDS_SERVER_RATELIMIT_REDIS_PASSWORD
+	DB            uint32        `mapstructure:"db"`              // database number
+	TLS           bool          `mapstructure:"tls"`             // connect with TLS
+	TLSCAFile     string        `mapstructure:"tls_ca_file"`     // PEM CA bundle; "" = system roots
+	TLSServerName string        `mapstructure:"tls_server_name"` // name verified; "" = the address's host
+	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // do not verify the server's certificate
+	PoolSize      uint32        `mapstructure:"pool_size"`       // connections; 0 = 10 per CPU
+	Timeout       time.Duration `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
+	KeyPrefix     string        `mapstructure:"key_prefix"`      // before every key
+	Pipelines     uint32        `mapstructure:"pipelines"`       // script runs in flight at once; 0 = 1
+}
+
+// Store is the ratelimit.RedisConfig of c.
+func (c RedisConfig) Store() ratelimit.RedisConfig {
+	return ratelimit.RedisConfig{Address: c.Address, Username: c.Username, Password: c.Password, DB: int(c.DB),
+		TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSServerName: c.TLSServerName, TLSInsecureSkipVerify: c.TLSSkipVerify,
+		PoolSize: int(c.PoolSize), Timeout: c.Timeout, KeyPrefix: c.KeyPrefix,
+		Pipelines: int(c.Pipelines)}
+}
+
+// validate checks the ratelimit.redis section (whatever the store, so
+// that a mistake shows before the store is switched).
+func (c RedisConfig) validate(p *problems) {
+	checkAddr(p, "ratelimit.redis.address", c.Address)
+	if c.DB > math.MaxInt32 {
+		p.bad("ratelimit.redis.db", c.DB, fmt.Sprintf("is not in [0, %d]", math.MaxInt32))
+	}
+	if c.Timeout <= 0 {
+		p.bad("ratelimit.redis.timeout", c.Timeout, "must be positive")
+	}
+	if c.PoolSize > 10_000 {
+		p.bad("ratelimit.redis.pool_size", c.PoolSize, "is not in [0, 10000]")
+	}
+	if !c.TLS {
+		for key, v := range map[string]any{"tls_ca_file": c.TLSCAFile, "tls_server_name": c.TLSServerName,
+			"tls_skip_verify": c.TLSSkipVerify} {
+			if v != "" && v != false {
+				p.bad("ratelimit.redis."+key, v, "needs ratelimit.redis.tls: true")
+			}
+		}
+	}
+	if c.TLS && c.TLSCAFile != "" {
+		if _, err := c.Store().TLSConfig(); err != nil {
+			p.bad("ratelimit.redis.tls_ca_file", c.TLSCAFile, err.Error())
+		}
+	}
+}
+
+// validateRateLimit checks the ratelimit section, the config files included.
+func (c Config) validateRateLimit(p *problems) {
+	r := c.RateLimit
+	checkAddr(p, "ratelimit.address", r.Address)
+	if _, err := ratelimit.ParseFailureMode(r.FailureMode); err != nil {
+		p.bad("ratelimit.failure_mode", r.FailureMode, "is not one of allow, deny")
+	}
+	switch r.Store {
+	case "memory", "redis":
+	default:
+		p.bad("ratelimit.store", r.Store, "is not one of memory, redis")
+	}
+	r.Redis.validate(p)
+	if r.ReloadInterval <= 0 {
+		p.bad("ratelimit.reload_interval", r.ReloadInterval, "must be positive")
+	}
+	if !(r.NearLimitRatio > 0 && r.NearLimitRatio <= 1) {
+		p.bad("ratelimit.near_limit_ratio", r.NearLimitRatio, "is not in (0, 1]")
+	}
+	for key, v := range map[string]uint32{"max_descriptors": r.MaxDescriptors, "max_entries": r.MaxEntries,
+		"max_value_bytes": r.MaxValueBytes} {
+		if v == 0 || v > 1<<20 {
+			p.bad("ratelimit."+key, v, fmt.Sprintf("is not in [1, %d]", 1<<20))
+		}
+	}
+	if r.Criticality.Key == "" {
+		p.bad("ratelimit.criticality.key", r.Criticality.Key, "must not be empty")
+	}
+	c.validateShares(p)
+	if r.Config != "" {
+		if _, err := ratelimit.LoadPath(r.Config); err != nil {
+			p.bad("ratelimit.config", r.Config, err.Error())
+		}
+	}
+}
+
+// validateShares checks each class's share: in [0, 1], never below the
+// share of the class under it.
+func (c Config) validateShares(p *problems) {
+	s := c.RateLimit.Criticality.Shares
+	classes := []struct {
+		key string
+		v   float64
+	}{{"sheddable", s.Sheddable}, {"sheddable_plus", s.SheddablePlus}, {"critical", s.Critical}, {"critical_plus", s.CriticalPlus}}
+	for i, cl := range classes {
+		key := "ratelimit.criticality.shares." + cl.key
+		switch {
+		case !(cl.v >= 0 && cl.v <= 1):
+			p.bad(key, cl.v, "is not in [0, 1]")
+		case i > 0 && cl.v < classes[i-1].v:
+			p.bad(key, cl.v, fmt.Sprintf("is below ratelimit.criticality.shares.%s (%v)", classes[i-1].key, classes[i-1].v))
+		}
+	}
+}
