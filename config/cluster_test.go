@@ -43,7 +43,7 @@ services:
 		"sessions": {Protocol: envoy.HTTP1, OutlierDetection: od, CircuitBreakers: envoy.CircuitBreakers{MaxRequests: 500},
 			LocalityWeightedLB: true, RingHash: envoy.RingHashSize{Min: 128}},
 	} {
-		if got := cfg.settings(name).Cluster; got != want {
+		if got := cfg.ServiceSettings(name).Cluster; got != want {
 			t.Errorf("%s:\n got %+v\nwant %+v", name, got, want)
 		}
 	}
@@ -68,9 +68,10 @@ services:
 		"ring sizes": {`services: {api: {ring_hash: {minimum_ring_size: 9000, maximum_ring_size: 4000}}}`,
 			[]string{"services.api.ring_hash.minimum_ring_size: 9000 is above maximum_ring_size 4000"}},
 		"unknown key":    {`services: {api: {health_check: {port: 80}}}`, []string{"services.api.health_check.port: unknown key"}},
-		"bad duration":   {`services: {api: {outlier_detection: {interval: soon}}}`, []string{"outlier_detection.interval", "invalid duration"}},
-		"negative count": {`services: {api: {circuit_breakers: {max_requests: -1}}}`, []string{"services.api.circuit_breakers.max_requests: -1 is not in [0, 4294967295]"}},
-		"empty section":  {`services: {api: {health_check: {}}}`, []string{"services.api.health_check: unknown key", "health_check.enabled"}},
+		"bad duration":   {`services: {api: {outlier_detection: {interval: soon}}}`, []string{"services.api.outlier_detection.interval: soon: is not a duration (like 50ms, 5s or 1m)"}},
+		"negative count": {`services: {api: {circuit_breakers: {max_requests: -1}}}`, []string{"services.api.circuit_breakers.max_requests: -1: is not in [0, 4294967295]"}},
+		"unit-less duration": {`services: {api: {health_check: {interval: 10}}}`,
+			[]string{"services.api.health_check.interval: 10: a duration needs a unit (like 50ms, 5s or 1m)"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadArgs(t, "--config", writeConfig(t, tc.body))

@@ -1,13 +1,13 @@
 package config
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/xds-server/xds-server/ratelimit"
 )
@@ -21,13 +21,18 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
+// loadArgs loads the configuration of command-line args (--config FILE
+// and key flags) and the process environment, as the binary does.
 func loadArgs(t *testing.T, args ...string) (Config, error) {
 	t.Helper()
-	fs := newFlagSet("test")
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	path := fs.String("config", "", "")
+	flags := AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return load(fs)
+	cfg, errs := Load(Sources{File: *path, Env: os.LookupEnv, Flags: flags()})
+	return cfg, errs.Err()
 }
 
 func TestDefaults(t *testing.T) {
@@ -91,10 +96,10 @@ services:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := cfg.settings("echo"); s.LBPolicy != "ring_hash" || s.ConnectTimeout != 3*time.Second {
+	if s := cfg.ServiceSettings("echo"); s.LBPolicy != "ring_hash" || s.ConnectTimeout != 3*time.Second {
 		t.Errorf("echo: %+v", s)
 	}
-	if s := cfg.settings("other"); s.LBPolicy != "least_request" || s.ConnectTimeout != time.Second {
+	if s := cfg.ServiceSettings("other"); s.LBPolicy != "least_request" || s.ConnectTimeout != time.Second {
 		t.Errorf("other (defaults): %+v", s)
 	}
 }
@@ -111,14 +116,14 @@ weights: { min_push_interval: 2s, max_ratio: 50 }
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, on := cfg.weightsOf("api")
+	api, on := cfg.WeightsOf("api")
 	if !on || api.Mode != "global" || strings.Join(api.Sources, ",") != "orca" || api.ORCAPortMeta != "grpc_orca" {
 		t.Errorf("api: on=%v %+v", on, api)
 	}
-	if web, on := cfg.weightsOf("web"); !on || strings.Join(web.Sources, ",") != "http,lrs" || web.ORCAPortMeta != "orca_port" {
+	if web, on := cfg.WeightsOf("web"); !on || strings.Join(web.Sources, ",") != "http,lrs" || web.ORCAPortMeta != "orca_port" {
 		t.Errorf("web: on=%v %+v", on, web)
 	}
-	if _, on := cfg.weightsOf("other"); on {
+	if _, on := cfg.WeightsOf("other"); on {
 		t.Error("other: weights on without opting in")
 	}
 	w := cfg.Weights
@@ -147,11 +152,11 @@ subsetting: { index_source: metadata, index_ttl: 1m, group_by: metadata.team }
 		"small": {0, "steady"},   // 0 overrides "*" (subsetting off)
 		"other": {10, "steady"},  // all from "*"; steady is the default
 	} {
-		if s := cfg.settings(name); s.SubsetSize != tc.size || string(s.Subsetting) != tc.alg {
+		if s := cfg.ServiceSettings(name); s.SubsetSize != tc.size || string(s.Subsetting) != tc.alg {
 			t.Errorf("%s: subset_size %d, subsetting %q; want %d, %q", name, s.SubsetSize, s.Subsetting, tc.size, tc.alg)
 		}
 	}
-	xc := cfg.xdsConfig().Subsetting
+	xc := cfg.ServerConfig().Subsetting
 	if xc.IndexSource != "metadata" || xc.IndexTTL != time.Minute || xc.GroupBy != "metadata.team" {
 		t.Errorf("subsetting: %+v", xc)
 	}
@@ -162,7 +167,7 @@ subsetting: { index_source: metadata, index_ttl: 1m, group_by: metadata.team }
 	if d := def.Subsetting; d.IndexSource != "local" || d.IndexTTL != 10*time.Minute || d.GroupBy != "cluster" || d.Consul.Prefix != "xds-server/subsetting" {
 		t.Errorf("subsetting defaults: %+v", d)
 	}
-	if s := def.settings("x"); s.SubsetSize != 0 || s.Subsetting != "steady" {
+	if s := def.ServiceSettings("x"); s.SubsetSize != 0 || s.Subsetting != "steady" {
 		t.Errorf("service defaults: %+v (want subsetting off, steady)", s)
 	}
 }
@@ -185,7 +190,7 @@ func TestValidationErrors(t *testing.T) {
 		"negative duration":        {args: []string{"--xds.node_grace=-1s"}, want: []string{"xds.node_grace", "negative"}},
 		"bad consul warning_as":    {file: "discovery: { source: consul, consul: { warning_as: sick } }\n", want: []string{"warning_as"}},
 		"two errors both reported": {file: "log: { format: xml, level: loud }\n", want: []string{"log.format", "log.level"}},
-		"negative subset size":     {file: "services: { echo: { subset_size: -1 } }\n", want: []string{"services.echo.subset_size", "negative"}},
+		"negative subset size":     {file: "services: { echo: { subset_size: -1 } }\n", want: []string{"services.echo.subset_size: -1: is not in [0, 4294967295]"}},
 		"bad subset size type":     {file: "services: { echo: { subset_size: lots } }\n", want: []string{"subset_size"}},
 		"bad subsetting":           {file: "services: { '*': { subsetting: random } }\n", want: []string{"services.*.subsetting", "classic, steady"}},
 		"bad index source":         {args: []string{"--subsetting.index_source", "etcd"}, want: []string{"subsetting.index_source", "etcd"}},
@@ -202,7 +207,7 @@ func TestValidationErrors(t *testing.T) {
 		"bad weights source":       {file: "services: { api: { weights: { sources: [orca, snmp] } } }\n", want: []string{"services.api.weights.sources", "snmp"}},
 		"bad smoothing":            {args: []string{"--weights.smoothing", "0"}, want: []string{"weights", "smoothing"}},
 		"bad min change":           {file: "weights: { min_change: 2 }\n", want: []string{"weights.min_change"}},
-		"bad overload marks":       {file: "weights: { overload_threshold: 0.5, overload_recover: 0.7 }\n", want: []string{"overload recover"}},
+		"bad overload marks":       {file: "weights: { overload_threshold: 0.5, overload_recover: 0.7 }\n", want: []string{"weights.overload_recover: 0.7: is not in (0, 0.5]"}},
 		"zero update period":       {args: []string{"--weights.update_period=0s"}, want: []string{"weights.update_period", "positive"}},
 		"bad ratelimit store":      {args: []string{"--ratelimit.store", "etcd"}, want: []string{"ratelimit.store", "etcd"}},
 		"bad redis address":        {args: []string{"--ratelimit.store", "redis", "--ratelimit.redis.address", "nope"}, want: []string{"ratelimit.redis.address", "nope"}},
@@ -215,8 +220,8 @@ func TestValidationErrors(t *testing.T) {
 		"near limit ratio above 1": {file: "ratelimit: { near_limit_ratio: 1.5 }\n", want: []string{"ratelimit.near_limit_ratio", "1.5"}},
 		"zero max descriptors":     {args: []string{"--ratelimit.max_descriptors", "0"}, want: []string{"ratelimit.max_descriptors", "0"}},
 		"empty criticality key":    {file: "ratelimit: { criticality: { key: '' } }\n", want: []string{"ratelimit.criticality.key", "empty"}},
-		"decreasing shares":        {file: "ratelimit: { criticality: { shares: { critical: 0.5 } } }\n", want: []string{"ratelimit.criticality.shares", "CRITICAL 0.5", "SHEDDABLE_PLUS 0.8"}},
-		"share above 1":            {args: []string{"--ratelimit.criticality.shares.critical_plus", "1.2"}, want: []string{"ratelimit.criticality.shares", "CRITICAL_PLUS 1.2"}},
+		"decreasing shares":        {file: "ratelimit: { criticality: { shares: { critical: 0.5 } } }\n", want: []string{"ratelimit.criticality.shares.critical: 0.5: is below ratelimit.criticality.shares.sheddable_plus (0.8)"}},
+		"share above 1":            {args: []string{"--ratelimit.criticality.shares.critical_plus", "1.2"}, want: []string{"ratelimit.criticality.shares.critical_plus: 1.2: is not in [0, 1]"}},
 		"unknown criticality key":  {file: "ratelimit: { criticality: { keys: x } }\n", want: []string{"ratelimit.criticality.keys: unknown key"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -237,81 +242,10 @@ func TestValidationErrors(t *testing.T) {
 	}
 }
 
-func TestValidateCommand(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"validate", "--config", writeConfig(t, "xds: { address: ':18000' }\n")}, &out, &errOut); code != 0 {
-		t.Fatalf("valid config: exit %d, stderr %s", code, errOut.String())
-	}
-	out.Reset()
-	errOut.Reset()
-	code := run([]string{"validate", "--config", writeConfig(t, "discovery: { sorce: consul }\n")}, &out, &errOut)
-	if code == 0 || !strings.Contains(errOut.String(), "discovery.sorce: unknown key") {
-		t.Fatalf("invalid config: exit %d, stderr %q", code, errOut.String())
-	}
-}
 
-func TestHelpListsEveryFlag(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errOut); code != 0 {
-		t.Fatalf("--help exit %d", code)
-	}
-	for _, o := range options {
-		if !strings.Contains(out.String(), "--"+o.key) {
-			t.Errorf("--help does not list --%s", o.key)
-		}
-	}
-}
 
-// TestExampleConfig keeps examples/xds-server.yaml valid and equal to the defaults.
-func TestExampleConfig(t *testing.T) {
-	cfg, err := loadArgs(t, "--config", "../../examples/xds-server.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	def, err := loadArgs(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(cfg, def) {
-		t.Errorf("examples/xds-server.yaml differs from the defaults:\n file     %+v\n defaults %+v", cfg, def)
-	}
-}
 
-func TestDrainWindowPerService(t *testing.T) {
-	cfg := Config{Drain: DrainConfig{Window: 30 * time.Second}, Services: map[string]ServiceConfig{
-		"*": {}, "api": {DrainWindow: "5s"}, "web": {DrainWindow: "0s"},
-	}}
-	for svc, want := range map[string]time.Duration{"api": 5 * time.Second, "API": 5 * time.Second, "web": 0, "other": 30 * time.Second} {
-		if got := cfg.drainWindow(svc); got != want {
-			t.Errorf("drainWindow(%s) = %v, want %v", svc, got, want)
-		}
-	}
-}
 
-func TestRateLimitCheck(t *testing.T) {
-	dir := t.TempDir()
-	good := dir + "/good.yaml"
-	bad := dir + "/bad.yaml"
-	write := func(p, body string) {
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(good, "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: 10 }\n")
-	write(bad, "domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: fortnight, requests_per_unit: 10 }\n")
-	var out, errOut bytes.Buffer
-	if code := run([]string{"ratelimit", "check", "--config", good}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "1 domain(s), 1 rule(s)") {
-		t.Errorf("good config: exit %d, %q %q", code, out.String(), errOut.String())
-	}
-	out.Reset()
-	errOut.Reset()
-	if code := run([]string{"ratelimit", "check", "--config", bad}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "fortnight") {
-		t.Errorf("bad config: exit %d, %q; want 1 naming the unit", code, errOut.String())
-	}
-	if code := run([]string{"validate", "--ratelimit.config", bad}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "ratelimit.config") {
-		t.Errorf("validate with a bad rate-limit config: exit %d, %q", code, errOut.String())
-	}
-}
 
 // The redis store's settings: file, env (the password) and defaults.
 func TestRateLimitRedisSettings(t *testing.T) {
@@ -331,7 +265,7 @@ ratelimit:
 	if got := cfg.RateLimit.Redis; got != want {
 		t.Errorf("ratelimit.redis:\n got  %+v\n want %+v", got, want)
 	}
-	if s := cfg.RateLimit.Redis.store(); s.Address != want.Address || s.DB != 2 || s.PoolSize != 32 || s.Password != "from-env" ||
+	if s := cfg.RateLimit.Redis.Store(); s.Address != want.Address || s.DB != 2 || s.PoolSize != 32 || s.Password != "from-env" ||
 		!s.TLS || s.TLSServerName != "redis.internal" || s.Timeout != 100*time.Millisecond || s.KeyPrefix != "edge:" {
 		t.Errorf("store config: %+v", s)
 	}
@@ -355,7 +289,7 @@ func TestRateLimitServiceSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := def.RateLimit.service()
+	d := def.RateLimit.Service()
 	if d.NearLimitRatio != ratelimit.DefaultNearLimitRatio || d.ShadowMode || d.OverLimitKeys != ratelimit.DefaultOverLimitKeys ||
 		d.MaxDescriptors != ratelimit.DefaultMaxDescriptors || d.MaxEntries != ratelimit.DefaultMaxEntries ||
 		d.MaxValueBytes != ratelimit.DefaultMaxValueBytes || d.Criticality.Key != ratelimit.DefaultCriticalityKey ||
@@ -374,7 +308,7 @@ ratelimit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := cfg.RateLimit.service()
+	s := cfg.RateLimit.Service()
 	if s.NearLimitRatio != 0.5 || !s.ShadowMode || s.OverLimitKeys >= 0 || s.MaxDescriptors != 4 || s.MaxEntries != 3 ||
 		s.MaxValueBytes != ratelimit.DefaultMaxValueBytes || s.Criticality.Key != "prio" || !s.Criticality.Enabled || !s.Criticality.StaticOnly ||
 		s.Criticality.Shares != (ratelimit.Shares{0.5, 0.6, 0.75, 1}) {
@@ -382,5 +316,17 @@ ratelimit:
 	}
 	if err := s.Validate(); err == nil { // no store
 		t.Error("a service config without a store validates")
+	}
+}
+
+func TestDrainWindowPerService(t *testing.T) {
+	cfg, err := loadArgs(t, "--config", writeConfig(t, "services: { api: { drain_window: 5s }, web: { drain_window: 0s } }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for svc, want := range map[string]time.Duration{"api": 5 * time.Second, "API": 5 * time.Second, "web": 0, "other": 30 * time.Second} {
+		if got := cfg.DrainWindow(svc); got != want {
+			t.Errorf("DrainWindow(%s) = %v, want %v", svc, got, want)
+		}
 	}
 }

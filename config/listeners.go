@@ -271,8 +271,8 @@ func (c Config) validateListeners(p *problems) {
 			addrs[l.Address] = i
 		}
 	}
-	if c.Discovery.Source == "consul" || err != nil {
-		return // routes to services Consul may know: see RouteServices
+	if c.openCatalog() || err != nil {
+		return // routes to services Consul may know: see UnknownRouteServices
 	}
 	for _, r := range c.RouteServices() {
 		if !known[strings.ToLower(r.Service)] {
@@ -300,10 +300,20 @@ func (c Config) RouteServices() []RouteService {
 	return out
 }
 
-// UnknownRouteServices are the routes whose service is neither a
-// services.<name> entry nor in the discovery.consul.services filter: with
-// discovery.source consul, the ones to look up in Consul's catalog.
+// openCatalog reports a Consul source without a services filter: any
+// service of the catalog may be served, so the file alone cannot tell
+// whether a route's service exists.
+func (c Config) openCatalog() bool {
+	return c.Discovery.Source == "consul" && len(c.Discovery.Consul.Services) == 0
+}
+
+// UnknownRouteServices are, with discovery.source consul and no
+// discovery.consul.services filter, the routes whose service is not a
+// services.<name> entry: the ones to look up in Consul's catalog.
 func (c Config) UnknownRouteServices() []RouteService {
+	if !c.openCatalog() {
+		return nil
+	}
 	known, _ := c.knownServices()
 	var out []RouteService
 	for _, r := range c.RouteServices() {

@@ -45,7 +45,11 @@ func TestListenersConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := cfg.xdsListeners(func(key, format string, args ...any) { t.Errorf("%s: %s", key, format) })
+	p := &problems{}
+	ls := cfg.XDSListeners(p)
+	if len(p.errs) > 0 {
+		t.Error(p.errs)
+	}
 	if len(ls) != 1 {
 		t.Fatalf("%d listeners", len(ls))
 	}
@@ -65,10 +69,10 @@ func TestListenersConfig(t *testing.T) {
 	if _, err := envoy.BuildHTTPListener(l.HTTPListener); err != nil {
 		t.Error(err)
 	}
-	if got := cfg.RateLimit.advertised(); got != "127.0.0.1:18081" {
+	if got := cfg.RateLimit.Advertised(); got != "127.0.0.1:18081" {
 		t.Errorf("advertised RLS address %q", got)
 	}
-	if got := cfg.xdsConfig().RateLimitAddress; got != "127.0.0.1:18081" {
+	if got := cfg.ServerConfig().RateLimitAddress; got != "127.0.0.1:18081" {
 		t.Errorf("xds RateLimitAddress %q", got)
 	}
 }
@@ -79,7 +83,7 @@ func TestRateLimitAdvertised(t *testing.T) {
 		{"10.0.0.1:1", "", "10.0.0.1:1"}, {":1", "rls.internal:2", "rls.internal:2"},
 	} {
 		r := RateLimitSection{RateLimitConfig: RateLimitConfig{Address: tc.addr}, AdvertiseAddress: tc.adv}
-		if got := r.advertised(); got != tc.want {
+		if got := r.Advertised(); got != tc.want {
 			t.Errorf("advertised(%q, %q) = %q, want %q", tc.addr, tc.adv, got, tc.want)
 		}
 	}
@@ -97,24 +101,21 @@ func TestListenersValidation(t *testing.T) {
 		want            []string
 	}{
 		"unknown service": {listenersBase, one("    routes: [{ prefix: /, service: web }, { prefix: /x, service: foo }]\n"),
-			[]string{`listeners[0].routes[1].service: "foo" is not a known service (known: api, web)`}},
-		"unknown service, consul without filter": {"\ndiscovery: { source: consul }\nservices: { web: { lb_policy: round_robin } }\n",
-			one("    routes: [{ prefix: /, service: web }, { prefix: /x, service: foo }]\n"),
-			[]string{`listeners[0].routes[1].service: "foo" is not a known service`, "needs a services.foo entry"}},
+			[]string{`listeners[0].routes[1].service: foo: is not a known service (known: api, web)`}},
 		"static file services": {"\ndiscovery: { source: static, static: { file: STATIC } }\n", one("    routes: [{ prefix: /, service: nope }]\n"),
-			[]string{`listeners[0].routes[0].service: "nope" is not a known service (known: greeter)`}},
+			[]string{`listeners[0].routes[0].service: nope: is not a known service (known: greeter)`}},
 		"duplicate address": {listenersBase, one(route) + "  - { name: other, address: 0.0.0.0:10000, routes: [{ prefix: /, service: web }] }\n",
-			[]string{`listeners[1].address: "0.0.0.0:10000" is also the address of listeners[0]`}},
+			[]string{`listeners[1].address: 0.0.0.0:10000: is also the address of listeners[0]`}},
 		"duplicate name": {listenersBase, one(route) + "  - { name: ingress, address: 0.0.0.0:10001, routes: [{ prefix: /, service: web }] }\n",
-			[]string{`listeners[1].name: "ingress" is also the name of listeners[0]`}},
+			[]string{`listeners[1].name: ingress: is also the name of listeners[0]`}},
 		"name of a service": {listenersBase, "\nlisteners: [{ name: web, address: 0.0.0.0:1, routes: [{ prefix: /, service: web }] }]\n",
-			[]string{`listeners[0].name: "web" is also a service name`}},
+			[]string{`listeners[0].name: web: is also a service name`}},
 		"bad duration": {listenersBase, one("    routes: [{ prefix: /, service: web, timeout: 5 }]\n"),
-			[]string{`listeners[0].routes[0].timeout: "5" is not a duration`}},
+			[]string{`listeners[0].routes[0].timeout: 5: a duration needs a unit (like 50ms, 5s or 1m)`}},
 		"bad glob": {listenersBase, one(route + "    nodes: [\"edge-[\"]\n"), []string{`listeners[0].nodes[0]: `, "unterminated"}},
 		"k and threshold": {listenersBase, one(route + "    admission_control: { k: 2, success_rate_threshold: 0.5 }\n"),
 			[]string{"listeners[0].admission_control: set k or success_rate_threshold (= 1/k), not both"}},
-		"k below 1": {listenersBase, one(route + "    admission_control: { k: 0.5 }\n"), []string{"listeners[0].admission_control.k: 0.5 is below 1"}},
+		"k below 1": {listenersBase, one(route + "    admission_control: { k: 0.5 }\n"), []string{"listeners[0].admission_control.k: 0.5: is below 1"}},
 		"empty actions": {listenersBase, one(route + "    ratelimit: { domain: edge, actions: [] }\n"),
 			[]string{"listeners[0].ratelimit.actions: at least one"}},
 		"empty descriptor": {listenersBase, one(route + "    ratelimit: { domain: edge, actions: [[]] }\n"),
@@ -122,14 +123,14 @@ func TestListenersValidation(t *testing.T) {
 		"ratelimit without domain": {listenersBase, one(route + "    ratelimit: { actions: [[{ remote_address: {} }]] }\n"),
 			[]string{"listeners[0].ratelimit.domain: is empty"}},
 		"unknown key": {listenersBase, one("    routes: [{ prefx: /, service: web }]\n"),
-			[]string{"listeners[0].routes[0].prefx: unknown key (allowed here: headers, path, per_try_timeout, prefix"}},
+			[]string{"listeners[0].routes[0].prefx: unknown key (did you mean prefix?) (allowed here: headers, path, per_try_timeout, prefix"}},
 		"unknown action key": {listenersBase, one(route + "    ratelimit: { domain: d, actions: [[{ remote_adress: {} }]] }\n"),
 			[]string{"listeners[0].ratelimit.actions[0][0].remote_adress: unknown key"}},
 		"no route matcher": {listenersBase, one("    routes: [{ service: web }]\n"),
 			[]string{"listeners[0].routes[0]: exactly one of prefix, path and safe_regex"}},
 		"bad address": {listenersBase, "\nlisteners: [{ name: x, address: nowhere, routes: [{ prefix: /, service: web }] }]\n",
-			[]string{`listeners[0].address: "nowhere" is not host:port`}},
-		"routes not a list": {listenersBase, one("    routes: { prefix: / }\n"), []string{"listeners[0].routes: must be a list"}},
+			[]string{`listeners[0].address: nowhere: is not host:port`}},
+		"routes not a list": {listenersBase, one("    routes: { prefix: / }\n"), []string{"listeners[0].routes: {...}: must be a list"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			static := filepath.Join(t.TempDir(), "endpoints.yaml")

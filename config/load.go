@@ -62,10 +62,11 @@ func Load(src Sources) (Config, Errors) {
 	if err != nil {
 		p.badKey("config", err.Error())
 	}
+	shapes := slices.Clone(p.errs)
 	cfg.Listeners = decodeListeners(p, doc["listeners"])
 	cfg.Services = resolveServices(p, services)
 	cfg.validate(p)
-	return cfg, p.errs.Sorted()
+	return cfg, dropShadowed(p.errs, shapes).Sorted()
 }
 
 // defaults is the configuration of the defaults alone.
@@ -139,9 +140,7 @@ func walkFile(p *problems, prefix string, m map[string]any, vals map[string]any,
 			walkServices(p, v, services)
 		case path == "listeners":
 			if v != nil {
-				for _, err := range checkListenerKeys(v) {
-					p.errs = append(p.errs, err)
-				}
+				p.errs = append(p.errs, checkListenerKeys(v)...)
 			}
 		case isFlagKey(path):
 			vals[path] = v
@@ -296,6 +295,28 @@ func decodeListeners(p *problems, v any) []ListenerConfig {
 			p.badKey(fmt.Sprintf("listeners[%d]", i), err.Error())
 		}
 		out = append(out, lc)
+	}
+	return out
+}
+
+// dropShadowed drops the problems of a listener whose keys or shape are
+// wrong (in shapes, found before decoding): decoding it anyway gives
+// misleading ones, like an empty service for a route that was not a list.
+func dropShadowed(errs, shapes Errors) Errors {
+	bad := map[string]bool{}
+	for _, e := range shapes {
+		var i int
+		if _, err := fmt.Sscanf(e.Key, "listeners[%d]", &i); err == nil {
+			bad[fmt.Sprintf("listeners[%d]", i)] = true
+		}
+	}
+	var out Errors
+	for i, e := range errs {
+		at, _, _ := strings.Cut(e.Key, ".")
+		if i >= len(shapes) && bad[at] {
+			continue
+		}
+		out = append(out, e)
 	}
 	return out
 }
