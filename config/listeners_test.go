@@ -129,7 +129,7 @@ func TestListenersValidation(t *testing.T) {
 		"no route matcher": {listenersBase, one("    routes: [{ service: web }]\n"),
 			[]string{"listeners[0].routes[0]: exactly one of prefix, path and safe_regex"}},
 		"bad address": {listenersBase, "\nlisteners: [{ name: x, address: nowhere, routes: [{ prefix: /, service: web }] }]\n",
-			[]string{`listeners[0].address: nowhere: is not host:port`}},
+			[]string{`listeners[0].address: "nowhere" is not host:port`}},
 		"routes not a list": {listenersBase, one("    routes: { prefix: / }\n"), []string{"listeners[0].routes: {...}: must be a list"}},
 	} {
 		t.Run(name, func(t *testing.T) {
