@@ -4,6 +4,8 @@ export GOTOOLCHAIN := local
 XDS_SERVER_CACHE ?= $(HOME)/.cache/xds-server
 export XDS_SERVER_CACHE
 GO ?= go
+# Tests run against Consul v1.14.11 (scripts/install-consul.sh builds and caches it here).
+CONSUL_BIN := $(XDS_SERVER_CACHE)/consul-v1.14.11/bin
 
 .PHONY: run build test test-unit deps lint bench clean
 
@@ -22,7 +24,7 @@ deps:
 
 ## test: install test dependencies, check formatting and vet, run every test with the race detector
 test: deps lint
-	PATH="$(XDS_SERVER_CACHE)/bin:$$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
+	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -count=1 -timeout 30m ./...
 
 ## test-unit: the fast tests only (no Consul, no e2e)
@@ -37,7 +39,7 @@ lint:
 
 ## bench: run the benchmarks and write their figures to BENCHMARKS.md
 bench: deps
-	PATH="$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
+	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
 ## rlsbench: the rate-limit benchmark, side by side with envoyproxy/ratelimit (rewrites its section of BENCHMARKS.md)
 .PHONY: rlsbench

@@ -53,26 +53,32 @@ type ConsulAgent struct {
 	services []string // ids of the services defined in the config dir
 }
 
-// ConsulBinary finds a consul binary: on PATH, else
-// $XDS_SERVER_CACHE/bin/consul, else $HOME/.cache/xds-server/bin/consul
-// (where scripts/install-consul.sh puts it).
+// ConsulVersion is the Consul release the tests run against (the last
+// open-source line this project builds; see scripts/install-consul.sh).
+const ConsulVersion = "v1.14.11"
+
+// ConsulBinary finds the consul binary of ConsulVersion: in
+// $XDS_SERVER_CACHE/consul-<version>/bin, else
+// $HOME/.cache/xds-server/consul-<version>/bin (where
+// scripts/install-consul.sh builds it), else on PATH. A binary cached
+// under another version's directory is never used.
 func ConsulBinary() (string, error) {
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
 	var tried []string
 	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
-		tried = append(tried, filepath.Join(c, "bin", "consul"))
+		tried = append(tried, filepath.Join(c, "consul-"+ConsulVersion, "bin", "consul"))
 	}
 	if home, err := os.UserHomeDir(); err == nil {
-		tried = append(tried, filepath.Join(home, ".cache", "xds-server", "bin", "consul"))
+		tried = append(tried, filepath.Join(home, ".cache", "xds-server", "consul-"+ConsulVersion, "bin", "consul"))
 	}
 	for _, p := range tried {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("harness: no consul binary on PATH nor at %s (run scripts/install-consul.sh)", strings.Join(tried, ", "))
+	if p, err := exec.LookPath("consul"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("harness: no consul binary at %s nor on PATH (run scripts/install-consul.sh)", strings.Join(tried, ", "))
 }
 
 // Consul starts a Consul agent in -dev mode on free loopback ports (HTTP,
