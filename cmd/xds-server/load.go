@@ -76,6 +76,7 @@ var options = []option{
 	{"drain.orca_metric", "lame_duck", "endpoints whose ORCA reports carry this named metric >= 1 are DRAINING (services with the orca weights source); empty: off"},
 	{"ratelimit.address", ":18081", "host:port of the rate-limit service (Envoy RLS v3 gRPC)"},
 	{"ratelimit.config", "", "envoyproxy/ratelimit YAML file or directory (one domain per file); empty: no domains, every request is OK"},
+	{"ratelimit.merge_domains", false, "merge rate-limit files that share a domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off: a second file for a domain is an error naming both files"},
 	{"ratelimit.failure_mode", "allow", "when the store fails: allow (fail open) or deny"},
 	{"ratelimit.store", "memory", "where counters live: memory (this process) or redis (shared by replicas; ratelimit.redis.*)"},
 	{"ratelimit.headers", false, "add RateLimit-Limit/Remaining/Reset response headers for the descriptor closest to its limit"},

@@ -22,6 +22,7 @@ import (
 type RateLimitConfig struct {
 	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
 	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
+	MergeDomains   bool              `mapstructure:"merge_domains"`    // merge files that share a domain (else an error)
 	FailureMode    string            `mapstructure:"failure_mode"`     // allow | deny, when the store fails
 	Store          string            `mapstructure:"store"`            // memory | redis
 	Headers        bool              `mapstructure:"headers"`          // RateLimit-* response headers
@@ -61,11 +62,16 @@ func (c RateLimitConfig) service() ratelimit.ServiceConfig {
 	if cacheKeys == 0 {
 		cacheKeys = -1 // off
 	}
-	return ratelimit.ServiceConfig{Path: c.Config, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
+	return ratelimit.ServiceConfig{Path: c.Config, MergeDomains: c.MergeDomains, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
 		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
 		MaxValueBytes: int(c.MaxValueBytes),
 		Criticality: ratelimit.CriticalityConfig{Key: c.Criticality.Key, StaticOnly: !c.Criticality.Adaptive,
 			Enabled: c.Criticality.Enabled, Shares: c.Criticality.shares()}}
+}
+
+// load is how c's config files are combined.
+func (c RateLimitConfig) load() ratelimit.LoadOptions {
+	return ratelimit.LoadOptions{MergeDomains: c.MergeDomains}
 }
 
 // RedisConfig is the ratelimit.redis section: the Redis node shared by
@@ -153,7 +159,7 @@ func (c Config) validateRateLimit(bad func(key, format string, args ...any)) {
 		bad("ratelimit.criticality.shares", "%v", err)
 	}
 	if r.Config != "" {
-		if _, err := ratelimit.LoadPath(r.Config); err != nil {
+		if _, err := r.load().LoadPath(r.Config); err != nil {
 			bad("ratelimit.config", "%v", err)
 		}
 	}
@@ -176,7 +182,7 @@ func newRateLimit(cfg RateLimitConfig, log *slog.Logger, reg prometheus.Register
 	}
 	var rules *ratelimit.Config
 	if cfg.Config != "" {
-		if rules, err = ratelimit.LoadPath(cfg.Config); err != nil {
+		if rules, err = cfg.load().LoadPath(cfg.Config); err != nil {
 			return nil, err
 		}
 	}
