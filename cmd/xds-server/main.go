@@ -6,7 +6,7 @@
 //
 //	xds-server [serve] [--config FILE] [--key value ...]
 //	xds-server validate --config FILE [--key value ...]
-//	xds-server ratelimit check --config FILE_OR_DIR
+//	xds-server ratelimit check --config FILE_OR_DIR [--merge-domains]
 //	xds-server envoy bootstrap --node-id ID --cluster NAME [flags]
 //	xds-server grpc bootstrap --node-id ID --cluster NAME [flags]
 //
@@ -34,7 +34,7 @@ const usage = `xds-server: an Envoy xDS control plane for Consul.
 Usage:
   xds-server [serve] [flags]      run the server (the default)
   xds-server validate [flags]     check the configuration and exit (non-zero when invalid)
-  xds-server ratelimit check --config FILE_OR_DIR
+  xds-server ratelimit check --config FILE_OR_DIR [--merge-domains]
                                   check an envoyproxy/ratelimit config (file or directory)
   xds-server envoy bootstrap --node-id ID --cluster NAME [--xds-address HOST:PORT] [--delta]
         [--admin-address IP:PORT] [--locality REGION/ZONE[/SUB_ZONE]] [--output FILE]
@@ -58,8 +58,8 @@ Flags:
 
 // run is main without the exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 && args[0] == "ratelimit" && args[1] == "check" {
-		return rateLimitCheck(args[2:], stdout, stderr)
+	if len(args) > 0 && args[0] == "ratelimit" {
+		return rateLimitCommand(args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && (args[0] == bootstrapEnvoy || args[0] == bootstrapGRPC) {
 		if len(args) < 2 || args[1] != "bootstrap" {

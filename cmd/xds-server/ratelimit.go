@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/xds-server/xds-server/ratelimit"
@@ -267,26 +265,4 @@ func (r *rateLimit) stop(ctx context.Context) {
 		r.grpc.Stop()
 	}
 	r.closeStore()
-}
-
-// rateLimitCheck is `xds-server ratelimit check --config PATH`: it loads an
-// envoyproxy/ratelimit config file or directory and reports every error.
-func rateLimitCheck(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("xds-server ratelimit check", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "envoyproxy/ratelimit YAML file, or a directory of them (one domain per file)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: xds-server ratelimit check --config FILE_OR_DIR")
-		return 2
-	}
-	cfg, err := ratelimit.LoadPath(*path)
-	if err != nil {
-		fmt.Fprintf(stderr, "xds-server: invalid rate-limit configuration:\n%s\n", indent(err))
-		return 1
-	}
-	fmt.Fprintf(stdout, "rate-limit configuration is valid: %d domain(s), %d rule(s)\n", len(cfg.Domains()), len(cfg.Rules()))
-	return 0
 }
