@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,8 +41,9 @@ func TestRateLimitCommand(t *testing.T) {
 		"one file, no merging": {args: []string{"ratelimit", "check", "--config", filepath.Join(dir, "a.yaml")}, stdout: "1 domain(s), 1 rule(s)"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if tc.env != "" {
-				t.Setenv(mergeDomainsEnv, tc.env)
+			t.Setenv(mergeDomainsEnv, tc.env) // restored after the test
+			if tc.env == "" {
+				os.Unsetenv(mergeDomainsEnv)
 			}
 			var stdout, stderr bytes.Buffer
 			code := run(tc.args, &stdout, &stderr)

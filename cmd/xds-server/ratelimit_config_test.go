@@ -26,6 +26,8 @@ func dupDomainDir(t *testing.T) string {
 // service's reloads.
 func TestRateLimitMergeDomainsKey(t *testing.T) {
 	dir := dupDomainDir(t)
+	t.Setenv(mergeDomainsEnv, "") // restored after the test
+	os.Unsetenv(mergeDomainsEnv)
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"validate", "--ratelimit.config", dir}, &stdout, &stderr); code != 1 ||
 		!strings.Contains(stderr.String(), `domain "d" in `+filepath.Join(dir, "b.yaml")+" is already defined in "+filepath.Join(dir, "a.yaml")) {
@@ -35,6 +37,11 @@ func TestRateLimitMergeDomainsKey(t *testing.T) {
 	file := writeConfig(t, "ratelimit:\n  config: "+dir+"\n  merge_domains: true\n")
 	if code := run([]string{"validate", "--config", file}, &stdout, &stderr); code != 0 {
 		t.Errorf("validate with merge_domains: exit %d, stderr:\n%s", code, &stderr)
+	}
+	stderr.Reset()
+	t.Setenv(mergeDomainsEnv, "true")
+	if code := run([]string{"validate", "--ratelimit.config", dir}, &stdout, &stderr); code != 0 {
+		t.Errorf("validate with %s=true: exit %d, stderr:\n%s", mergeDomainsEnv, code, &stderr)
 	}
 	cfg, err := loadArgs(t, "--ratelimit.merge_domains", "--ratelimit.config", dir)
 	if err != nil {
