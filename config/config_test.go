@@ -242,11 +242,6 @@ func TestValidationErrors(t *testing.T) {
 	}
 }
 
-
-
-
-
-
 // The redis store's settings: file, env (the password) and defaults.
 func TestRateLimitRedisSettings(t *testing.T) {
 	file := writeConfig(t, `

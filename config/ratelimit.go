@@ -13,6 +13,7 @@ import (
 type RateLimitConfig struct {
 	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
 	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
+	MergeDomains   bool              `mapstructure:"merge_domains"`    // merge files that share a domain (else an error)
 	FailureMode    string            `mapstructure:"failure_mode"`     // allow | deny, when the store fails
 	Store          string            `mapstructure:"store"`            // memory | redis
 	Headers        bool              `mapstructure:"headers"`          // RateLimit-* response headers
@@ -52,11 +53,16 @@ func (c RateLimitConfig) Service() ratelimit.ServiceConfig {
 	if cacheKeys == 0 {
 		cacheKeys = -1 // off
 	}
-	return ratelimit.ServiceConfig{Path: c.Config, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
+	return ratelimit.ServiceConfig{Path: c.Config, MergeDomains: c.MergeDomains, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
 		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
 		MaxValueBytes: int(c.MaxValueBytes),
 		Criticality: ratelimit.CriticalityConfig{Key: c.Criticality.Key, StaticOnly: !c.Criticality.Adaptive,
 			Enabled: c.Criticality.Enabled, Shares: c.Criticality.shares()}}
+}
+
+// LoadOptions is how c's config files are combined.
+func (c RateLimitConfig) LoadOptions() ratelimit.LoadOptions {
+	return ratelimit.LoadOptions{MergeDomains: c.MergeDomains}
 }
 
 // RedisConfig is the ratelimit.redis section: the Redis node shared by
@@ -142,7 +148,7 @@ func (c Config) validateRateLimit(p *problems) {
 	}
 	c.validateShares(p)
 	if r.Config != "" {
-		if _, err := ratelimit.LoadPath(r.Config); err != nil {
+		if _, err := r.LoadOptions().LoadPath(r.Config); err != nil {
 			p.bad("ratelimit.config", r.Config, err.Error())
 		}
 	}

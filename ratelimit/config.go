@@ -79,11 +79,25 @@ type node struct {
 
 type entryKey struct{ key, value string }
 
+// LoadOptions says how Load combines files; the zero value is
+// envoyproxy/ratelimit's default.
+type LoadOptions struct {
+	// MergeDomains merges the descriptors of files that share a domain
+	// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); a descriptor defined
+	// twice at the same level is still an error. Off, a second file for a
+	// domain is an error naming both files.
+	MergeDomains bool
+}
+
 // Load parses and validates files (envoyproxy/ratelimit's YAML, one domain
-// per file; files of the same domain are merged) into a Config. Every
-// problem is reported, each naming its file, line and YAML path; the
-// error wraps ErrInvalidConfig. Pure: no I/O.
-func Load(files ...File) (*Config, error) {
+// per file) into a Config with the default LoadOptions.
+func Load(files ...File) (*Config, error) { return LoadOptions{}.Load(files...) }
+
+// Load parses and validates files (envoyproxy/ratelimit's YAML, one domain
+// per file unless o.MergeDomains) into a Config. Every problem is
+// reported, each naming its file (and line and YAML path where it has
+// one); the error wraps ErrInvalidConfig. Pure: no I/O.
+func (o LoadOptions) Load(files ...File) (*Config, error) {
 	c := &Config{domains: map[string]*node{}}
 	var errs []error
 	for _, f := range files {
@@ -94,9 +108,14 @@ func Load(files ...File) (*Config, error) {
 			continue
 		}
 		root := c.domains[domain]
-		if root == nil {
-			root = &node{}
+		switch {
+		case root == nil:
+			root = &node{source: f.Name} // the file that defined the domain first
 			c.domains[domain] = root
+		case !o.MergeDomains:
+			errs = append(errs, fmt.Errorf("domain %q in %s is already defined in %s (set ratelimit.merge_domains: true to merge)",
+				domain, f.Name, root.source))
+			continue
 		}
 		for _, d := range top.children {
 			if err := root.add(d); err != nil {

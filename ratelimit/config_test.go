@@ -210,8 +210,6 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"replaces[0]: missing or empty name"}},
 		"duplicate descriptor": {[]string{"domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v"},
 			[]string{`f0.yaml:5:5: descriptors[1]: duplicate descriptor key "k" value "v" (first defined at f0.yaml:3)`}},
-		"duplicate across merged files": {[]string{"domain: d\ndescriptors:\n  - key: k", "domain: d\ndescriptors:\n  - key: k"},
-			[]string{`f1.yaml:3: duplicate descriptor key "k" value "" (first defined at f0.yaml:3)`}},
 		"misplaced shadow_mode": {[]string{"domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, shadow_mode: true}"},
 			[]string{`key "shadow_mode" does not belong here: it goes in a descriptor`}},
 		"unknown descriptor key": {[]string{"domain: d\ndescriptors:\n  - key: k\n    limit: 3"},
@@ -255,20 +253,6 @@ func TestLoadErrors(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestLoadMergesDomainsAcrossFiles(t *testing.T) {
-	c := mustLoad(t,
-		"domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}",
-		"domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 2}",
-		"domain: e\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 3}",
-	)
-	if got := strings.Join(c.Domains(), ","); got != "d,e" {
-		t.Errorf("domains = %s, want d,e", got)
-	}
-	if n := len(c.Rules()); n != 3 {
-		t.Errorf("%d rules, want 3", n)
 	}
 }
 

@@ -16,20 +16,23 @@
 //
 // # Configuration
 //
-// Load reads envoyproxy/ratelimit files: one domain per file, files of the
-// same domain merged, descriptors nested under descriptors, each with a
-// key, an optional value (a '*' anywhere in it makes a wildcard, matching
-// any run of characters), an optional rate_limit {unit, requests_per_unit,
-// unlimited, name, replaces: [{name}]}, and shadow_mode, quota_mode (over
-// the limit answers OK, counted in over_limit), detailed_metric,
-// value_to_metric and share_threshold. Units are second, minute, hour,
-// day, week, month (30 days) and year (365 days), in any case. Validation
-// is strict: unknown or misplaced keys, duplicate keys or descriptors
-// (also across merged files), bad units, unlimited with a unit or
-// requests_per_unit, a rate_limit replacing itself, share_threshold
-// without a wildcard are all errors, reported together, each as
-// "file:line:column: yaml.path: reason". A missing requests_per_unit is
-// 0 (refuse all), as there.
+// Load reads envoyproxy/ratelimit files: one domain per file (a second file
+// for a domain is an error naming both, unless LoadOptions.MergeDomains,
+// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG, merges their descriptors),
+// descriptors nested under descriptors, each with a key, an optional value
+// (a '*' anywhere in it makes a wildcard, matching any run of characters),
+// an optional rate_limit {unit, requests_per_unit, unlimited, name,
+// replaces: [{name}]}, and shadow_mode, quota_mode (over the limit answers
+// OK, counted in over_limit), detailed_metric, value_to_metric and
+// share_threshold. Units are second, minute, hour, day, week, month (30
+// days) and year (365 days), in any case. Validation is strict: unknown or
+// misplaced keys, duplicate keys or descriptors (also across merged
+// files), bad units, unlimited with a unit or requests_per_unit, a
+// rate_limit replacing itself, share_threshold without a wildcard are all
+// errors, reported together, each as "file:line:column: yaml.path:
+// reason" (a duplicate domain as `domain "d" in FILE is already defined
+// in FILE (...)`). A missing requests_per_unit is 0 (refuse all), as
+// there.
 //
 // Our extensions are extra keys of rate_limit: algorithm (fixed_window,
 // the default, sliding_window, sliding_log, token_bucket, leaky_bucket),

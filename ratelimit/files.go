@@ -31,14 +31,18 @@ func ReadFiles(path string) ([]File, error) {
 	return files, nil
 }
 
+// LoadPath reads and loads the configuration at path with the default
+// LoadOptions (see ReadFiles and Load).
+func LoadPath(path string) (*Config, error) { return LoadOptions{}.LoadPath(path) }
+
 // LoadPath reads and loads the configuration at path (see ReadFiles and
-// Load).
-func LoadPath(path string) (*Config, error) {
+// LoadOptions.Load).
+func (o LoadOptions) LoadPath(path string) (*Config, error) {
 	files, err := ReadFiles(path)
 	if err != nil {
 		return nil, err
 	}
-	return Load(files...)
+	return o.Load(files...)
 }
 
 // configNames lists the configuration files at path.
@@ -94,7 +98,7 @@ func (s *Service) Reload() error {
 	if s.cfg.Path == "" {
 		return errors.New("ratelimit: reload: no config path")
 	}
-	c, err := LoadPath(s.cfg.Path)
+	c, err := LoadOptions{MergeDomains: s.cfg.MergeDomains}.LoadPath(s.cfg.Path)
 	if err != nil {
 		s.m.reloads.WithLabelValues("error").Inc()
 		return fmt.Errorf("ratelimit: reload %s: %w", s.cfg.Path, err)

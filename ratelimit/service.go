@@ -94,8 +94,10 @@ type ServiceConfig struct {
 	// descriptor is OK) until SetConfig or Reload.
 	Config *Config
 	// Path is the file or directory Reload and Watch read.
-	Path        string
-	FailureMode FailureMode
+	Path string
+	// MergeDomains is the LoadOptions.MergeDomains of Reload and Watch.
+	MergeDomains bool
+	FailureMode  FailureMode
 	// Headers adds RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset for the descriptor closest to its limit.
 	Headers bool

@@ -6,7 +6,7 @@
 //
 //	xds-server [serve] [--config FILE] [--key value ...]
 //	xds-server validate --config FILE [--output text|json] [--key value ...]
-//	xds-server ratelimit check --config FILE_OR_DIR
+//	xds-server ratelimit check --config FILE_OR_DIR [--merge-domains]
 //	xds-server envoy bootstrap --node-id ID --cluster NAME [flags]
 //	xds-server grpc bootstrap --node-id ID --cluster NAME [flags]
 //	xds-server version
@@ -41,7 +41,7 @@ Usage:
   xds-server validate [flags] [--output text|json]
                                   check the configuration, report every problem, and exit
                                   (1 when invalid; warnings alone exit 0)
-  xds-server ratelimit check --config FILE_OR_DIR
+  xds-server ratelimit check --config FILE_OR_DIR [--merge-domains]
                                   check an envoyproxy/ratelimit config (file or directory)
   xds-server envoy bootstrap --node-id ID --cluster NAME [flags]
                                   print a minimal Envoy bootstrap (YAML) with ADS to this server

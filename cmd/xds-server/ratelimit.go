@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 
 	"github.com/xds-server/xds-server/config"
@@ -34,7 +31,7 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 	}
 	var rules *ratelimit.Config
 	if cfg.Config != "" {
-		if rules, err = ratelimit.LoadPath(cfg.Config); err != nil {
+		if rules, err = cfg.LoadOptions().LoadPath(cfg.Config); err != nil {
 			return nil, err
 		}
 	}
@@ -119,35 +116,4 @@ func (r *rateLimit) stop(ctx context.Context) {
 		r.grpc.Stop()
 	}
 	r.closeStore()
-}
-
-// rateLimitCheck is `xds-server ratelimit check --config PATH`: it loads an
-// envoyproxy/ratelimit config file or directory and reports every error.
-func rateLimitCheck(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("xds-server ratelimit check", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "envoyproxy/ratelimit YAML file, or a directory of them (one domain per file)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: xds-server ratelimit check --config FILE_OR_DIR")
-		return 2
-	}
-	cfg, err := ratelimit.LoadPath(*path)
-	if err != nil {
-		fmt.Fprintf(stderr, "xds-server: invalid rate-limit configuration:\n%s\n", indent(err))
-		return 1
-	}
-	fmt.Fprintf(stdout, "rate-limit configuration is valid: %d domain(s), %d rule(s)\n", len(cfg.Domains()), len(cfg.Rules()))
-	return 0
-}
-
-// rateLimitCommand runs "xds-server ratelimit <command>".
-func rateLimitCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "check" {
-		return rateLimitCheck(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "xds-server ratelimit: unknown command %q (want: xds-server ratelimit check --help)\n", strings.Join(args[:min(len(args), 1)], ""))
-	return 2
 }
