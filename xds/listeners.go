@@ -77,8 +77,9 @@ type builtListener struct {
 // listenerSet is the translation of the configured listeners, made once:
 // listeners are static configuration.
 type listenerSet struct {
-	ls  []builtListener
-	rls *item // the RLS cluster; nil when no listener uses it
+	ls      []builtListener
+	rls     *item          // the RLS cluster; nil when no listener uses it
+	targets map[string]int // service routed to -> number of routes to it
 }
 
 // newListenerSet translates the listeners; rlsAddress is where Envoy
@@ -98,6 +99,12 @@ func newListenerSet(cfg []Listener, rlsAddress string) (*listenerSet, error) {
 		}
 		names[l.Name] = true
 		s.ls = append(s.ls, b)
+		for _, r := range l.Routes {
+			if s.targets == nil {
+				s.targets = map[string]int{}
+			}
+			s.targets[r.Service]++
+		}
 		if b.needsRLS && s.rls == nil {
 			c, err := envoy.RateLimitCluster(rlsAddress)
 			if err != nil {

@@ -17,6 +17,7 @@ type metrics struct {
 	expired       prometheus.Counter
 	indexErrors   *prometheus.CounterVec
 	weightUpdates prometheus.Counter
+	unknownRoute  *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -63,10 +64,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		weightUpdates: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_weight_updates_total", Help: "Sets of EDS weights from utilization reports handed to the reconcile loop (each may cause pushes).",
 		}),
+		unknownRoute: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xds_route_unknown_service",
+			Help: "Listener routes whose service has no instances in discovery (answered 503 until it has), by service; 0 once it has.",
+		}, []string{"service"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
-			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates)
+			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute)
 	}
 	return m
 }

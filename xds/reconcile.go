@@ -55,6 +55,8 @@ type reconciler struct {
 	nodeSnap map[string]*cache.Snapshot // node id -> snapshot it was last given
 	ready    bool                       // a first snapshot has been built
 
+	unknownRoutes map[string]bool // routed services without instances, as last logged
+
 	afterReconcile func() // test hook, called after each reconcile pass
 
 	pushMu    sync.Mutex
@@ -176,6 +178,7 @@ func (r *reconciler) reconcile() {
 	}
 	r.sub.settle()
 	r.recordEndpoints(*in)
+	r.checkRoutes(*in)
 	r.m.reconciles.Inc()
 	r.m.reconcileDur.Observe(time.Since(start).Seconds())
 	if r.afterReconcile != nil {

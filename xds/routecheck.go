@@ -1,0 +1,45 @@
+package xds
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/xds-server/xds-server/discovery"
+)
+
+// checkRoutes sets xds_route_unknown_service for every service the
+// listeners route to: the number of routes to it while discovery has no
+// instance of it, else 0. A service that becomes unknown is logged once
+// as a warning (and its return once at info): its routes answer 503
+// meanwhile, as Envoy does for a cluster without endpoints.
+func (r *reconciler) checkRoutes(in discovery.Snapshot) {
+	if r.lis == nil || len(r.lis.targets) == 0 {
+		return
+	}
+	has := make(map[string]bool, len(in.Services))
+	for _, svc := range in.Services {
+		if len(svc.Endpoints) > 0 {
+			has[svc.Name] = true
+		}
+	}
+	if r.unknownRoutes == nil {
+		r.unknownRoutes = map[string]bool{}
+	}
+	for _, service := range slices.Sorted(maps.Keys(r.lis.targets)) {
+		unknown := !has[service]
+		n := 0
+		if unknown {
+			n = r.lis.targets[service]
+		}
+		r.m.unknownRoute.WithLabelValues(service).Set(float64(n))
+		was, seen := r.unknownRoutes[service]
+		switch {
+		case unknown && (!seen || !was):
+			r.log.Warn("listener routes point at a service with no instances; they answer 503 until it has some",
+				"service", service, "routes", n)
+		case !unknown && seen && was:
+			r.log.Info("routed service has instances again", "service", service)
+		}
+		r.unknownRoutes[service] = unknown
+	}
+}
