@@ -19,10 +19,9 @@ import (
 const catalogTimeout = 2 * time.Second
 
 // validate is `xds-server validate`: every problem of the configuration
-// at once, exit 1 when one is an error. With discovery.source consul, the
-// services of listener routes that the file does not name are looked up
-// in Consul's catalog; when Consul does not answer within 2s they are
-// warnings.
+// at once, exit 1 when one is an error (warnings alone exit 0). With
+// discovery.source consul, the services of listener routes that the file
+// does not name are looked up in Consul's catalog (see checkCatalog).
 func validate(cfg config.Config, errs config.Errors, output string, stdout, stderr io.Writer) int {
 	if cfg.Discovery.Source == "consul" && !slices.ContainsFunc(errs, func(e config.FieldError) bool {
 		return strings.HasPrefix(e.Key, "discovery.consul.")
@@ -43,9 +42,11 @@ func validate(cfg config.Config, errs config.Errors, output string, stdout, stde
 	return 0
 }
 
-// checkCatalog looks the routes' services up in Consul's catalog: one
-// that Consul does not know is an error; when Consul does not answer,
-// each is a warning.
+// checkCatalog looks the routes' services up in Consul's catalog. A
+// service Consul does not know is a warning, not an error: it may be
+// registered after the config is rolled out (its routes answer 503 until
+// then, and the server counts them in xds_route_unknown_service). When
+// Consul does not answer, each route's service is an unchecked warning.
 func checkCatalog(cfg config.Config, routes []config.RouteService) config.Errors {
 	if len(routes) == 0 {
 		return nil
@@ -59,8 +60,8 @@ func checkCatalog(cfg config.Config, routes []config.RouteService) config.Errors
 			out = append(out, config.FieldError{Key: r.Key, Value: r.Service, Warning: true,
 				Reason: fmt.Sprintf("not checked: Consul at %s did not answer within %v (%v)", cc.Address, catalogTimeout, err)})
 		case !catalog[strings.ToLower(r.Service)]:
-			out = append(out, config.FieldError{Key: r.Key, Value: r.Service,
-				Reason: fmt.Sprintf("is not a service in Consul's catalog at %s, nor a services.<name> entry", cc.Address)})
+			out = append(out, config.FieldError{Key: r.Key, Value: r.Service, Warning: true,
+				Reason: fmt.Sprintf("is not in Consul's catalog at %s (yet): the route answers 503 until the service is registered", cc.Address)})
 		}
 	}
 	return out
