@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -323,5 +324,80 @@ func TestDrainWindowPerService(t *testing.T) {
 		if got := cfg.DrainWindow(svc); got != want {
 			t.Errorf("DrainWindow(%s) = %v, want %v", svc, got, want)
 		}
+	}
+}
+
+// TestSurface: the configuration surface as a user meets it, each case
+// with the exact list of problems (or none).
+func TestSurface(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file string
+		env  map[string]string
+		args []string
+		want []string // every problem, in order; nil = valid
+	}{
+		"empty service entry":         {file: "services: { api: {} }\n"},
+		"empty services":              {file: "services: {}\n"},
+		"empty ratelimit section":     {file: "ratelimit: {}\n"},
+		"empty keepalive":             {file: "xds: { keepalive: {} }\n"},
+		"null section":                {file: "xds:\nlog:\n"},
+		"empty health_check":          {file: "services: { api: { health_check: {} } }\n"},
+		"empty outlier_detection":     {file: "services: { '*': { outlier_detection: {} } }\n"},
+		"empty file":                  {file: "\n"},
+		"unit-less duration, file":    {file: "xds: { debounce: 50 }\n", want: []string{"xds.debounce: 50: a duration needs a unit (like 50ms, 5s or 1m)"}},
+		"unit-less duration, env":     {env: map[string]string{"XDS_SERVER_XDS_DEBOUNCE": "50"}, want: []string{"xds.debounce: 50: a duration needs a unit (like 50ms, 5s or 1m)"}},
+		"unit-less duration, flag":    {args: []string{"--xds.debounce", "50"}, want: []string{"xds.debounce: 50: a duration needs a unit (like 50ms, 5s or 1m)"}},
+		"zero duration without unit":  {file: "drain: { window: 0 }\n"},
+		"fractional unit-less":        {file: "xds: { max_delay: 1.5 }\n", want: []string{"xds.max_delay: 1.5: a duration needs a unit (like 50ms, 5s or 1m)"}},
+		"not a duration":              {file: "xds: { debounce: soon }\n", want: []string{"xds.debounce: soon: is not a duration (like 50ms, 5s or 1m)"}},
+		"number out of range":         {file: "xds: { max_streams: -1 }\n", want: []string{"xds.max_streams: -1: is not in [0, 4294967295]"}},
+		"float out of range":          {args: []string{"--ratelimit.near_limit_ratio", "2"}, want: []string{"ratelimit.near_limit_ratio: 2: is not in (0, 1]"}},
+		"not a number":                {env: map[string]string{"XDS_SERVER_WEIGHTS_SMOOTHING": "half"}, want: []string{"weights.smoothing: half: is not a number"}},
+		"unknown key, did you mean":   {file: "xds: { adress: ':1' }\n", want: []string{"xds.adress: unknown key (did you mean xds.address?)"}},
+		"unknown service key":         {file: "services: { api: { lb_polcy: x } }\n", want: []string{"services.api.lb_polcy: unknown key (did you mean lb_policy?)"}},
+		"section given a value":       {file: "xds: 5\n", want: []string{"xds: 5: is a value, want a section of address, debounce, max_delay, node_grace, max_streams, shutdown_grace, shutdown_timeout, keepalive"}},
+		"value given a section":       {file: "xds: { address: { host: x } }\n", want: []string{"xds.address: {...}: is a section, want a string"}},
+		"list as a comma string, env": {env: map[string]string{"XDS_SERVER_DISCOVERY_CONSUL_SERVICES": "a, b"}},
+		"secret value never shown":    {file: "discovery: { consul: { token: [a] } }\n", want: []string{"discovery.consul.token: (redacted): is a list, want a string"}},
+		"all at once, sorted by key": {file: "xds: { debounce: 50 }\nlog: { level: loud }\nadmin: { adress: x }\n", args: []string{"--weights.smoothing", "0"},
+			want: []string{"admin.adress: unknown key (did you mean admin.address?)", "log.level: loud: is not one of debug, info, warn, error",
+				"weights.smoothing: 0: is not in (0, 1]", "xds.debounce: 50: a duration needs a unit (like 50ms, 5s or 1m)"}},
+		"flag over env over file": {file: "log: { level: warn }\n", env: map[string]string{"XDS_SERVER_LOG_LEVEL": "nope"}, args: []string{"--log.level", "error"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"--config", writeConfig(t, tc.file)}, args...)
+			}
+			_, err := loadArgs(t, args...)
+			var got []string
+			if err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("problems:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEmptySectionsTakeDefaults: health_check: {} turns health checks on
+// with their defaults; services: { api: {} } is api with the "*" settings.
+func TestEmptySectionsTakeDefaults(t *testing.T) {
+	cfg, err := loadArgs(t, "--config", writeConfig(t, "services: { api: { health_check: {} }, web: {} }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hc := cfg.ServiceSettings("api").Cluster.HealthCheck; !hc.Enabled {
+		t.Errorf("api health check: %+v, want on", hc)
+	}
+	if hc := cfg.ServiceSettings("web").Cluster.HealthCheck; hc.Enabled {
+		t.Errorf("web health check: %+v, want off", hc)
+	}
+	if got, want := cfg.Service("web"), cfg.Service("*"); !reflect.DeepEqual(got, want) {
+		t.Errorf("web: %+v, want the * settings %+v", got, want)
 	}
 }
