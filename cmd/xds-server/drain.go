@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/drain"
 )
 
 // DrainConfig configures the lame-duck sources (the drain: section).
@@ -30,8 +30,9 @@ func (c Config) drainWindow(service string) time.Duration {
 	return w
 }
 
-func (c Config) drainer() discovery.DrainConfig {
-	return discovery.DrainConfig{Window: c.drainWindow, MetaKey: c.Drain.MetaKey, Tag: c.Drain.Tag}
+// drainPolicy converts the drain section for package drain.
+func (c Config) drainPolicy() drain.Policy {
+	return drain.Policy{Window: c.drainWindow, MetaKey: c.Drain.MetaKey, Tag: c.Drain.Tag}
 }
 
 // validateDrain checks the drain section and the services' drain windows.

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/examples"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
@@ -73,7 +74,7 @@ func serve(cfg Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	drains, err := discovery.NewDrains(discovery.DrainsConfig{Drain: cfg.drainer(), Registerer: reg,
+	drains, err := drain.New(drain.Config{Policy: cfg.drainPolicy(), Registerer: reg,
 		Emit: func(snap discovery.Snapshot) { ws.observe(snap); srv.Update(snap) }})
 	if err != nil {
 		xdsLis.Close()
