@@ -22,6 +22,7 @@ import (
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/examples"
+	"github.com/xds-server/xds-server/nodeindex"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
 )
@@ -193,13 +194,13 @@ func (c Config) consulConfig(log *slog.Logger, m *discovery.Metrics) discovery.C
 
 // newConsulIndex opens the client index table in Consul KV, with the
 // Consul address, token and datacenter of discovery.consul.
-func newConsulIndex(ctx context.Context, cfg Config, log *slog.Logger) (*xds.ConsulIndex, error) {
+func newConsulIndex(ctx context.Context, cfg Config, log *slog.Logger) (*nodeindex.Consul, error) {
 	cc := cfg.Discovery.Consul
 	client, err := api.NewClient(&api.Config{Address: cc.Address, Token: cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), Datacenter: cc.Datacenter})
 	if err != nil {
 		return nil, fmt.Errorf("subsetting: consul client: %w", err)
 	}
-	table, err := xds.NewConsulIndex(ctx, xds.ConsulIndexConfig{
+	table, err := nodeindex.NewConsul(ctx, nodeindex.ConsulConfig{
 		Client: client, Prefix: cfg.Subsetting.Consul.Prefix, TTL: cfg.Subsetting.IndexTTL,
 		Logger: log.With("component", "xds.index"),
 	})
