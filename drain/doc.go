@@ -14,4 +14,6 @@
 // http.go serves the admin API.
 //
 // drain may import discovery (the model); it must not import xds or envoy.
+//
+// imports_test.go enforces the import rules.
 package drain

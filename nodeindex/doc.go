@@ -14,4 +14,6 @@
 // slots.go there).
 //
 // nodeindex must not import xds or envoy.
+//
+// imports_test.go enforces the import rules.
 package nodeindex

@@ -25,4 +25,6 @@
 // 1 MiB ones, so a fleet's connection burst leaves nothing behind.
 //
 // xds must not import cmd or viper.
+//
+// imports_test.go enforces the import rules.
 package xds
