@@ -80,7 +80,7 @@ type Overlay struct {
 	gone  map[string]map[string]departed           // service -> endpoint id -> departed
 }
 
-// NewOverlay returns a Overlay with no drains.
+// NewOverlay returns an Overlay with no drains.
 func NewOverlay(cfg Policy) *Overlay {
 	return &Overlay{cfg: cfg, admin: map[Target]Admin{}, orca: map[[2]string]bool{},
 		prev: map[string]map[string]discovery.Endpoint{}, gone: map[string]map[string]departed{}}
