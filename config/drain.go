@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/drain"
 )
 
 // DrainConfig configures the lame-duck sources (the drain: section).
@@ -15,8 +15,8 @@ type DrainConfig struct {
 }
 
 // Drainer is the drain policy: windows per service, meta key and tag.
-func (c Config) Drainer() discovery.DrainConfig {
-	return discovery.DrainConfig{Window: c.DrainWindow, MetaKey: c.Drain.MetaKey, Tag: c.Drain.Tag}
+func (c Config) Drainer() drain.Policy {
+	return drain.Policy{Window: c.DrainWindow, MetaKey: c.Drain.MetaKey, Tag: c.Drain.Tag}
 }
 
 // validateDrain checks the drain section and the services' drain windows.

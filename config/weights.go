@@ -102,3 +102,24 @@ func (c Config) validateWeights(p *problems) {
 		}
 	}
 }
+
+// WeightsPipeline converts the weights section and each service's weights
+// settings into the weight pipeline's config; the caller adds the
+// publisher, the gRPC server, the ORCA sink, the logger and the
+// registerer.
+func (c Config) WeightsPipeline() weights.PipelineConfig {
+	pc := weights.PipelineConfig{
+		Tracker: c.Weights.Tracker(), Solve: c.Weights.Solver(),
+		Services: func(service string) weights.ServiceConfig {
+			set, on := c.WeightsOf(service)
+			return weights.ServiceConfig{Enabled: on, Mode: set.Mode, Sources: set.Sources, ORCAPortMeta: set.ORCAPortMeta}
+		},
+		UpdatePeriod: c.Weights.UpdatePeriod, MinChange: c.Weights.MinChange, MinPushInterval: c.Weights.MinPushInterval,
+		ORCAInterval: c.Weights.ORCAInterval, LRSInterval: c.Weights.LRSInterval,
+	}
+	if c.Weights.Balance {
+		b := c.Weights.Balancer()
+		pc.Balance = &b
+	}
+	return pc
+}

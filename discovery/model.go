@@ -66,8 +66,9 @@ type Endpoint struct {
 	Meta     map[string]string // service instance metadata, never nil after normalization
 	Tags     []string          // sorted
 	Node     string            // Consul node name; "" for the static source
-	// Drain says why the endpoint is DRAINING: its Drain* sources,
-	// comma separated and sorted; "" when it is not draining.
+	// Drain says why the endpoint is DRAINING: its drain sources
+	// (DrainConsul, DrainStatic, and those of package drain), comma
+	// separated and sorted; "" when it is not draining.
 	Drain string
 }
 
@@ -126,3 +127,10 @@ func (s Snapshot) Equal(o Snapshot) bool {
 type Source interface {
 	Run(ctx context.Context, emit func(Snapshot)) error
 }
+
+// The drain sources the discovery sources set themselves (Endpoint.Drain);
+// package drain adds the others over the snapshots.
+const (
+	DrainConsul = "consul_maintenance" // Consul service or node maintenance mode
+	DrainStatic = "static"             // the static file says draining
+)

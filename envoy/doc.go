@@ -20,4 +20,6 @@
 // has passed ValidateAll().
 //
 // envoy must not import discovery, xds, ratelimit or viper.
+//
+// imports_test.go enforces the import rules.
 package envoy

@@ -142,4 +142,6 @@
 // ratelimit_failure_mode_total{mode}, ratelimit_store_latency_seconds,
 // ratelimit_decision_latency_seconds and
 // ratelimit_config_reloads_total{result}.
+//
+// imports_test.go enforces the import rules.
 package ratelimit

@@ -4,50 +4,33 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/xds-server/xds-server/internal/importrules"
 )
 
 // pureFiles are the pure core: no goroutines, I/O, logging or clock.
 var pureFiles = []string{"unit.go", "criticality.go", "config.go", "config_yaml.go", "config_rule.go",
 	"match.go", "algorithm.go"}
 
-// The package rules of doc.go (design guide §3).
+// The package rules of doc.go (design guide §3), and the pure core's.
 func TestImportRules(t *testing.T) {
-	const module = "github.com/xds-server/xds-server/"
-	forbidden := []string{"xds", "discovery", "envoy", "cmd"}
+	importrules.Check(t, "xds", "discovery", "envoy", "cmd")
 	impure := []string{"os", "net", "net/http", "log", "log/slog", "sync", "sync/atomic", "io", "math/rand", "math/rand/v2"}
-	names, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	fset := token.NewFileSet()
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
+	for _, name := range pureFiles {
 		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly|parser.SkipObjectResolution)
 		if err != nil {
 			t.Fatal(err)
 		}
-		pure := slices.Contains(pureFiles, name)
 		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			for _, p := range forbidden {
-				if path == module+p || strings.HasPrefix(path, module+p+"/") {
-					t.Errorf("%s imports %s", name, path)
-				}
-			}
-			if pure && slices.Contains(impure, path) {
+			if path, _ := strconv.Unquote(imp.Path.Value); slices.Contains(impure, path) {
 				t.Errorf("pure core file %s imports %s", name, path)
 			}
 		}
-		if pure {
-			checkNoGoroutinesOrClock(t, fset, name)
-		}
+		checkNoGoroutinesOrClock(t, fset, name)
 	}
 }
 

@@ -104,4 +104,6 @@
 //
 // subsetting uses the standard library only and imports nothing else from
 // this module.
+//
+// imports_test.go enforces the import rules.
 package subsetting

@@ -11,8 +11,16 @@
 // standard library; the shell uses gRPC, go-control-plane's LRS and ORCA
 // protos, and Prometheus.
 //
-// weights must not import envoy or xds: it hands plain values (Table,
-// Solution) to the xds reconciler, which translates them.
+// The Pipeline (pipeline.go, pipeline_observe.go) wires it all for the
+// server: it takes discovery snapshots (ORCA targets, LRS address map, the
+// tracker's endpoints), filters reports by each service's sources, balances
+// global-mode services, plans per-node weights, and hands the results to a
+// Publisher (an interface *xds.Server satisfies); an optional ORCASink
+// sees every ORCA report (the lame-duck drain source).
+//
+// weights may import discovery (the model); it must not import envoy or
+// xds: it hands plain values (Table, Solution, weight maps) to the xds
+// reconciler, which translates them.
 //
 // # Reports and the formula
 //
@@ -135,4 +143,6 @@
 // robin gives max/mean utilization 1.65-2.16, global (capacity) weights
 // 1.68-1.85, per-node weights 1.001 (TestSolveBalancesRandomFleet); with
 // damping 0.5 from round robin, 1.05 is reached in five solves.
+//
+// imports_test.go enforces the import rules.
 package weights

@@ -3,10 +3,11 @@
 // cache.
 //
 // It owns the node registry (who is connected, since when, what they
-// NACKed), per-node assembly (which endpoints of which services a node
-// sees), and the debounced reconcile loop: discovery snapshots go in,
-// per-service translations are memoized by content so only what changed is
-// rebuilt, nodes that would receive identical resources share one cache
+// NACKed; client indices and endpoint slots come from a nodeindex.Table,
+// see nodeindex.go and slots.go), per-node assembly (which endpoints of
+// which services a node sees), and the debounced reconcile loop:
+// discovery snapshots go in, per-service translations are memoized by
+// content so only what changed is rebuilt, nodes that would receive identical resources share one cache
 // snapshot, and resource versions are content hashes, so nothing is pushed
 // when nothing changed.
 //
@@ -24,4 +25,6 @@
 // 1 MiB ones, so a fleet's connection burst leaves nothing behind.
 //
 // xds must not import cmd or viper.
+//
+// imports_test.go enforces the import rules.
 package xds

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xds-server/xds-server/nodeindex"
 )
 
 // Index sources (subsetting.index_source).
@@ -34,8 +36,8 @@ type SubsetConfig struct {
 	IndexTTL    time.Duration // a released index stays reserved this long; 0 means 10m
 	GroupBy     string        // GroupByCluster, GroupByNone, GroupByZone or "metadata.<key>"; "" means cluster
 	// Table is the index table for the local and consul sources (and for
-	// metadata nodes that send no index); nil means a LocalIndex.
-	Table IndexTable
+	// metadata nodes that send no index); nil means a nodeindex.Local.
+	Table nodeindex.Table
 	// Timeout bounds one Acquire or Release on Table; 0 means 5s.
 	Timeout time.Duration
 }
@@ -63,7 +65,7 @@ func (c SubsetConfig) Validate() error {
 // indexer gives connecting nodes their group and client index.
 type indexer struct {
 	cfg      SubsetConfig
-	fallback *LocalIndex // stands in when cfg.Table fails
+	fallback *nodeindex.Local // stands in when cfg.Table fails
 	m        *metrics
 	log      *slog.Logger
 }
@@ -81,7 +83,7 @@ func newIndexer(cfg SubsetConfig, now func() time.Time, m *metrics, log *slog.Lo
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	fb := NewLocalIndex(cfg.IndexTTL, now)
+	fb := nodeindex.NewLocal(cfg.IndexTTL, now)
 	if cfg.Table == nil {
 		cfg.Table = fb
 	}

@@ -13,7 +13,9 @@ import (
 // assignment of that service, its subset (or every endpoint, without
 // subsetting) with these weights; endpoints it does not list keep their
 // global weight. Nodes and services absent get the global weights.
-type NodeWeights map[string]map[string]map[string]uint32
+// It is an alias so that *Server satisfies interfaces that name the map
+// type (weights.Publisher).
+type NodeWeights = map[string]map[string]map[string]uint32
 
 // weightedEDS is one node's load assignment of one service, kept while its
 // members and weights are unchanged.

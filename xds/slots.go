@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/xds-server/xds-server/nodeindex"
 )
 
 // endpointSlots gives the endpoints of steady-subset services stable
@@ -80,7 +82,7 @@ func (e *endpointSlots) retain(keep map[string]bool) {
 // batches them into few round trips).
 func (e *endpointSlots) acquire(group string, ids []string) map[string]slotRef {
 	out := make(map[string]slotRef, len(ids))
-	if _, local := e.x.cfg.Table.(*LocalIndex); local || len(ids) < 2 {
+	if _, local := e.x.cfg.Table.(*nodeindex.Local); local || len(ids) < 2 {
 		for _, id := range ids {
 			out[id] = e.acquireOne(group, id)
 		}

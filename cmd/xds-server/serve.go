@@ -21,7 +21,9 @@ import (
 
 	"github.com/xds-server/xds-server/config"
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/examples"
+	"github.com/xds-server/xds-server/nodeindex"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
 )
@@ -63,21 +65,24 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		xdsLis.Close()
 		return fmt.Errorf("admin listener: %w", err)
 	}
-	ws, err := newWeightShell(cfg, log, reg, srv)
-	if err != nil {
-		xdsLis.Close()
-		adminLis.Close()
-		return err
-	}
-	drains, err := discovery.NewDrains(discovery.DrainsConfig{Drain: cfg.Drainer(), Registerer: reg,
-		Emit: func(snap discovery.Snapshot) { ws.observe(snap); srv.Update(snap) }})
-	if err != nil {
-		xdsLis.Close()
-		adminLis.Close()
-		return err
-	}
+	var drains *drain.Manager // the ORCA sink's target, set below before any report can arrive
+	wc := cfg.WeightsPipeline()
+	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer = srv, srv.GRPC(), log, reg
 	if m := cfg.Drain.ORCAMetric; m != "" {
-		ws.onORCA = func(r weights.Report) { drains.SetORCA(r.Service, r.Endpoint, r.Named[m] >= 1) }
+		wc.ORCASink = func(r weights.Report) { drains.SetORCA(r.Service, r.Endpoint, r.Named[m] >= 1) }
+	}
+	ws, err := weights.NewPipeline(wc)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
+	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg,
+		Emit: func(snap discovery.Snapshot) { ws.Observe(snap); srv.Update(snap) }})
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
 	}
 	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg)
 	if err != nil {
@@ -90,13 +95,13 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/v1/ratelimit", rl.svc.HTTPHandler())
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 	}
-	admin := &http.Server{Handler: adminHandler(srv, reg, ws.handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second}
+	admin := &http.Server{Handler: adminHandler(srv, reg, ws.Handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second}
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
 	wg.Go(func() { srv.Run(bg) })
-	wg.Go(func() { ws.run(bg) })
+	wg.Go(func() { ws.Run(bg) })
 	wg.Go(func() { drains.Run(bg) })
 	wg.Go(func() {
 		if err := src.Run(bg, drains.Observe); err != nil {
@@ -124,7 +129,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.XDS.ShutdownTimeout)
 	defer cancel()
-	ws.lrs.Stop() // LRS streams would hold the graceful stop until its deadline
+	ws.StopLRS() // LRS streams would hold the graceful stop until its deadline
 	srv.Shutdown(sctx)
 	rl.stop(sctx)
 	_ = admin.Shutdown(sctx)
@@ -180,13 +185,13 @@ func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (disco
 
 // newConsulIndex opens the client index table in Consul KV, with the
 // Consul address, token and datacenter of discovery.consul.
-func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger) (*xds.ConsulIndex, error) {
+func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger) (*nodeindex.Consul, error) {
 	cc := cfg.Discovery.Consul
 	client, err := api.NewClient(&api.Config{Address: cc.Address, Token: cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), Datacenter: cc.Datacenter})
 	if err != nil {
 		return nil, fmt.Errorf("subsetting: consul client: %w", err)
 	}
-	table, err := xds.NewConsulIndex(ctx, xds.ConsulIndexConfig{
+	table, err := nodeindex.NewConsul(ctx, nodeindex.ConsulConfig{
 		Client: client, Prefix: cfg.Subsetting.Consul.Prefix, TTL: cfg.Subsetting.IndexTTL,
 		Logger: log.With("component", "xds.index"),
 	})

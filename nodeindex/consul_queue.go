@@ -1,4 +1,4 @@
-package xds
+package nodeindex
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ const casAttempts = 50
 // casBackoffMax caps the jittered wait between two attempts.
 const casBackoffMax = 100 * time.Millisecond
 
-var errIndexClosed = errors.New("xds: index: consul: closed")
+var errIndexClosed = errors.New("nodeindex: consul: closed")
 
 // opKind is what an indexOp does to a group's table.
 type opKind uint8
@@ -97,7 +97,7 @@ type roundResult struct {
 }
 
 // submit queues op on group's queue, unless the table is closed.
-func (t *ConsulIndex) submit(group string, op *indexOp) error {
+func (t *Consul) submit(group string, op *indexOp) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -113,7 +113,7 @@ func (t *ConsulIndex) submit(group string, op *indexOp) error {
 }
 
 // enqueue appends op, records holds, and starts a drain if none runs.
-func (t *ConsulIndex) enqueue(q *groupQueue, op *indexOp) {
+func (t *Consul) enqueue(q *groupQueue, op *indexOp) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch op.kind {
@@ -138,7 +138,7 @@ func (t *ConsulIndex) enqueue(q *groupQueue, op *indexOp) {
 }
 
 // wait returns op's result, or gives up when ctx ends first.
-func (t *ConsulIndex) wait(ctx context.Context, group string, op *indexOp) (int, error) {
+func (t *Consul) wait(ctx context.Context, group string, op *indexOp) (int, error) {
 	var r indexResult
 	select {
 	case r = <-op.done:
@@ -150,13 +150,13 @@ func (t *ConsulIndex) wait(ctx context.Context, group string, op *indexOp) (int,
 		}
 	}
 	if r.err != nil {
-		return 0, fmt.Errorf("xds: index: consul: %s node %q in group %q: %w", op.kind, op.node, group, r.err)
+		return 0, fmt.Errorf("nodeindex: consul: %s node %q in group %q: %w", op.kind, op.node, group, r.err)
 	}
 	return r.index, nil
 }
 
 // drain runs rounds until q has nothing pending.
-func (t *ConsulIndex) drain(q *groupQueue) {
+func (t *Consul) drain(q *groupQueue) {
 	defer t.rounds.Done()
 	for {
 		q.mu.Lock()
@@ -175,7 +175,7 @@ func (t *ConsulIndex) drain(q *groupQueue) {
 // round applies ops in one read-modify-write and settles their results.
 // Acquires abandoned before the round are left out; a fresh Acquire that
 // fails or is abandoned is undone by a later op.
-func (t *ConsulIndex) round(q *groupQueue, ops []*indexOp) {
+func (t *Consul) round(q *groupQueue, ops []*indexOp) {
 	var live, skipped []*indexOp
 	for _, op := range ops {
 		if op.kind == opAcquire && op.state.Load() == opAbandoned {
@@ -228,7 +228,7 @@ func (t *ConsulIndex) round(q *groupQueue, ops []*indexOp) {
 
 // undoLocked queues the undo of a failed or abandoned fresh Acquire.
 // q.mu is held; the running drain picks the op up.
-func (t *ConsulIndex) undoLocked(q *groupQueue, op *indexOp) {
+func (t *Consul) undoLocked(q *groupQueue, op *indexOp) {
 	if !op.fresh {
 		return
 	}
@@ -239,7 +239,7 @@ func (t *ConsulIndex) undoLocked(q *groupQueue, op *indexOp) {
 
 // settleRehold records the indices of the nodes moved to a new session and
 // logs those whose index changed. q.mu is held.
-func (t *ConsulIndex) settleRehold(q *groupQueue, reheld map[string]int) {
+func (t *Consul) settleRehold(q *groupQueue, reheld map[string]int) {
 	for node, i := range reheld {
 		h, ok := q.held[node]
 		if !ok {
@@ -256,7 +256,7 @@ func (t *ConsulIndex) settleRehold(q *groupQueue, reheld map[string]int) {
 
 // commit retries attempt on check-and-set conflicts, at most casAttempts
 // times, with jittered backoff.
-func (t *ConsulIndex) commit(ctx context.Context, q *groupQueue, ops []*indexOp) (roundResult, error) {
+func (t *Consul) commit(ctx context.Context, q *groupQueue, ops []*indexOp) (roundResult, error) {
 	for n := 1; ; n++ {
 		res, ok, err := t.attempt(ctx, q, ops)
 		if err != nil || ok {
@@ -279,7 +279,7 @@ func (t *ConsulIndex) commit(ctx context.Context, q *groupQueue, ops []*indexOp)
 
 // attempt reads the table, applies ops and writes it back with
 // check-and-set; ok is false on a conflict.
-func (t *ConsulIndex) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (res roundResult, ok bool, err error) {
+func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (res roundResult, ok bool, err error) {
 	pair, _, err := t.client.KV().Get(q.key, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return res, false, fmt.Errorf("read %s: %w", q.key, err)
@@ -343,7 +343,7 @@ func needsLiveness(tb *indexTable, ops []*indexOp, session string) bool {
 }
 
 // apply runs ops, in order, on tb.
-func (t *ConsulIndex) apply(tb *indexTable, q *groupQueue, ops []*indexOp, session string, own func(string) bool, now time.Time) roundResult {
+func (t *Consul) apply(tb *indexTable, q *groupQueue, ops []*indexOp, session string, own func(string) bool, now time.Time) roundResult {
 	res := roundResult{index: make([]int, len(ops))}
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -1,4 +1,4 @@
-package discovery
+package drain
 
 import (
 	"encoding/json"
@@ -11,12 +11,12 @@ import (
 	"time"
 )
 
-// maxDrainBody bounds a drain request body.
-const maxDrainBody = 64 << 10
+// maxBody bounds a drain request body.
+const maxBody = 64 << 10
 
-// drainRequest is the body of POST and DELETE /v1/drain.
-type drainRequest struct {
-	DrainTarget
+// request is the body of POST and DELETE /v1/drain.
+type request struct {
+	Target
 	// TTL is a Go duration ("10m") or a number of seconds; absent or 0
 	// means until deleted. POST only.
 	TTL json.RawMessage `json:"ttl,omitempty"`
@@ -31,74 +31,74 @@ type drainRequest struct {
 //
 // Answers are JSON; errors are {"error": "..."} with 400 (bad input), 404
 // (unknown service, endpoint or node) or 405.
-func (s *Drains) Handler() http.Handler {
+func (s *Manager) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
-			writeDrainJSON(w, http.StatusOK, s.State())
+			writeJSON(w, http.StatusOK, s.State())
 		case http.MethodPost:
 			s.post(w, r)
 		case http.MethodDelete:
 			s.delete(w, r)
 		default:
 			w.Header().Set("Allow", "GET, POST, DELETE")
-			writeDrainJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method " + r.Method + " not allowed; use GET, POST or DELETE"})
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method " + r.Method + " not allowed; use GET, POST or DELETE"})
 		}
 	})
 }
 
-func (s *Drains) post(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeDrain(r.Body)
+func (s *Manager) post(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeRequest(r.Body)
 	if err != nil {
-		writeDrainError(w, err)
+		writeError(w, err)
 		return
 	}
 	ttl, err := parseTTL(req.TTL)
 	if err != nil {
-		writeDrainError(w, err)
+		writeError(w, err)
 		return
 	}
-	a, err := s.Set(req.DrainTarget, ttl)
+	a, err := s.Set(req.Target, ttl)
 	if err != nil {
-		writeDrainError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeDrainJSON(w, http.StatusOK, map[string]any{"drain": a})
+	writeJSON(w, http.StatusOK, map[string]any{"drain": a})
 }
 
-func (s *Drains) delete(w http.ResponseWriter, r *http.Request) {
+func (s *Manager) delete(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	t := DrainTarget{Service: q.Get("service"), Endpoint: q.Get("endpoint"), Node: q.Get("node")}
-	if t == (DrainTarget{}) {
-		req, err := decodeDrain(r.Body)
+	t := Target{Service: q.Get("service"), Endpoint: q.Get("endpoint"), Node: q.Get("node")}
+	if t == (Target{}) {
+		req, err := decodeRequest(r.Body)
 		if err != nil {
-			writeDrainError(w, err)
+			writeError(w, err)
 			return
 		}
 		if len(req.TTL) > 0 {
-			writeDrainError(w, fmt.Errorf("%w: ttl has no meaning in DELETE", ErrInvalidDrain))
+			writeError(w, fmt.Errorf("%w: ttl has no meaning in DELETE", ErrInvalid))
 			return
 		}
-		t = req.DrainTarget
+		t = req.Target
 	}
 	deleted, err := s.Delete(t)
 	if err != nil {
-		writeDrainError(w, err)
+		writeError(w, err)
 		return
 	}
-	writeDrainJSON(w, http.StatusOK, map[string]any{"deleted": deleted, "target": t})
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted, "target": t})
 }
 
-// decodeDrain reads one strict JSON drain request.
-func decodeDrain(body io.Reader) (drainRequest, error) {
-	dec := json.NewDecoder(io.LimitReader(body, maxDrainBody+1))
+// decodeRequest reads one strict JSON drain request.
+func decodeRequest(body io.Reader) (request, error) {
+	dec := json.NewDecoder(io.LimitReader(body, maxBody+1))
 	dec.DisallowUnknownFields()
-	var req drainRequest
+	var req request
 	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("%w: body: %w", ErrInvalidDrain, err)
+		return req, fmt.Errorf("%w: body: %w", ErrInvalid, err)
 	}
 	if dec.More() {
-		return req, fmt.Errorf("%w: body: more than one JSON value", ErrInvalidDrain)
+		return req, fmt.Errorf("%w: body: more than one JSON value", ErrInvalid)
 	}
 	return req, nil
 }
@@ -112,26 +112,26 @@ func parseTTL(raw json.RawMessage) (time.Duration, error) {
 	if err := json.Unmarshal(raw, &str); err == nil {
 		d, err := time.ParseDuration(strings.TrimSpace(str))
 		if err != nil {
-			return 0, fmt.Errorf("%w: ttl: %w", ErrInvalidDrain, err)
+			return 0, fmt.Errorf("%w: ttl: %w", ErrInvalid, err)
 		}
 		return d, nil
 	}
 	secs, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil || secs != secs || secs < 0 || secs > MaxDrainTTL.Seconds() {
-		return 0, fmt.Errorf("%w: ttl %s is neither a duration like \"10m\" nor seconds in [0, %v]", ErrInvalidDrain, raw, MaxDrainTTL.Seconds())
+	if err != nil || secs != secs || secs < 0 || secs > MaxTTL.Seconds() {
+		return 0, fmt.Errorf("%w: ttl %s is neither a duration like \"10m\" nor seconds in [0, %v]", ErrInvalid, raw, MaxTTL.Seconds())
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }
 
-func writeDrainError(w http.ResponseWriter, err error) {
+func writeError(w http.ResponseWriter, err error) {
 	code := http.StatusBadRequest
 	if errors.Is(err, ErrUnknownTarget) {
 		code = http.StatusNotFound
 	}
-	writeDrainJSON(w, code, map[string]string{"error": err.Error()})
+	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
-func writeDrainJSON(w http.ResponseWriter, code int, v any) {
+func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)

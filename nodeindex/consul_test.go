@@ -1,4 +1,4 @@
-package xds
+package nodeindex
 
 import (
 	"context"
@@ -50,12 +50,12 @@ type consulIndexEnv struct {
 	clock  *consulClock
 }
 
-// replica starts a ConsulIndex named name, closed when the test ends.
-func (e *consulIndexEnv) replica(t *testing.T, name string) *ConsulIndex {
+// replica starts a Consul named name, closed when the test ends.
+func (e *consulIndexEnv) replica(t *testing.T, name string) *Consul {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ix, err := NewConsulIndex(ctx, ConsulIndexConfig{
+	ix, err := NewConsul(ctx, ConsulConfig{
 		Client: e.client, Prefix: e.prefix, TTL: consulTestTTL, Replica: name,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: e.clock.Now,
 	})
@@ -71,7 +71,7 @@ func (e *consulIndexEnv) replica(t *testing.T, name string) *ConsulIndex {
 }
 
 // table reads group's stored table.
-func (e *consulIndexEnv) table(t *testing.T, ix *ConsulIndex, group string) *indexTable {
+func (e *consulIndexEnv) table(t *testing.T, ix *Consul, group string) *indexTable {
 	t.Helper()
 	pair, _, err := e.client.KV().Get(ix.key(group), nil)
 	if err != nil {
@@ -87,7 +87,7 @@ func (e *consulIndexEnv) table(t *testing.T, ix *ConsulIndex, group string) *ind
 	return tb
 }
 
-func consulAcquire(t *testing.T, ix *ConsulIndex, group, node string, want int) {
+func consulAcquire(t *testing.T, ix *Consul, group, node string, want int) {
 	t.Helper()
 	got, err := ix.Acquire(context.Background(), group, node)
 	if err != nil {
@@ -98,7 +98,7 @@ func consulAcquire(t *testing.T, ix *ConsulIndex, group, node string, want int) 
 	}
 }
 
-func consulRelease(t *testing.T, ix *ConsulIndex, group, node string) {
+func consulRelease(t *testing.T, ix *Consul, group, node string) {
 	t.Helper()
 	if err := ix.Release(context.Background(), group, node); err != nil {
 		t.Fatal(err)
@@ -107,7 +107,7 @@ func consulRelease(t *testing.T, ix *ConsulIndex, group, node string) {
 
 // crash stops ix as a crashed process would: no releases, no renewals, and
 // its session gone (as Consul invalidates it once its TTL lapses).
-func (e *consulIndexEnv) crash(t *testing.T, ix *ConsulIndex) {
+func (e *consulIndexEnv) crash(t *testing.T, ix *Consul) {
 	t.Helper()
 	ix.mu.Lock()
 	ix.closed = true
@@ -122,7 +122,7 @@ func (e *consulIndexEnv) crash(t *testing.T, ix *ConsulIndex) {
 	}
 }
 
-// TestConsulIndex runs the ConsulIndex scenarios against one real Consul
+// TestConsulIndex runs the Consul scenarios against one real Consul
 // agent, each under its own KV prefix.
 func TestConsulIndex(t *testing.T) {
 	if testing.Short() {
@@ -177,7 +177,7 @@ func consulReservationExpires(t *testing.T, e *consulIndexEnv) {
 }
 
 func consulRacingReplicas(t *testing.T, e *consulIndexEnv) {
-	replicas := []*ConsulIndex{e.replica(t, "a"), e.replica(t, "b")}
+	replicas := []*Consul{e.replica(t, "a"), e.replica(t, "b")}
 	const perReplica = 20
 	var (
 		wg   sync.WaitGroup
@@ -213,7 +213,7 @@ func consulRacingReplicas(t *testing.T, e *consulIndexEnv) {
 }
 
 func consulRacingSameNodes(t *testing.T, e *consulIndexEnv) {
-	replicas := []*ConsulIndex{e.replica(t, "a"), e.replica(t, "b")}
+	replicas := []*Consul{e.replica(t, "a"), e.replica(t, "b")}
 	const nodes = 20
 	var wg sync.WaitGroup
 	got := make([][nodes]int, len(replicas))

@@ -1,4 +1,4 @@
-package xds
+package nodeindex
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 const indexTableVersion = 1
 
 // indexTable is the decoded value of one group's key: the pure core of
-// ConsulIndex (no I/O, no clock, no logging). Its rules are LocalIndex's,
+// Consul (no I/O, no clock, no logging). Its rules are Local's,
 // with "held" widened to a set of holder sessions, one per replica the node
 // is connected through.
 type indexTable struct {
@@ -45,7 +45,7 @@ func (tb *indexTable) has(node string) bool {
 // acquire returns node's index, held by session: the slot node holds or
 // reserves, else the lowest slot whose reservation has expired (released at
 // least ttl before now) or that is empty, else a new slot at the end.
-// Expired slots below the chosen one are cleared on the way, as LocalIndex does.
+// Expired slots below the chosen one are cleared on the way, as Local does.
 func (tb *indexTable) acquire(node, session, replica string, now time.Time, ttl time.Duration) int {
 	tb.replicas[session] = replica
 	if i, ok := tb.byNode[node]; ok {
@@ -75,7 +75,7 @@ func (tb *indexTable) acquire(node, session, replica string, now time.Time, ttl 
 
 // release removes the sessions for which own is true from node's holders;
 // when none is left the index is reserved for node from now. As in
-// LocalIndex, releasing a node that nobody holds renews its reservation;
+// Local, releasing a node that nobody holds renews its reservation;
 // releasing a node held only by other sessions, or an unknown node, does
 // nothing.
 func (tb *indexTable) release(node string, own func(session string) bool, now time.Time) {

@@ -1,28 +1,31 @@
-package discovery
+package drain
 
 import (
 	"maps"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/xds-server/xds-server/discovery"
 )
 
-// Drain sources: why an endpoint is DRAINING (Endpoint.Drain).
+// Drain sources: why an endpoint is DRAINING (discovery.Endpoint.Drain).
 const (
-	DrainConsul       = "consul_maintenance" // Consul service or node maintenance mode
-	DrainStatic       = "static"             // the static file says draining
-	DrainMeta         = "meta"               // the configured meta key is true
-	DrainTag          = "tag"                // the configured tag is present
-	DrainAdmin        = "admin"              // the admin drain API
-	DrainORCA         = "orca"               // the backend's ORCA report carries the lame-duck metric
-	DrainDeregistered = "deregistered"       // it left discovery less than the drain window ago
+	SourceConsul       = discovery.DrainConsul // "consul_maintenance": Consul service or node maintenance mode (set by the Consul source)
+	SourceStatic       = discovery.DrainStatic // "static": the static file says draining (set by the static source)
+	SourceMeta         = "meta"                // the configured meta key is true
+	SourceTag          = "tag"                 // the configured tag is present
+	SourceAdmin        = "admin"               // the admin drain API
+	SourceORCA         = "orca"                // the backend's ORCA report carries the lame-duck metric
+	SourceDeregistered = "deregistered"        // it left discovery less than the drain window ago
 )
 
-// DrainSources lists every drain source, for metrics.
-var DrainSources = []string{DrainConsul, DrainStatic, DrainMeta, DrainTag, DrainAdmin, DrainORCA, DrainDeregistered}
+// Sources lists every drain source, for metrics.
+var Sources = []string{SourceConsul, SourceStatic, SourceMeta, SourceTag, SourceAdmin, SourceORCA, SourceDeregistered}
 
-// DrainConfig configures a Drainer.
-type DrainConfig struct {
+// Policy is what drains besides the admin API and ORCA: the window a
+// departed endpoint stays DRAINING, and the meta key and tag that drain.
+type Policy struct {
 	// Window returns how long an endpoint that left discovery stays, as
 	// DRAINING, before it is removed; 0 removes it at once. nil means 0.
 	Window func(service string) time.Duration
@@ -33,24 +36,24 @@ type DrainConfig struct {
 	Tag string
 }
 
-// DrainTarget is what an admin drain applies to: one endpoint (Service and
+// Target is what an admin drain applies to: one endpoint (Service and
 // Endpoint), a whole service (Service only) or every endpoint on a
 // discovery node (Node only).
-type DrainTarget struct {
+type Target struct {
 	Service  string `json:"service,omitempty"`
 	Endpoint string `json:"endpoint,omitempty"`
 	Node     string `json:"node,omitempty"`
 }
 
-// AdminDrain is a drain set through the admin API.
-type AdminDrain struct {
-	DrainTarget
+// Admin is a drain set through the admin API.
+type Admin struct {
+	Target
 	Since time.Time `json:"since"`
 	Until time.Time `json:"until,omitzero"` // zero: until deleted
 }
 
 // matches reports whether the drain covers endpoint ep of service.
-func (t DrainTarget) matches(service string, ep Endpoint) bool {
+func (t Target) matches(service string, ep discovery.Endpoint) bool {
 	if t.Node != "" {
 		return ep.Node == t.Node
 	}
@@ -59,35 +62,35 @@ func (t DrainTarget) matches(service string, ep Endpoint) bool {
 
 // departed is an endpoint that left discovery, kept until until.
 type departed struct {
-	ep    Endpoint
+	ep    discovery.Endpoint
 	until time.Time
 }
 
-// Drainer overlays the drain sources on discovery snapshots: Apply turns
+// Overlay overlays the drain sources on discovery snapshots: Apply turns
 // the endpoints any source drains DRAINING (with the reasons in Drain) and
 // keeps departed endpoints DRAINING for the window. It holds state between
 // calls (the previous snapshot, departed endpoints, admin and ORCA drains)
 // but reads no clock and starts nothing; it is not safe for concurrent
 // use.
-type Drainer struct {
-	cfg   DrainConfig
-	admin map[DrainTarget]AdminDrain
-	orca  map[[2]string]bool             // {service, endpoint} -> lame duck
-	prev  map[string]map[string]Endpoint // last registered endpoints per service
-	gone  map[string]map[string]departed // service -> endpoint id -> departed
+type Overlay struct {
+	cfg   Policy
+	admin map[Target]Admin
+	orca  map[[2]string]bool                       // {service, endpoint} -> lame duck
+	prev  map[string]map[string]discovery.Endpoint // last registered endpoints per service
+	gone  map[string]map[string]departed           // service -> endpoint id -> departed
 }
 
-// NewDrainer returns a Drainer with no drains.
-func NewDrainer(cfg DrainConfig) *Drainer {
-	return &Drainer{cfg: cfg, admin: map[DrainTarget]AdminDrain{}, orca: map[[2]string]bool{},
-		prev: map[string]map[string]Endpoint{}, gone: map[string]map[string]departed{}}
+// NewOverlay returns an Overlay with no drains.
+func NewOverlay(cfg Policy) *Overlay {
+	return &Overlay{cfg: cfg, admin: map[Target]Admin{}, orca: map[[2]string]bool{},
+		prev: map[string]map[string]discovery.Endpoint{}, gone: map[string]map[string]departed{}}
 }
 
 // SetAdmin adds or replaces an admin drain.
-func (d *Drainer) SetAdmin(a AdminDrain) { d.admin[a.DrainTarget] = a }
+func (d *Overlay) SetAdmin(a Admin) { d.admin[a.Target] = a }
 
 // DeleteAdmin removes an admin drain and reports whether there was one.
-func (d *Drainer) DeleteAdmin(t DrainTarget) bool {
+func (d *Overlay) DeleteAdmin(t Target) bool {
 	_, ok := d.admin[t]
 	delete(d.admin, t)
 	return ok
@@ -95,8 +98,8 @@ func (d *Drainer) DeleteAdmin(t DrainTarget) bool {
 
 // Admin returns the admin drains in force at now, sorted by target;
 // expired ones are dropped.
-func (d *Drainer) Admin(now time.Time) []AdminDrain {
-	out := make([]AdminDrain, 0, len(d.admin))
+func (d *Overlay) Admin(now time.Time) []Admin {
+	out := make([]Admin, 0, len(d.admin))
 	for t, a := range d.admin {
 		if !a.Until.IsZero() && !now.Before(a.Until) {
 			delete(d.admin, t)
@@ -104,7 +107,7 @@ func (d *Drainer) Admin(now time.Time) []AdminDrain {
 		}
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b AdminDrain) int {
+	slices.SortFunc(out, func(a, b Admin) int {
 		return strings.Compare(a.Service+"\x00"+a.Endpoint+"\x00"+a.Node, b.Service+"\x00"+b.Endpoint+"\x00"+b.Node)
 	})
 	return out
@@ -112,7 +115,7 @@ func (d *Drainer) Admin(now time.Time) []AdminDrain {
 
 // SetORCA records whether an endpoint's ORCA reports say lame duck; it
 // reports whether that changed anything.
-func (d *Drainer) SetORCA(service, endpoint string, lameDuck bool) bool {
+func (d *Overlay) SetORCA(service, endpoint string, lameDuck bool) bool {
 	k := [2]string{service, endpoint}
 	if d.orca[k] == lameDuck {
 		return false
@@ -129,23 +132,23 @@ func (d *Drainer) SetORCA(service, endpoint string, lameDuck bool) bool {
 // and the next time at which Apply must run again for a timer to take
 // effect (a departed endpoint's window or an admin drain's TTL ending);
 // zero when none is pending.
-func (d *Drainer) Apply(raw Snapshot, now time.Time) (Snapshot, time.Time) {
+func (d *Overlay) Apply(raw discovery.Snapshot, now time.Time) (discovery.Snapshot, time.Time) {
 	admin := d.Admin(now)
 	var next time.Time
 	for _, a := range admin {
 		next = earliest(next, a.Until)
 	}
-	out := Snapshot{Services: make([]Service, 0, len(raw.Services))}
-	registered := make(map[string]map[string]Endpoint, len(raw.Services))
+	out := discovery.Snapshot{Services: make([]discovery.Service, 0, len(raw.Services))}
+	registered := make(map[string]map[string]discovery.Endpoint, len(raw.Services))
 	for _, svc := range raw.Services {
-		regs := make(map[string]Endpoint, len(svc.Endpoints))
-		eps := make([]Endpoint, 0, len(svc.Endpoints))
+		regs := make(map[string]discovery.Endpoint, len(svc.Endpoints))
+		eps := make([]discovery.Endpoint, 0, len(svc.Endpoints))
 		for _, ep := range svc.Endpoints {
 			regs[ep.ID] = ep
 			eps = append(eps, d.overlay(svc.Name, ep, admin))
 		}
 		registered[svc.Name] = regs
-		out.Services = append(out.Services, Service{Name: svc.Name, Endpoints: eps})
+		out.Services = append(out.Services, discovery.Service{Name: svc.Name, Endpoints: eps})
 	}
 	d.depart(registered, now)
 	for name, gone := range d.gone {
@@ -155,27 +158,27 @@ func (d *Drainer) Apply(raw Snapshot, now time.Time) (Snapshot, time.Time) {
 		out.Services = withDeparted(out.Services, name, gone)
 	}
 	d.prev = registered
-	slices.SortFunc(out.Services, func(a, b Service) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Services, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) })
 	return out, next
 }
 
 // overlay applies the per-endpoint sources to a registered endpoint.
-func (d *Drainer) overlay(service string, ep Endpoint, admin []AdminDrain) Endpoint {
+func (d *Overlay) overlay(service string, ep discovery.Endpoint, admin []Admin) discovery.Endpoint {
 	var why []string
 	if ep.Drain != "" {
 		why = strings.Split(ep.Drain, ",")
 	}
 	if d.cfg.MetaKey != "" && truthy(ep.Meta[d.cfg.MetaKey]) {
-		why = append(why, DrainMeta)
+		why = append(why, SourceMeta)
 	}
 	if d.cfg.Tag != "" && slices.Contains(ep.Tags, d.cfg.Tag) {
-		why = append(why, DrainTag)
+		why = append(why, SourceTag)
 	}
-	if slices.ContainsFunc(admin, func(a AdminDrain) bool { return a.matches(service, ep) }) {
-		why = append(why, DrainAdmin)
+	if slices.ContainsFunc(admin, func(a Admin) bool { return a.matches(service, ep) }) {
+		why = append(why, SourceAdmin)
 	}
 	if d.orca[[2]string{service, ep.ID}] {
-		why = append(why, DrainORCA)
+		why = append(why, SourceORCA)
 	}
 	return drained(ep, why)
 }
@@ -183,7 +186,7 @@ func (d *Drainer) overlay(service string, ep Endpoint, admin []AdminDrain) Endpo
 // depart updates the departed endpoints: those registered before and not
 // now start their window; those registered again, or whose window ended,
 // are forgotten.
-func (d *Drainer) depart(registered map[string]map[string]Endpoint, now time.Time) {
+func (d *Overlay) depart(registered map[string]map[string]discovery.Endpoint, now time.Time) {
 	for name, prev := range d.prev {
 		for id, ep := range prev {
 			if _, still := registered[name][id]; still {
@@ -216,33 +219,33 @@ func (d *Drainer) depart(registered map[string]map[string]Endpoint, now time.Tim
 
 // withDeparted adds the departed endpoints of service name, DRAINING, to
 // services (adding the service if it left entirely).
-func withDeparted(services []Service, name string, gone map[string]departed) []Service {
-	i := slices.IndexFunc(services, func(s Service) bool { return s.Name == name })
+func withDeparted(services []discovery.Service, name string, gone map[string]departed) []discovery.Service {
+	i := slices.IndexFunc(services, func(s discovery.Service) bool { return s.Name == name })
 	if i < 0 {
-		services = append(services, Service{Name: name})
+		services = append(services, discovery.Service{Name: name})
 		i = len(services) - 1
 	}
 	eps := services[i].Endpoints
 	for _, id := range slices.Sorted(maps.Keys(gone)) {
 		ep := gone[id].ep
-		why := []string{DrainDeregistered}
+		why := []string{SourceDeregistered}
 		if ep.Drain != "" {
 			why = append(why, strings.Split(ep.Drain, ",")...)
 		}
 		eps = append(eps, drained(ep, why))
 	}
-	slices.SortFunc(eps, func(a, b Endpoint) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(eps, func(a, b discovery.Endpoint) int { return strings.Compare(a.ID, b.ID) })
 	services[i].Endpoints = eps
 	return services
 }
 
 // drained returns ep DRAINING for the reasons why, or ep as is if none.
-func drained(ep Endpoint, why []string) Endpoint {
+func drained(ep discovery.Endpoint, why []string) discovery.Endpoint {
 	if len(why) == 0 {
 		return ep
 	}
 	slices.Sort(why)
-	ep.Health, ep.Drain = HealthDraining, strings.Join(slices.Compact(why), ",")
+	ep.Health, ep.Drain = discovery.HealthDraining, strings.Join(slices.Compact(why), ",")
 	return ep
 }
 

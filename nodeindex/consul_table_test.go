@@ -1,4 +1,4 @@
-package xds
+package nodeindex
 
 import (
 	"context"
@@ -118,13 +118,13 @@ func consulRoundTrip(t *testing.T, tb *indexTable) *indexTable {
 }
 
 // TestConsulIndexTableMatchesLocal plays random acquires, releases and clock
-// steps on LocalIndex and on the table (one session, stored between steps):
+// steps on Local and on the table (one session, stored between steps):
 // they must hand out the same indices.
 func TestConsulIndexTableMatchesLocal(t *testing.T) {
 	const ttl = time.Minute
 	rng := rand.New(rand.NewPCG(1, 2))
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	local := NewLocalIndex(ttl, func() time.Time { return now })
+	local := NewLocal(ttl, func() time.Time { return now })
 	tb := newIndexTable()
 	mine := func(s string) bool { return s == "s" }
 	ctx := context.Background()
@@ -134,7 +134,7 @@ func TestConsulIndexTableMatchesLocal(t *testing.T) {
 		case 0, 1:
 			want, _ := local.Acquire(ctx, "g", node)
 			if got := tb.acquire(node, "s", "r", now, ttl); got != want {
-				t.Fatalf("step %d: acquire %s = %d, LocalIndex gives %d", step, node, got, want)
+				t.Fatalf("step %d: acquire %s = %d, Local gives %d", step, node, got, want)
 			}
 		case 2, 3:
 			_ = local.Release(ctx, "g", node)
@@ -222,13 +222,13 @@ func TestConsulIndexConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, tc := range map[string]struct {
-		cfg  ConsulIndexConfig
+		cfg  ConsulConfig
 		want []string // substrings of the error; none means valid
 	}{
-		"minimal":  {cfg: ConsulIndexConfig{Client: client}},
-		"complete": {cfg: ConsulIndexConfig{Client: client, Prefix: "a/b", TTL: time.Minute, Replica: "r", SessionTTL: time.Minute}},
+		"minimal":  {cfg: ConsulConfig{Client: client}},
+		"complete": {cfg: ConsulConfig{Client: client, Prefix: "a/b", TTL: time.Minute, Replica: "r", SessionTTL: time.Minute}},
 		"everything wrong": {
-			cfg:  ConsulIndexConfig{Prefix: "/a/", TTL: -1, SessionTTL: time.Second},
+			cfg:  ConsulConfig{Prefix: "/a/", TTL: -1, SessionTTL: time.Second},
 			want: []string{"client is required", "ttl -1ns is negative", `prefix "/a/"`, "session ttl 1s"},
 		},
 	} {

@@ -1,4 +1,4 @@
-package discovery
+package drain
 
 import (
 	"context"
@@ -11,20 +11,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/xds-server/xds-server/discovery"
 )
 
 var drainT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
-func drainWorld(eps ...Endpoint) Snapshot {
-	return Snapshot{Services: []Service{{Name: "api", Endpoints: eps}}}
+func drainWorld(eps ...discovery.Endpoint) discovery.Snapshot {
+	return discovery.Snapshot{Services: []discovery.Service{{Name: "api", Endpoints: eps}}}
 }
 
-func ep(id string) Endpoint {
-	return Endpoint{ID: id, Address: "10.0.0.1", Port: 80, Health: HealthHealthy, Meta: map[string]string{}, Node: "node-" + id}
+func ep(id string) discovery.Endpoint {
+	return discovery.Endpoint{ID: id, Address: "10.0.0.1", Port: 80, Health: discovery.HealthHealthy, Meta: map[string]string{}, Node: "node-" + id}
 }
 
 // drainOf returns endpoint id's health and drain reasons in s.
-func drainOf(s Snapshot, id string) (Health, string, bool) {
+func drainOf(s discovery.Snapshot, id string) (discovery.Health, string, bool) {
 	for _, svc := range s.Services {
 		for _, e := range svc.Endpoints {
 			if e.ID == id {
@@ -41,35 +43,35 @@ func TestDrainSources(t *testing.T) {
 	withTag := ep("a")
 	withTag.Tags = []string{"lame-duck"}
 	maint := ep("a")
-	maint.Health, maint.Drain = HealthDraining, DrainConsul
+	maint.Health, maint.Drain = discovery.HealthDraining, SourceConsul
 	for name, tc := range map[string]struct {
-		ep    Endpoint
-		setup func(d *Drainer)
+		ep    discovery.Endpoint
+		setup func(d *Overlay)
 		want  string // Drain; "" = serving
 	}{
 		"nothing":            {ep: ep("a")},
 		"consul maintenance": {ep: maint, want: "consul_maintenance"},
 		"meta key":           {ep: withMeta, want: "meta"},
-		"meta false":         {ep: func() Endpoint { e := ep("a"); e.Meta["lame_duck"] = "false"; return e }()},
+		"meta false":         {ep: func() discovery.Endpoint { e := ep("a"); e.Meta["lame_duck"] = "false"; return e }()},
 		"tag":                {ep: withTag, want: "tag"},
-		"admin endpoint":     {ep: ep("a"), setup: func(d *Drainer) { d.SetAdmin(AdminDrain{DrainTarget: DrainTarget{Service: "api", Endpoint: "a"}}) }, want: "admin"},
-		"admin service":      {ep: ep("a"), setup: func(d *Drainer) { d.SetAdmin(AdminDrain{DrainTarget: DrainTarget{Service: "api"}}) }, want: "admin"},
-		"admin node":         {ep: ep("a"), setup: func(d *Drainer) { d.SetAdmin(AdminDrain{DrainTarget: DrainTarget{Node: "node-a"}}) }, want: "admin"},
-		"admin other node":   {ep: ep("a"), setup: func(d *Drainer) { d.SetAdmin(AdminDrain{DrainTarget: DrainTarget{Node: "node-b"}}) }},
-		"admin expired":      {ep: ep("a"), setup: func(d *Drainer) { d.SetAdmin(AdminDrain{DrainTarget: DrainTarget{Service: "api"}, Until: drainT0}) }},
-		"orca":               {ep: ep("a"), setup: func(d *Drainer) { d.SetORCA("api", "a", true) }, want: "orca"},
-		"several":            {ep: withMeta, setup: func(d *Drainer) { d.SetORCA("api", "a", true) }, want: "meta,orca"},
+		"admin endpoint":     {ep: ep("a"), setup: func(d *Overlay) { d.SetAdmin(Admin{Target: Target{Service: "api", Endpoint: "a"}}) }, want: "admin"},
+		"admin service":      {ep: ep("a"), setup: func(d *Overlay) { d.SetAdmin(Admin{Target: Target{Service: "api"}}) }, want: "admin"},
+		"admin node":         {ep: ep("a"), setup: func(d *Overlay) { d.SetAdmin(Admin{Target: Target{Node: "node-a"}}) }, want: "admin"},
+		"admin other node":   {ep: ep("a"), setup: func(d *Overlay) { d.SetAdmin(Admin{Target: Target{Node: "node-b"}}) }},
+		"admin expired":      {ep: ep("a"), setup: func(d *Overlay) { d.SetAdmin(Admin{Target: Target{Service: "api"}, Until: drainT0}) }},
+		"orca":               {ep: ep("a"), setup: func(d *Overlay) { d.SetORCA("api", "a", true) }, want: "orca"},
+		"several":            {ep: withMeta, setup: func(d *Overlay) { d.SetORCA("api", "a", true) }, want: "meta,orca"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			d := NewDrainer(DrainConfig{MetaKey: "lame_duck", Tag: "lame-duck"})
+			d := NewOverlay(Policy{MetaKey: "lame_duck", Tag: "lame-duck"})
 			if tc.setup != nil {
 				tc.setup(d)
 			}
 			out, _ := d.Apply(drainWorld(tc.ep), drainT0)
 			h, why, _ := drainOf(out, "a")
-			wantH := HealthHealthy
+			wantH := discovery.HealthHealthy
 			if tc.want != "" {
-				wantH = HealthDraining
+				wantH = discovery.HealthDraining
 			}
 			if h != wantH || why != tc.want {
 				t.Errorf("a = %v (%q), want %v (%q)", h, why, wantH, tc.want)
@@ -79,7 +81,7 @@ func TestDrainSources(t *testing.T) {
 }
 
 func TestDrainWindow(t *testing.T) {
-	d := NewDrainer(DrainConfig{Window: func(service string) time.Duration { return 30 * time.Second }})
+	d := NewOverlay(Policy{Window: func(service string) time.Duration { return 30 * time.Second }})
 	now := drainT0
 	if _, next := d.Apply(drainWorld(ep("a"), ep("b")), now); !next.IsZero() {
 		t.Fatalf("no timer expected, got %v", next)
@@ -87,7 +89,7 @@ func TestDrainWindow(t *testing.T) {
 	// b deregisters: DRAINING for 30 s, then gone.
 	now = now.Add(time.Second)
 	out, next := d.Apply(drainWorld(ep("a")), now)
-	if h, why, ok := drainOf(out, "b"); !ok || h != HealthDraining || why != DrainDeregistered {
+	if h, why, ok := drainOf(out, "b"); !ok || h != discovery.HealthDraining || why != SourceDeregistered {
 		t.Fatalf("b after leaving = %v %q %v; want draining (deregistered)", h, why, ok)
 	}
 	if want := now.Add(30 * time.Second); !next.Equal(want) {
@@ -106,19 +108,19 @@ func TestDrainWindow(t *testing.T) {
 	d.Apply(drainWorld(ep("a"), ep("c")), now)
 	d.Apply(drainWorld(ep("a")), now.Add(time.Second))
 	out, next = d.Apply(drainWorld(ep("a"), ep("c")), now.Add(2*time.Second))
-	if h, why, _ := drainOf(out, "c"); h != HealthHealthy || why != "" || !next.IsZero() {
+	if h, why, _ := drainOf(out, "c"); h != discovery.HealthHealthy || why != "" || !next.IsZero() {
 		t.Errorf("c back = %v %q (next %v); want healthy, no timer", h, why, next)
 	}
 
 	// The whole service leaves: its endpoints drain, the service stays.
-	out, _ = d.Apply(Snapshot{}, now.Add(3*time.Second))
+	out, _ = d.Apply(discovery.Snapshot{}, now.Add(3*time.Second))
 	if len(out.Services) != 1 || len(out.Services[0].Endpoints) != 2 {
 		t.Errorf("service gone: %+v; want api with a and c draining", out)
 	}
 }
 
 func TestDrainWindowZeroRemovesAtOnce(t *testing.T) {
-	d := NewDrainer(DrainConfig{})
+	d := NewOverlay(Policy{})
 	d.Apply(drainWorld(ep("a"), ep("b")), drainT0)
 	out, _ := d.Apply(drainWorld(ep("a")), drainT0)
 	if _, _, ok := drainOf(out, "b"); ok {
@@ -126,10 +128,10 @@ func TestDrainWindowZeroRemovesAtOnce(t *testing.T) {
 	}
 }
 
-func newTestDrains(t *testing.T, now *time.Time) (*Drains, *[]Snapshot) {
+func newTestDrains(t *testing.T, now *time.Time) (*Manager, *[]discovery.Snapshot) {
 	t.Helper()
-	var got []Snapshot
-	s, err := NewDrains(DrainsConfig{Emit: func(s Snapshot) { got = append(got, s) },
+	var got []discovery.Snapshot
+	s, err := New(Config{Emit: func(s discovery.Snapshot) { got = append(got, s) },
 		Now: func() time.Time { return *now }, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
@@ -142,25 +144,25 @@ func TestDrainsAdminTTL(t *testing.T) {
 	now := drainT0
 	s, got := newTestDrains(t, &now)
 	s.Observe(drainWorld(ep("a"), ep("b")))
-	if _, err := s.Set(DrainTarget{Service: "api", Endpoint: "a"}, time.Minute); err != nil {
+	if _, err := s.Set(Target{Service: "api", Endpoint: "a"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	last := (*got)[len(*got)-1]
-	if h, why, _ := drainOf(last, "a"); h != HealthDraining || why != DrainAdmin {
+	if h, why, _ := drainOf(last, "a"); h != discovery.HealthDraining || why != SourceAdmin {
 		t.Errorf("a = %v %q, want draining (admin)", h, why)
 	}
-	if v := testutil.ToFloat64(s.draining.WithLabelValues("api", DrainAdmin)); v != 1 {
+	if v := testutil.ToFloat64(s.draining.WithLabelValues("api", SourceAdmin)); v != 1 {
 		t.Errorf("xds_draining_endpoints{api,admin} = %v, want 1", v)
 	}
 	// Discovery changes (a Consul blip returning the same world): the
 	// drain survives.
 	s.Observe(drainWorld(ep("a"), ep("b")))
-	if h, _, _ := drainOf((*got)[len(*got)-1], "a"); h != HealthDraining {
+	if h, _, _ := drainOf((*got)[len(*got)-1], "a"); h != discovery.HealthDraining {
 		t.Error("admin drain lost on a new discovery snapshot")
 	}
 	now = now.Add(time.Minute)
 	s.Observe(drainWorld(ep("a"), ep("b")))
-	if h, _, _ := drainOf((*got)[len(*got)-1], "a"); h != HealthHealthy {
+	if h, _, _ := drainOf((*got)[len(*got)-1], "a"); h != discovery.HealthHealthy {
 		t.Error("admin drain outlived its TTL")
 	}
 	if st := s.State(); len(st.Admin) != 0 || len(st.Draining) != 0 {
@@ -220,8 +222,8 @@ func rec200(t *testing.T, h http.Handler) string {
 func TestDrainsORCA(t *testing.T) {
 	now := drainT0
 	var mu sync.Mutex
-	emitted := make(chan Snapshot, 16)
-	s, err := NewDrains(DrainsConfig{Emit: func(s Snapshot) { emitted <- s }, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	emitted := make(chan discovery.Snapshot, 16)
+	s, err := New(Config{Emit: func(s discovery.Snapshot) { emitted <- s }, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,11 +234,11 @@ func TestDrainsORCA(t *testing.T) {
 	s.Observe(drainWorld(ep("a")))
 	<-emitted
 	s.SetORCA("api", "a", true)
-	if h, why, _ := drainOf(<-emitted, "a"); h != HealthDraining || why != DrainORCA {
+	if h, why, _ := drainOf(<-emitted, "a"); h != discovery.HealthDraining || why != SourceORCA {
 		t.Errorf("after the lame-duck report: %v %q", h, why)
 	}
 	s.SetORCA("api", "a", false)
-	if h, _, _ := drainOf(<-emitted, "a"); h != HealthHealthy {
+	if h, _, _ := drainOf(<-emitted, "a"); h != discovery.HealthHealthy {
 		t.Errorf("after lame duck ended: %v", h)
 	}
 }

@@ -1,4 +1,4 @@
-package xds
+package nodeindex
 
 import (
 	"context"
@@ -7,21 +7,8 @@ import (
 	"time"
 )
 
-// IndexTable assigns dense, sticky client indices within a group: a new
-// node takes the lowest free index of its group; a node that disconnects
-// keeps its index reserved for a TTL, so a restart gets it back.
-// Implementations are safe for concurrent use.
-type IndexTable interface {
-	// Acquire returns node's index in group: the one it holds or reserves,
-	// else the lowest index nobody holds or reserves. index >= 0.
-	Acquire(ctx context.Context, group, node string) (index int, err error)
-	// Release marks node's index in group as reserved for the TTL from
-	// now; after that the index is free. Releasing an unknown node is a no-op.
-	Release(ctx context.Context, group, node string) error
-}
-
-// LocalIndex is the in-process IndexTable (subsetting.index_source: local).
-type LocalIndex struct {
+// Local is the in-process Table (subsetting.index_source: local).
+type Local struct {
 	ttl time.Duration
 	now func() time.Time
 
@@ -42,19 +29,19 @@ type slot struct {
 	releasedAt time.Time // when the node let go (valid when !held)
 }
 
-// NewLocalIndex returns an empty table; ttl is how long a released index
+// NewLocal returns an empty table; ttl is how long a released index
 // stays reserved for its node (0 frees it at once); now nil means time.Now.
-func NewLocalIndex(ttl time.Duration, now func() time.Time) *LocalIndex {
+func NewLocal(ttl time.Duration, now func() time.Time) *Local {
 	if now == nil {
 		now = time.Now
 	}
-	return &LocalIndex{ttl: ttl, now: now, groups: map[string]*indexGroup{}}
+	return &Local{ttl: ttl, now: now, groups: map[string]*indexGroup{}}
 }
 
-// Acquire implements IndexTable.
-func (t *LocalIndex) Acquire(_ context.Context, group, node string) (int, error) {
+// Acquire implements Table.
+func (t *Local) Acquire(_ context.Context, group, node string) (int, error) {
 	if node == "" {
-		return 0, fmt.Errorf("xds: index: empty node id")
+		return 0, fmt.Errorf("nodeindex: empty node id")
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -85,8 +72,8 @@ func (t *LocalIndex) Acquire(_ context.Context, group, node string) (int, error)
 	return len(g.slots) - 1, nil
 }
 
-// Release implements IndexTable.
-func (t *LocalIndex) Release(_ context.Context, group, node string) error {
+// Release implements Table.
+func (t *Local) Release(_ context.Context, group, node string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.groups[group]

@@ -1,6 +1,6 @@
-package xds
+package nodeindex
 
-// ConsulIndex keeps the client index tables in Consul KV, so that every
+// Consul keeps the client index tables in Consul KV, so that every
 // xds-server replica gives a node the same dense, sticky index and therefore
 // the same subsets.
 //
@@ -16,7 +16,7 @@ package xds
 // holders) is not empty: the replicas the node is connected through, each
 // named by its Consul session. Otherwise the slot is reserved for its node
 // until released_at (RFC 3339, UTC) + TTL, then free; expired slots are
-// cleared lazily, with exactly LocalIndex's rules (see indexTable).
+// cleared lazily, with exactly Local's rules (see indexTable).
 //
 // Updates are read-modify-write with check-and-set on the key's ModifyIndex,
 // retried on conflicts (at most casAttempts times, jittered backoff). Within
@@ -69,8 +69,8 @@ const (
 	indexSessionNamePrefix = "xds-server subsetting index: "
 )
 
-// ConsulIndexConfig configures ConsulIndex.
-type ConsulIndexConfig struct {
+// ConsulConfig configures Consul.
+type ConsulConfig struct {
 	Client  *api.Client   // required
 	Prefix  string        // KV prefix, without leading or trailing "/"; "" means "xds-server/subsetting"
 	TTL     time.Duration // how long a released index stays reserved for its node (subsetting.index_ttl); >= 0
@@ -84,26 +84,26 @@ type ConsulIndexConfig struct {
 }
 
 // Validate reports every configuration error.
-func (c ConsulIndexConfig) Validate() error {
+func (c ConsulConfig) Validate() error {
 	var errs []error
 	if c.Client == nil {
-		errs = append(errs, errors.New("xds: index: consul: client is required"))
+		errs = append(errs, errors.New("nodeindex: consul: client is required"))
 	}
 	if c.TTL < 0 {
-		errs = append(errs, fmt.Errorf("xds: index: consul: ttl %v is negative", c.TTL))
+		errs = append(errs, fmt.Errorf("nodeindex: consul: ttl %v is negative", c.TTL))
 	}
 	if strings.HasPrefix(c.Prefix, "/") || strings.HasSuffix(c.Prefix, "/") {
-		errs = append(errs, fmt.Errorf("xds: index: consul: prefix %q must not begin or end with /", c.Prefix))
+		errs = append(errs, fmt.Errorf("nodeindex: consul: prefix %q must not begin or end with /", c.Prefix))
 	}
 	if c.SessionTTL != 0 && (c.SessionTTL < minSessionTTL || c.SessionTTL > maxSessionTTL) {
-		errs = append(errs, fmt.Errorf("xds: index: consul: session ttl %v is not in [%v, %v]", c.SessionTTL, minSessionTTL, maxSessionTTL))
+		errs = append(errs, fmt.Errorf("nodeindex: consul: session ttl %v is not in [%v, %v]", c.SessionTTL, minSessionTTL, maxSessionTTL))
 	}
 	return errors.Join(errs...)
 }
 
-// ConsulIndex is the IndexTable shared by xds-server replicas through Consul
+// Consul is the Table shared by xds-server replicas through Consul
 // KV (subsetting.index_source: consul). It is safe for concurrent use.
-type ConsulIndex struct {
+type Consul struct {
 	client     *api.Client
 	prefix     string
 	ttl        time.Duration
@@ -125,13 +125,13 @@ type ConsulIndex struct {
 	closed  bool
 }
 
-// NewConsulIndex creates this replica's Consul session (ctx bounds that
+// NewConsul creates this replica's Consul session (ctx bounds that
 // call) and starts renewing it in the background until Close.
-func NewConsulIndex(ctx context.Context, cfg ConsulIndexConfig) (*ConsulIndex, error) {
+func NewConsul(ctx context.Context, cfg ConsulConfig) (*Consul, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := &ConsulIndex{
+	t := &Consul{
 		client:     cfg.Client,
 		prefix:     cmp.Or(cfg.Prefix, defaultIndexPrefix),
 		ttl:        cfg.TTL,
@@ -164,11 +164,11 @@ func NewConsulIndex(ctx context.Context, cfg ConsulIndexConfig) (*ConsulIndex, e
 	return t, nil
 }
 
-// Acquire implements IndexTable. If it fails (including when ctx ends
+// Acquire implements Table. If it fails (including when ctx ends
 // first), whatever it may have taken is released again in the background.
-func (t *ConsulIndex) Acquire(ctx context.Context, group, node string) (int, error) {
+func (t *Consul) Acquire(ctx context.Context, group, node string) (int, error) {
 	if node == "" {
-		return 0, errors.New("xds: index: consul: empty node id")
+		return 0, errors.New("nodeindex: consul: empty node id")
 	}
 	op := newIndexOp(opAcquire, node)
 	if err := t.submit(group, op); err != nil {
@@ -177,10 +177,10 @@ func (t *ConsulIndex) Acquire(ctx context.Context, group, node string) (int, err
 	return t.wait(ctx, group, op)
 }
 
-// Release implements IndexTable: it lets go of this replica's hold on node;
+// Release implements Table: it lets go of this replica's hold on node;
 // the index stays held while another replica holds it. A Release whose ctx
 // ends first still completes in the background.
-func (t *ConsulIndex) Release(ctx context.Context, group, node string) error {
+func (t *Consul) Release(ctx context.Context, group, node string) error {
 	op := newIndexOp(opRelease, node)
 	if err := t.submit(group, op); err != nil {
 		return err
@@ -192,7 +192,7 @@ func (t *ConsulIndex) Release(ctx context.Context, group, node string) error {
 // Close releases everything this replica holds (reserved for the TTL from
 // now), destroys its session and stops its goroutines. Later calls fail;
 // closing twice does nothing.
-func (t *ConsulIndex) Close() error {
+func (t *Consul) Close() error {
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -222,7 +222,7 @@ func (t *ConsulIndex) Close() error {
 		}
 	}
 	if _, err := t.client.Session().Destroy(session, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		errs = append(errs, fmt.Errorf("xds: index: consul: destroy session %s: %w", session, err))
+		errs = append(errs, fmt.Errorf("nodeindex: consul: destroy session %s: %w", session, err))
 	}
 	t.cancel()
 	t.rounds.Wait()
@@ -230,13 +230,13 @@ func (t *ConsulIndex) Close() error {
 }
 
 // key is the KV key of group's table.
-func (t *ConsulIndex) key(group string) string {
+func (t *Consul) key(group string) string {
 	return t.prefix + "/index/group=" + url.PathEscape(group)
 }
 
 // sessionState returns the current session and a predicate for every
 // session this replica has had.
-func (t *ConsulIndex) sessionState() (current string, own func(string) bool) {
+func (t *Consul) sessionState() (current string, own func(string) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	owned := make(map[string]bool, len(t.own))
@@ -246,24 +246,24 @@ func (t *ConsulIndex) sessionState() (current string, own func(string) bool) {
 	return t.session, func(s string) bool { return owned[s] }
 }
 
-func (t *ConsulIndex) createSession(ctx context.Context) (string, error) {
+func (t *Consul) createSession(ctx context.Context) (string, error) {
 	id, _, err := t.client.Session().Create(&api.SessionEntry{
 		Name:     indexSessionNamePrefix + t.replica,
 		TTL:      t.sessionTTL.String(),
 		Behavior: api.SessionBehaviorRelease,
 	}, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
-		return "", fmt.Errorf("xds: index: consul: create session: %w", err)
+		return "", fmt.Errorf("nodeindex: consul: create session: %w", err)
 	}
 	return id, nil
 }
 
 // liveSessions lists the sessions Consul knows, with a consistent read.
-func (t *ConsulIndex) liveSessions(ctx context.Context) (map[string]bool, error) {
+func (t *Consul) liveSessions(ctx context.Context) (map[string]bool, error) {
 	q := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
 	list, _, err := t.client.Session().List(q)
 	if err != nil {
-		return nil, fmt.Errorf("xds: index: consul: list sessions: %w", err)
+		return nil, fmt.Errorf("nodeindex: consul: list sessions: %w", err)
 	}
 	alive := make(map[string]bool, len(list))
 	for _, s := range list {
@@ -273,7 +273,7 @@ func (t *ConsulIndex) liveSessions(ctx context.Context) (map[string]bool, error)
 }
 
 // keepAlive renews the session every sessionTTL/3 until Close.
-func (t *ConsulIndex) keepAlive() {
+func (t *Consul) keepAlive() {
 	defer t.renew.Done()
 	wait := t.sessionTTL / 3
 	for {
@@ -297,13 +297,13 @@ func (t *ConsulIndex) keepAlive() {
 
 // renewOnce renews the session; when Consul no longer knows it, it creates
 // a new one and moves every hold of this replica to it before returning.
-func (t *ConsulIndex) renewOnce(ctx context.Context) error {
+func (t *Consul) renewOnce(ctx context.Context) error {
 	t.mu.Lock()
 	old := t.session
 	t.mu.Unlock()
 	entry, _, err := t.client.Session().Renew(old, (&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("xds: index: consul: renew session %s: %w", old, err)
+		return fmt.Errorf("nodeindex: consul: renew session %s: %w", old, err)
 	}
 	if entry != nil {
 		return nil

@@ -1,4 +1,4 @@
-package discovery
+package drain
 
 import (
 	"context"
@@ -9,41 +9,43 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/discovery"
 )
 
-// ErrUnknownTarget is wrapped by Drains.Set for a service, endpoint or
+// ErrUnknownTarget is wrapped by Manager.Set for a service, endpoint or
 // node that discovery does not know.
-var ErrUnknownTarget = errors.New("discovery: unknown drain target")
+var ErrUnknownTarget = errors.New("drain: unknown target")
 
-// ErrInvalidDrain is wrapped by Drains.Set and Delete for a malformed
+// ErrInvalid is wrapped by Manager.Set and Delete for a malformed
 // target or TTL.
-var ErrInvalidDrain = errors.New("discovery: invalid drain")
+var ErrInvalid = errors.New("drain: invalid request")
 
-// MaxDrainTTL bounds an admin drain's TTL.
-const MaxDrainTTL = 30 * 24 * time.Hour
+// MaxTTL bounds an admin drain's TTL.
+const MaxTTL = 30 * 24 * time.Hour
 
-// DrainsConfig configures Drains.
-type DrainsConfig struct {
-	Drain DrainConfig
+// Config configures Manager.
+type Config struct {
+	Policy Policy
 	// Emit receives every snapshot with the drains applied; required. It
-	// is called with Drains' lock held, so it must not call back.
-	Emit       func(Snapshot)
+	// is called with Manager's lock held, so it must not call back.
+	Emit       func(discovery.Snapshot)
 	Now        func() time.Time      // nil: time.Now
 	Registerer prometheus.Registerer // nil: no metrics
 }
 
-// Drains is the imperative shell around a Drainer: it takes discovery
+// Manager is the imperative shell around an Overlay: it takes discovery
 // snapshots (Observe), admin drains (Set, Delete) and ORCA lame-duck
 // reports (SetORCA), applies them, hands the result to Emit, and applies
 // again when a drain window or TTL ends. Safe for concurrent use.
-type Drains struct {
-	cfg      DrainsConfig
+type Manager struct {
+	cfg      Config
 	draining *prometheus.GaugeVec
 
 	mu     sync.Mutex
-	d      *Drainer
-	raw    Snapshot // latest discovery snapshot
-	out    Snapshot // latest emitted
+	d      *Overlay
+	raw    discovery.Snapshot // latest discovery snapshot
+	out    discovery.Snapshot // latest emitted
 	have   bool
 	timer  *time.Timer
 	closed bool
@@ -53,29 +55,29 @@ type Drains struct {
 	kick    chan struct{}      // buffered(1): pending has news
 }
 
-// NewDrains returns Drains; nothing is emitted before the first Observe.
-func NewDrains(cfg DrainsConfig) (*Drains, error) {
+// New returns a Manager; nothing is emitted before the first Observe.
+func New(cfg Config) (*Manager, error) {
 	if cfg.Emit == nil {
-		return nil, fmt.Errorf("%w: no emit function", ErrInvalidDrain)
+		return nil, fmt.Errorf("%w: no emit function", ErrInvalid)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Drains{cfg: cfg, d: NewDrainer(cfg.Drain), pending: map[[2]string]bool{}, kick: make(chan struct{}, 1),
+	s := &Manager{cfg: cfg, d: NewOverlay(cfg.Policy), pending: map[[2]string]bool{}, kick: make(chan struct{}, 1),
 		draining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_draining_endpoints",
 			Help: "Endpoints served as DRAINING, by service and drain source (an endpoint drained by two sources counts under both).",
 		}, []string{"service", "source"})}
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.draining); err != nil {
-			return nil, fmt.Errorf("discovery: drain metrics: %w", err)
+			return nil, fmt.Errorf("drain: metrics: %w", err)
 		}
 	}
 	return s, nil
 }
 
 // Observe takes a discovery snapshot.
-func (s *Drains) Observe(raw Snapshot) {
+func (s *Manager) Observe(raw discovery.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.raw, s.have = raw, true
@@ -85,7 +87,7 @@ func (s *Drains) Observe(raw Snapshot) {
 // SetORCA records an endpoint's ORCA lame-duck state; Run applies a
 // change at once. It never waits for Emit (ORCA streams call it, and Emit
 // may wait for ORCA streams to stop).
-func (s *Drains) SetORCA(service, endpoint string, lameDuck bool) {
+func (s *Manager) SetORCA(service, endpoint string, lameDuck bool) {
 	s.orcaMu.Lock()
 	s.pending[[2]string{service, endpoint}] = lameDuck
 	s.orcaMu.Unlock()
@@ -96,7 +98,7 @@ func (s *Drains) SetORCA(service, endpoint string, lameDuck bool) {
 }
 
 // Run applies ORCA lame-duck changes until ctx is done.
-func (s *Drains) Run(ctx context.Context) {
+func (s *Manager) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -121,20 +123,20 @@ func (s *Drains) Run(ctx context.Context) {
 
 // Set adds (or renews) an admin drain of t for ttl (0: until deleted) and
 // applies it; the target must exist in the latest snapshot.
-func (s *Drains) Set(t DrainTarget, ttl time.Duration) (AdminDrain, error) {
+func (s *Manager) Set(t Target, ttl time.Duration) (Admin, error) {
 	if err := t.validate(); err != nil {
-		return AdminDrain{}, err
+		return Admin{}, err
 	}
-	if ttl < 0 || ttl > MaxDrainTTL {
-		return AdminDrain{}, fmt.Errorf("%w: ttl %v not in [0, %v]", ErrInvalidDrain, ttl, MaxDrainTTL)
+	if ttl < 0 || ttl > MaxTTL {
+		return Admin{}, fmt.Errorf("%w: ttl %v not in [0, %v]", ErrInvalid, ttl, MaxTTL)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.known(t); err != nil {
-		return AdminDrain{}, err
+		return Admin{}, err
 	}
 	now := s.cfg.Now()
-	a := AdminDrain{DrainTarget: t, Since: now}
+	a := Admin{Target: t, Since: now}
 	if ttl > 0 {
 		a.Until = now.Add(ttl)
 	}
@@ -145,7 +147,7 @@ func (s *Drains) Set(t DrainTarget, ttl time.Duration) (AdminDrain, error) {
 
 // Delete removes an admin drain and reports whether there was one;
 // deleting an absent drain is not an error (idempotent).
-func (s *Drains) Delete(t DrainTarget) (bool, error) {
+func (s *Manager) Delete(t Target) (bool, error) {
 	if err := t.validate(); err != nil {
 		return false, err
 	}
@@ -158,29 +160,29 @@ func (s *Drains) Delete(t DrainTarget) (bool, error) {
 	return ok, nil
 }
 
-// DrainingEndpoint is an endpoint served as DRAINING, and why.
-type DrainingEndpoint struct {
+// Draining is an endpoint served as DRAINING, and why.
+type Draining struct {
 	Service  string   `json:"service"`
 	Endpoint string   `json:"endpoint"`
 	Node     string   `json:"node,omitempty"`
 	Sources  []string `json:"sources"`
 }
 
-// DrainState is what GET /v1/drain shows.
-type DrainState struct {
-	Admin    []AdminDrain       `json:"drains"`   // admin drains in force
-	Draining []DrainingEndpoint `json:"draining"` // every draining endpoint, with its sources
+// State is what GET /v1/drain shows.
+type State struct {
+	Admin    []Admin    `json:"drains"`   // admin drains in force
+	Draining []Draining `json:"draining"` // every draining endpoint, with its sources
 }
 
 // State returns the admin drains and the draining endpoints.
-func (s *Drains) State() DrainState {
+func (s *Manager) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := DrainState{Admin: s.d.Admin(s.cfg.Now()), Draining: []DrainingEndpoint{}}
+	st := State{Admin: s.d.Admin(s.cfg.Now()), Draining: []Draining{}}
 	for _, svc := range s.out.Services {
 		for _, ep := range svc.Endpoints {
 			if ep.Drain != "" {
-				st.Draining = append(st.Draining, DrainingEndpoint{Service: svc.Name, Endpoint: ep.ID,
+				st.Draining = append(st.Draining, Draining{Service: svc.Name, Endpoint: ep.ID,
 					Node: ep.Node, Sources: strings.Split(ep.Drain, ",")})
 			}
 		}
@@ -189,7 +191,7 @@ func (s *Drains) State() DrainState {
 }
 
 // Close stops the timer; nothing is emitted afterwards.
-func (s *Drains) Close() {
+func (s *Manager) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -200,7 +202,7 @@ func (s *Drains) Close() {
 
 // applyLocked applies the drains to the latest snapshot, emits the result
 // and arms the timer for the next deadline. s.mu must be held.
-func (s *Drains) applyLocked() {
+func (s *Manager) applyLocked() {
 	if s.closed || !s.have {
 		return
 	}
@@ -218,13 +220,13 @@ func (s *Drains) applyLocked() {
 	}
 }
 
-func (s *Drains) tick() {
+func (s *Manager) tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.applyLocked()
 }
 
-func (s *Drains) record(out Snapshot) {
+func (s *Manager) record(out discovery.Snapshot) {
 	s.draining.Reset()
 	for _, svc := range out.Services {
 		counts := map[string]int{}
@@ -236,7 +238,7 @@ func (s *Drains) record(out Snapshot) {
 				counts[src]++
 			}
 		}
-		for _, src := range DrainSources {
+		for _, src := range Sources {
 			s.draining.WithLabelValues(svc.Name, src).Set(float64(counts[src]))
 		}
 	}
@@ -244,19 +246,19 @@ func (s *Drains) record(out Snapshot) {
 
 // validate checks the target's shape: a node alone, or a service with an
 // optional endpoint.
-func (t DrainTarget) validate() error {
+func (t Target) validate() error {
 	switch {
 	case t.Node != "" && (t.Service != "" || t.Endpoint != ""):
-		return fmt.Errorf("%w: give either node, or service (and optionally endpoint), not both", ErrInvalidDrain)
+		return fmt.Errorf("%w: give either node, or service (and optionally endpoint), not both", ErrInvalid)
 	case t.Node == "" && t.Service == "":
-		return fmt.Errorf("%w: service (or node) is required", ErrInvalidDrain)
+		return fmt.Errorf("%w: service (or node) is required", ErrInvalid)
 	}
 	return nil
 }
 
 // known checks that t names something in the latest snapshot (departed
 // endpoints count). s.mu must be held.
-func (s *Drains) known(t DrainTarget) error {
+func (s *Manager) known(t Target) error {
 	if t.Node != "" {
 		for _, svc := range s.out.Services {
 			for _, ep := range svc.Endpoints {

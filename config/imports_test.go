@@ -1,0 +1,12 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/xds-server/xds-server/internal/importrules"
+)
+
+// TestImportRules enforces doc.go's import rules (design guide §3).
+func TestImportRules(t *testing.T) {
+	importrules.Check(t, "cmd", "e2e", "bench", "net/http", "google.golang.org/grpc", "github.com/hashicorp/consul/api")
+}

@@ -1,0 +1,19 @@
+// Package drain owns the lame-duck sources applied over discovery
+// snapshots: Consul maintenance and the static file's draining flag (set
+// by the discovery sources themselves), the deregistration window (a
+// departed endpoint stays DRAINING for a while), a meta key and a tag, an
+// ORCA named metric, and the admin drain API (POST, DELETE and GET
+// /v1/drain).
+//
+// The Overlay (drain.go) is the pure core: it turns a discovery snapshot
+// and the drains in force into the snapshot served, with the reasons in
+// Endpoint.Drain, and says when it must run again; it reads no clock and
+// starts nothing. The Manager (manager.go) is the shell around it: it
+// takes discovery snapshots, admin drains and ORCA lame-duck states,
+// emits the result, arms the timers and exports xds_draining_endpoints.
+// http.go serves the admin API.
+//
+// drain may import discovery (the model); it must not import xds or envoy.
+//
+// imports_test.go enforces the import rules.
+package drain

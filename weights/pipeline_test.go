@@ -1,0 +1,110 @@
+package weights
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/xds-server/xds-server/discovery"
+)
+
+// fakePublisher records what the pipeline publishes.
+type fakePublisher struct {
+	mu      sync.Mutex
+	global  map[string]map[string]uint32
+	subsets map[string]map[string][]string
+}
+
+func (f *fakePublisher) SetWeights(w map[string]map[string]uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.global = w
+}
+
+func (f *fakePublisher) SetNodeWeights(map[string]map[string]map[string]uint32) {}
+
+func (f *fakePublisher) NodeSubsets(service string) map[string][]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.subsets[service]
+}
+
+func newTestPipeline(t *testing.T, services map[string]ServiceConfig, orca func(Report)) *Pipeline {
+	t.Helper()
+	g := grpc.NewServer()
+	t.Cleanup(g.Stop)
+	p, err := NewPipeline(PipelineConfig{
+		Tracker: DefaultConfig(), Solve: DefaultSolveConfig(),
+		Services:  func(s string) ServiceConfig { return services[s] },
+		Publisher: &fakePublisher{}, GRPC: g, ORCASink: orca,
+		UpdatePeriod: time.Second, MinPushInterval: time.Second, ORCAInterval: time.Second, LRSInterval: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.orca.Close)
+	return p
+}
+
+func TestPipelineConfigValidate(t *testing.T) {
+	if err := (PipelineConfig{}).Validate(); err == nil {
+		t.Error("empty config: want errors for services, publisher and gRPC server")
+	}
+}
+
+func TestPipelineSourceFilter(t *testing.T) {
+	var orca []Report
+	p := newTestPipeline(t, map[string]ServiceConfig{
+		"api": {Enabled: true, Sources: []string{SourceHTTP}},
+		"web": {Enabled: true, Mode: ModePerNode, Sources: []string{SourceLRS}, ORCAPortMeta: "orca_port"},
+	}, func(r Report) { orca = append(orca, r) })
+	p.Observe(discovery.Snapshot{Services: []discovery.Service{
+		{Name: "api", Endpoints: []discovery.Endpoint{{ID: "a1", Address: "10.0.0.1", Port: 80, Weight: 1}}},
+		{Name: "off", Endpoints: []discovery.Endpoint{{ID: "o1", Address: "10.0.0.3", Port: 80}}},
+		{Name: "web", Endpoints: []discovery.Endpoint{{ID: "w1", Address: "10.0.0.2", Port: 8080, Meta: map[string]string{"orca_port": "9000"}}}},
+	}})
+	now := time.Unix(1_000_000, 0)
+	r := Report{Service: "api", Endpoint: "a1", At: now, QPS: 10, CPU: 0.5}
+	if err := p.sink(SourceORCA).Observe(r, now); !errors.Is(err, ErrUnknownEndpoint) {
+		t.Errorf("orca report for an http-only service: %v, want ErrUnknownEndpoint", err)
+	}
+	if len(orca) != 1 {
+		t.Errorf("ORCASink saw %d reports, want 1 (every ORCA report, taken or not)", len(orca))
+	}
+	if err := p.sink(SourceHTTP).Observe(r, now); err != nil {
+		t.Errorf("http report for an http service: %v", err)
+	}
+	if !p.sink(SourceHTTP).(sourceFilter).Known("api", "a1") || p.sink(SourceLRS).(sourceFilter).Known("api", "a1") {
+		t.Error("Known must follow the service's sources")
+	}
+	if id, ok := p.resolve("web", "10.0.0.2", 8080); !ok || id != "w1" {
+		t.Errorf("resolve = %q %v, want w1", id, ok)
+	}
+	if _, ok := p.resolve("off", "10.0.0.3", 80); ok {
+		t.Error("a service without weights must not resolve")
+	}
+	if !p.perSvc["web"] || p.perSvc["api"] {
+		t.Errorf("per-node services = %v, want web only", p.perSvc)
+	}
+}
+
+func TestORCAPort(t *testing.T) {
+	for name, tc := range map[string]struct {
+		meta map[string]string
+		want string
+	}{
+		"meta port":    {meta: map[string]string{"orca_port": "9000"}, want: "9000"},
+		"no meta":      {want: "80"},
+		"bad meta":     {meta: map[string]string{"orca_port": "x"}, want: "80"},
+		"out of range": {meta: map[string]string{"orca_port": "70000"}, want: "80"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := orcaPort(discovery.Endpoint{Port: 80, Meta: tc.meta}, "orca_port"); got != tc.want {
+				t.Errorf("orcaPort = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
