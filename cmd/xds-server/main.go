@@ -87,8 +87,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "ratelimit":
 		return rateLimitCommand(args, stdout, stderr)
 	case bootstrapEnvoy, bootstrapGRPC:
-		if len(args) < 1 || args[0] != "bootstrap" {
-			fmt.Fprintf(stderr, "xds-server %s: unknown command %q (want: xds-server %s bootstrap --help)\n", cmd, strings.Join(args[:min(len(args), 1)], ""), cmd)
+		switch {
+		case len(args) > 0 && args[0] == "bootstrap":
+		case len(args) == 0 || strings.HasPrefix(args[0], "-"):
+			fmt.Fprintf(stderr, "xds-server %s: missing command (want: xds-server %s bootstrap --help)\n", cmd, cmd)
+			return 2
+		default:
+			fmt.Fprintf(stderr, "xds-server %s: unknown command %q (want: xds-server %s bootstrap --help)\n", cmd, args[0], cmd)
 			return 2
 		}
 		return bootstrapCommand(cmd, args[1:], stdout, stderr)
