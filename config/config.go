@@ -170,8 +170,8 @@ func (c Config) validateSubsetting(p *problems) {
 
 func (c Config) validateConsul(p *problems) {
 	cc := c.Discovery.Consul
-	if reason := consulAddress(cc.Address); reason != "" {
-		p.bad("discovery.consul.address", cc.Address, reason)
+	if err := discovery.CheckConsulAddress(cc.Address); err != nil {
+		p.badKey("discovery.consul.address", err.Error())
 	}
 	if cc.Wait < 0 || cc.Wait > maxConsulWait {
 		p.bad("discovery.consul.wait", cc.Wait, "is not in [0s, 10m]")
@@ -199,32 +199,6 @@ func (c Config) validateConsul(p *problems) {
 			}
 		}
 	}
-}
-
-// consulAddress says what is wrong with a Consul address ("" if nothing):
-// host:port, or a URL with scheme http, https (host:port and an optional
-// path) or unix (a socket path).
-func consulAddress(addr string) string {
-	scheme, rest, ok := strings.Cut(addr, "://")
-	if !ok {
-		scheme, rest = "http", addr
-	}
-	switch scheme {
-	case "unix":
-		if rest == "" {
-			return "has no socket path"
-		}
-		return ""
-	case "http", "https":
-	default:
-		return fmt.Sprintf("unknown scheme %q (want http, https or unix)", scheme)
-	}
-	rest, _, _ = strings.Cut(rest, "/")
-	host, port, err := net.SplitHostPort(rest)
-	if err != nil || host == "" || !validPort(port) {
-		return "is not host:port with a port in [1, 65535]"
-	}
-	return ""
 }
 
 func validPort(port string) bool {

@@ -74,7 +74,7 @@ func (c ConsulConfig) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("discovery: consul: %s: "+format, append([]any{field}, args...)...))
 	}
-	if err := checkConsulAddress(c.Address); err != nil {
+	if err := CheckConsulAddress(c.Address); err != nil {
 		bad("Address", "%v", err)
 	}
 	if c.Wait < 0 || c.Wait > maxConsulWait {
@@ -109,9 +109,9 @@ func (c ConsulConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// checkConsulAddress accepts "", host:port, or a URL with scheme http,
+// CheckConsulAddress accepts "", host:port, or a URL with scheme http,
 // https (host:port) or unix (a socket path).
-func checkConsulAddress(addr string) error {
+func CheckConsulAddress(addr string) error {
 	if addr == "" {
 		return nil
 	}
