@@ -17,4 +17,6 @@
 //
 // bench may import discovery, xds and the e2e harness (in tests); nothing
 // in this module may import bench.
+//
+// bench must not import cmd or e2e.
 package bench

@@ -1,5 +1,3 @@
-// Package examples holds the example configuration files shipped with
-// xds-server; endpoints.yaml is embedded as the default static source.
 package examples
 
 import _ "embed"

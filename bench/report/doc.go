@@ -6,4 +6,6 @@
 // package bench. The section between <!-- subsetting:begin --> and
 // <!-- subsetting:end --> belongs to bench/subsetsim: a rewrite keeps it
 // verbatim at the end of the file.
+//
+// report must not import cmd or e2e.
 package main

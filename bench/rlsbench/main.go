@@ -1,29 +1,3 @@
-// Command rlsbench is a load generator for any Envoy RLS v3 rate-limit
-// service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit),
-// and the side-by-side benchmark of xds-server's rate-limit service
-// against envoyproxy/ratelimit.
-//
-//	go run ./bench/rlsbench -addr 127.0.0.1:18081 -domain bench -key user -keys 10000
-//	go run ./bench/rlsbench -compare -envoy-bin ~/.cache/xds-server/bin/service_cmd -markdown BENCHMARKS.md
-//
-// Load mode (-addr) runs -concurrency closed loops (each keeps one request
-// in flight) over -conns gRPC connections for -warmup, then measures for
-// -duration, and prints decisions/s (requests/s x descriptors per
-// request), requests/s, p50/p99/p999 latency (a log-linear histogram,
-// within 0.4%), the OK / OVER_LIMIT / no-limit decision counts and the
-// errors. Every request carries -descriptors descriptors, each a single
-// entry -key=-value-prefix<k> with k uniform in [0, -keys).
-//
-// Compare mode (-compare, what scripts/rlsbench.sh and `make rlsbench`
-// run) starts a redis-server, envoyproxy/ratelimit (-envoy-bin) and
-// xds-server (-xds-bin, built with go build when empty) twice, with
-// --ratelimit.store redis and memory, all on 127.0.0.1 free ports, with
-// the same configuration file, and loads them with the same workloads in
-// rotated order for -rounds rounds. It reports medians, the ratios and
-// the CPU each process used, prints the Markdown section and, with
-// -markdown FILE, rewrites only the lines of FILE between
-// <!-- rlsbench:begin --> and <!-- rlsbench:end -->. Every process it
-// starts is stopped when it ends, also on error or interrupt.
 package main
 
 import (

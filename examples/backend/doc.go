@@ -77,4 +77,7 @@
 // after -deregister-critical-after. The exit code is 1 when the backend
 // did not start or a server failed (the sequence then skips steps 1 and 2),
 // and 2 for bad flags.
+//
+// The backend stands alone, as a user's service would: it must not import
+// anything of this module.
 package main
