@@ -63,9 +63,34 @@ func TestDocs(t *testing.T) {
 			t.Errorf("the example lacks %s", key.Name)
 		}
 	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "#") {
+			anchors[slug(strings.TrimLeft(line, "# "))] = true
+		}
+	}
+	for _, key := range Keys {
+		if key.Doc != "" && !anchors[key.Doc] {
+			t.Errorf("%s: README has no section #%s", key.Name, key.Doc)
+		}
+	}
 	if strings.Contains(help.String(), "`") {
 		t.Error("--help has backticks (pflag reads them as value names)")
 	}
+}
+
+// slug is GitHub's anchor of a heading.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		case r == ' ':
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
 }
 
 func lastPart(name string) string { return name[strings.LastIndexByte(name, '.')+1:] }
