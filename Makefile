@@ -15,7 +15,7 @@ run:
 
 ## build: build bin/xds-server
 build:
-	$(GO) build -o bin/xds-server ./cmd/xds-server
+	$(GO) build -buildvcs=auto -o bin/xds-server ./cmd/xds-server
 
 ## deps: install what the integration and end-to-end tests need (Consul, Redis), idempotently
 deps:

@@ -30,6 +30,8 @@ func version() string {
 	}
 	if rev != "" {
 		parts = append(parts, "revision "+rev[:min(len(rev), 12)]+modified)
+	} else {
+		parts = append(parts, "(no VCS revision: built outside a checkout or with -buildvcs=false)")
 	}
 	if at != "" {
 		parts = append(parts, at)
