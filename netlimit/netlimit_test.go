@@ -3,6 +3,8 @@ package netlimit_test
 import (
 	"io"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,14 +51,18 @@ func TestFloodIsCappedAndCounted(t *testing.T) {
 		}
 	}()
 	// Every client past the cap sees its connection closed by the server.
-	closed, deadline := 0, time.Now().Add(500*time.Millisecond)
+	var closed atomic.Int64
+	var wg sync.WaitGroup
 	for _, c := range clients {
-		_ = c.SetReadDeadline(deadline)
-		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
-			closed++
-		}
+		wg.Go(func() {
+			_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+				closed.Add(1)
+			}
+		})
 	}
-	if closed != flood-max {
+	wg.Wait()
+	if closed.Load() != flood-max {
 		t.Errorf("%d clients were closed by the server, want %d", closed, flood-max)
 	}
 	if got := testutil.ToFloat64(m.Refused("test")); got != flood-max {
