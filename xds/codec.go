@@ -75,7 +75,7 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(buffers)
 	defer buf.Free()
 	if err := proto.Unmarshal(buf.ReadOnlyData(), m); err != nil {
-		return fmt.Errorf("xds: decoding %T: %w", v, err)
+		return fmt.Errorf(errDecodePrefix+"%T: %w", v, err)
 	}
 	return nil
 }

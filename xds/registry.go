@@ -36,8 +36,12 @@ type NACK struct {
 	At      time.Time `json:"at"`
 	TypeURL string    `json:"type_url"`
 	Version string    `json:"rejected_version"`
-	Error   string    `json:"error"`
+	Nonce   string    `json:"nonce,omitempty"` // of the rejected response
+	Error   string    `json:"error"`           // the node's error_detail, at most maxNACKErrorBytes
 }
+
+// maxNACKErrorBytes bounds the error detail kept per node.
+const maxNACKErrorBytes = 4 << 10
 
 // registry tracks connected nodes by stream. It is safe for concurrent use.
 type registry struct {
@@ -120,11 +124,40 @@ func (r *registry) nodeOf(stream int64) string {
 	return r.streams[stream]
 }
 
-func (r *registry) nack(id string, n NACK) {
+// nack records a node's NACK; it reports false (and records nothing) for
+// a repeat of the node's last NACK: same type and nonce.
+func (r *registry) nack(id string, n NACK) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if node, ok := r.nodes[id]; ok {
-		node.LastNACK = &n
+	node, ok := r.nodes[id]
+	if !ok {
+		return true
+	}
+	if last := node.LastNACK; last != nil && n.Nonce != "" && last.Nonce == n.Nonce && last.TypeURL == n.TypeURL {
+		return false
+	}
+	n.Error = clipTo(n.Error, maxNACKErrorBytes)
+	node.LastNACK = &n
+	return true
+}
+
+// refuse unbinds a stream whose node was refused at its first request;
+// a node that had no index yet (it was never admitted) is forgotten.
+func (r *registry) refuse(stream int64, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.streams[stream]
+	if !ok {
+		return
+	}
+	delete(r.streams, stream)
+	node := r.nodes[id]
+	if node.Streams--; node.Streams > 0 {
+		return
+	}
+	node.DisconnectedAt = now
+	if node.Index < 0 {
+		delete(r.nodes, id)
 	}
 }
 
