@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/grpc"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -71,14 +70,23 @@ func clipTo(s string, max int) string {
 	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
 }
 
-// logLimiter lets through at most one line per node per interval and
-// counts the lines it holds back, reported with the next line let through.
-// Nodes are forgotten when they expire. Safe for concurrent use.
+// Kinds of log lines the logLimiter limits, each on its own.
+const (
+	logConnect = "connect"
+	logNACK    = "nack"
+	logRefused = "refused" // of every refused stream together (node ""): refused nodes are not kept
+)
+
+// logLimiter lets through at most one line of a kind per node per
+// interval and counts the lines it holds back, reported with the next line
+// let through. Nodes are forgotten when they expire. Safe for concurrent use.
 type logLimiter struct {
 	every time.Duration
 	mu    sync.Mutex
-	last  map[string]limited // node -> its last line and what was held back since
+	last  map[limitKey]limited // the last line and what was held back since
 }
+
+type limitKey struct{ kind, node string }
 
 type limited struct {
 	at         time.Time
@@ -86,57 +94,62 @@ type limited struct {
 }
 
 func newLogLimiter(every time.Duration) *logLimiter {
-	return &logLimiter{every: every, last: map[string]limited{}}
+	return &logLimiter{every: every, last: map[limitKey]limited{}}
 }
 
-// allow reports whether a line about node may be written now and how many
-// lines about it were held back since the last one.
-func (l *logLimiter) allow(node string, now time.Time) (ok bool, suppressed int) {
+// allow reports whether a line of kind about node may be written now and
+// how many such lines were held back since the last one.
+func (l *logLimiter) allow(kind, node string, now time.Time) (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e, seen := l.last[node]
+	k := limitKey{kind, node}
+	e, seen := l.last[k]
 	if seen && now.Sub(e.at) < l.every {
 		e.suppressed++
-		l.last[node] = e
+		l.last[k] = e
 		return false, 0
 	}
-	l.last[node] = limited{at: now}
+	l.last[k] = limited{at: now}
 	return true, e.suppressed
 }
 
+// forget drops what the limiter knows of node.
 func (l *logLimiter) forget(node string) {
 	l.mu.Lock()
-	delete(l.last, node)
-	l.mu.Unlock()
-}
-
-// decodeErrors answers a request the codec could not decode (invalid
-// UTF-8 in a string, a malformed message) with InvalidArgument: grpc-go
-// reports every codec error as Internal, and go-control-plane ends the
-// stream without a status of its own.
-func decodeErrors(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	w := &decodeStream{ServerStream: ss}
-	err := handler(srv, w)
-	if bad := w.bad.Load(); bad != nil {
-		return bad.Err()
+	defer l.mu.Unlock()
+	for _, kind := range []string{logConnect, logNACK} {
+		delete(l.last, limitKey{kind, node})
 	}
-	return err
 }
 
-type decodeStream struct {
-	grpc.ServerStream
-	bad atomic.Pointer[status.Status] // InvalidArgument, once a request did not decode
-}
+// malformedPrefix starts the type URL the codec gives a discovery request
+// that did not decode (invalid UTF-8 in a string, a malformed message),
+// followed by the error. grpc-go answers every codec error with Internal
+// at once; decoding such a request as this marker instead lets the
+// callbacks answer InvalidArgument (refuseMalformed).
+const malformedPrefix = "xds-server.invalid/"
 
-func (s *decodeStream) RecvMsg(m any) error {
-	err := s.ServerStream.RecvMsg(m)
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Internal && strings.Contains(st.Message(), errDecodePrefix) {
-		bad := status.New(codes.InvalidArgument, "xds: malformed request: "+clip(st.Message()))
-		s.bad.Store(bad)
-		return bad.Err()
+// markMalformed turns m, a discovery request that did not decode, into the
+// marker; it reports false for other messages.
+func markMalformed(m any, err error) bool {
+	url := malformedPrefix + clip(err.Error())
+	switch r := m.(type) {
+	case *discoverygrpc.DiscoveryRequest:
+		proto.Reset(r)
+		r.TypeUrl = url
+	case *discoverygrpc.DeltaDiscoveryRequest:
+		proto.Reset(r)
+		r.TypeUrl = url
+	default:
+		return false
 	}
-	return err
+	return true
 }
 
-// errDecodePrefix starts the codec's decoding errors.
-const errDecodePrefix = "xds: decoding "
+// malformed returns the InvalidArgument status of a marked request, or nil.
+func malformed(typeURL string) error {
+	if !strings.HasPrefix(typeURL, malformedPrefix) {
+		return nil
+	}
+	return status.Error(codes.InvalidArgument, "xds: malformed request: "+strings.TrimPrefix(typeURL, malformedPrefix))
+}

@@ -34,10 +34,6 @@ type callbacks struct {
 // logEvery is the least time between two log lines about one node.
 const logEvery = 10 * time.Second
 
-// refusalsKey is the log limiter's key of refused streams, whose nodes are
-// not kept: one line per logEvery for all of them.
-const refusalsKey = "\x00refused"
-
 // errShuttingDown ends streams opened during shutdown.
 var errShuttingDown = status.Error(codes.Unavailable, "xds: server is shutting down; reconnect to another replica")
 
@@ -72,7 +68,7 @@ func (c *callbacks) OnDeltaStreamClosed(id int64, _ *core.Node) {
 
 func (c *callbacks) closed(stream int64) {
 	if id, last := c.reg.detach(stream, c.now()); last {
-		c.m.nodes.Set(float64(c.reg.connected()))
+		c.m.nodes.Dec() // Inc and Dec, not Set(connected()): two Sets can cross
 		c.log.Debug("node disconnected", "node", clip(id))
 		if node, ok := c.reg.get(id); ok {
 			c.idx.release(node)
@@ -101,7 +97,7 @@ func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
 		return "", c.refuse("max_groups", n, err)
 	}
 	c.reg.setIndex(id, group, index, source)
-	c.m.nodes.Set(float64(c.reg.connected()))
+	c.m.nodes.Inc()
 	if c.allowLog(id) {
 		c.log.Info("node connected", "node", clip(id), "cluster", clip(n.GetCluster()), "user_agent", clip(n.GetUserAgentName()),
 			"subset_group", clip(group), "subset_index", index)
@@ -113,7 +109,7 @@ func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
 // refuse counts and logs (rate-limited) a refused stream and returns err.
 func (c *callbacks) refuse(reason string, n *core.Node, err error) error {
 	c.m.refused.WithLabelValues(reason).Inc()
-	if ok, suppressed := c.logs.allow(refusalsKey, c.now()); ok {
+	if ok, suppressed := c.logs.allow(logRefused, "", c.now()); ok {
 		c.log.Warn("node refused", "node", clip(n.GetId()), "cluster", clip(n.GetCluster()), "error", err,
 			"suppressed", suppressed)
 	} else {
@@ -124,7 +120,7 @@ func (c *callbacks) refuse(reason string, n *core.Node, err error) error {
 
 // allowLog reports whether a line about node may be logged now.
 func (c *callbacks) allowLog(node string) bool {
-	ok, _ := c.logs.allow(node, c.now())
+	ok, _ := c.logs.allow(logConnect, node, c.now())
 	if !ok {
 		c.m.logSuppressed.Inc()
 	}
@@ -132,12 +128,15 @@ func (c *callbacks) allowLog(node string) bool {
 }
 
 func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRequest) error {
+	if err := malformed(req.GetTypeUrl()); err != nil {
+		return c.refuse("malformed", req.GetNode(), err)
+	}
 	id, err := c.request(stream, req.GetNode())
 	if err != nil {
 		return err
 	}
 	if req.GetErrorDetail() != nil {
-		c.nack(id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
+		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
 			Error: req.GetErrorDetail().GetMessage()})
 	} else if req.GetVersionInfo() != "" {
 		c.reg.ack(id, req.GetTypeUrl(), req.GetVersionInfo())
@@ -146,12 +145,15 @@ func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRe
 }
 
 func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
+	if err := malformed(req.GetTypeUrl()); err != nil {
+		return c.refuse("malformed", req.GetNode(), err)
+	}
 	id, err := c.request(stream, req.GetNode())
 	if err != nil {
 		return err
 	}
 	if req.GetErrorDetail() != nil {
-		c.nack(id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
+		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
 			Error: req.GetErrorDetail().GetMessage()})
 	}
 	return nil
@@ -159,17 +161,19 @@ func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaD
 
 // nack records a rejected response. The node keeps its last good config and
 // so do we: the cache is left alone, and the next change is pushed as usual.
-// A repeat of the node's last NACK (same type and nonce) is only counted;
-// the log line is rate-limited per node and its texts clipped.
-func (c *callbacks) nack(node string, n NACK) {
-	n.At = c.now()
-	n.TypeURL, n.Version, n.Nonce = clip(n.TypeURL), clip(n.Version), clip(n.Nonce)
-	if !c.reg.nack(node, n) {
-		c.m.nacksRepeated.Inc()
+// Only a NACK of the latest response of its type on the stream, once, is
+// processed; repeats and NACKs of other nonces (stale or made up) are only
+// counted. The log line is rate-limited per node and its texts clipped.
+func (c *callbacks) nack(stream int64, node string, n NACK) {
+	if !c.reg.freshNACK(stream, n.TypeURL, n.Nonce) {
+		c.m.nacksIgnored.Inc()
 		return
 	}
+	n.At = c.now()
+	n.TypeURL, n.Version, n.Nonce = clip(n.TypeURL), clip(n.Version), clip(n.Nonce)
+	c.reg.nack(node, n)
 	c.m.nacks.WithLabelValues(knownType(n.TypeURL)).Inc()
-	ok, suppressed := c.logs.allow(node, n.At)
+	ok, suppressed := c.logs.allow(logNACK, node, n.At)
 	if !ok {
 		c.m.logSuppressed.Inc()
 		return
@@ -179,14 +183,15 @@ func (c *callbacks) nack(node string, n NACK) {
 }
 
 func (c *callbacks) OnStreamResponse(_ context.Context, stream int64, _ *discoverygrpc.DiscoveryRequest, resp *discoverygrpc.DiscoveryResponse) {
-	c.responded(stream, resp.GetTypeUrl())
+	c.responded(stream, resp.GetTypeUrl(), resp.GetNonce())
 }
 
 func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDiscoveryRequest, resp *discoverygrpc.DeltaDiscoveryResponse) {
-	c.responded(stream, resp.GetTypeUrl())
+	c.responded(stream, resp.GetTypeUrl(), resp.GetNonce())
 }
 
-func (c *callbacks) responded(stream int64, typeURL string) {
+func (c *callbacks) responded(stream int64, typeURL, nonce string) {
+	c.reg.responded(stream, typeURL, nonce)
 	c.m.pushes.WithLabelValues(typeName(typeURL)).Inc()
 	if id := c.reg.nodeOf(stream); id != "" {
 		c.rec.pushed(id, typeURL)

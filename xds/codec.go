@@ -75,7 +75,10 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(buffers)
 	defer buf.Free()
 	if err := proto.Unmarshal(buf.ReadOnlyData(), m); err != nil {
-		return fmt.Errorf(errDecodePrefix+"%T: %w", v, err)
+		if markMalformed(m, err) {
+			return nil // answered InvalidArgument by the callbacks
+		}
+		return fmt.Errorf("xds: decoding %T: %w", v, err)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ type metrics struct {
 	unknownRoute  *prometheus.GaugeVec
 	refused       *prometheus.CounterVec
 	groups        prometheus.Gauge
-	nacksRepeated prometheus.Counter
+	nacksIgnored  prometheus.Counter
 	logSuppressed prometheus.Counter
 	swept         prometheus.Counter
 }
@@ -75,16 +75,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"service"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xds_nodes_refused_total",
-			Help: "Streams refused at their first request, by reason: node_too_large (an id, cluster, locality or user agent over 1 KiB, metadata over 16 KiB: InvalidArgument) or max_groups (subsetting.max_groups reached: ResourceExhausted).",
+			Help: "Streams refused at their first request, by reason: malformed (the request did not decode, e.g. invalid UTF-8: InvalidArgument), node_too_large (an id, cluster, locality or user agent over 1 KiB, metadata over 16 KiB: InvalidArgument) or max_groups (subsetting.max_groups reached: ResourceExhausted).",
 		}, []string{"reason"}),
 		groups: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "xds_subset_groups", Help: "Subsetting groups of known nodes (bounded by subsetting.max_groups).",
 		}),
-		nacksRepeated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_nacks_repeated_total", Help: "NACKs ignored because the node had already rejected the same response (same type and nonce).",
+		nacksIgnored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_nacks_ignored_total", Help: "NACKs not processed (nor logged): a repeat of one already processed, or naming a response that is not the latest of its type on the stream (stale or made-up nonce).",
 		}),
 		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_log_lines_suppressed_total", Help: "Log lines about a node (connects, NACKs, refusals) held back: at most one per node per 10s.",
+			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line and one NACK line per node per 10s, and one line per 10s for all refused streams.",
 		}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_subset_reservations_swept_total", Help: "Expired client index and endpoint slot reservations freed from this process's tables.",
@@ -93,7 +93,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
 			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
-			m.refused, m.groups, m.nacksRepeated, m.logSuppressed, m.swept)
+			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept)
 	}
 	return m
 }

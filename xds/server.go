@@ -146,7 +146,6 @@ func New(cfg Config) (*Server, error) {
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(8<<10),
 		grpc.ForceServerCodecV2(codec{}), // encoded responses in buffers of their size
-		grpc.StreamInterceptor(decodeErrors),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
 	)
