@@ -63,7 +63,7 @@ func TestFloodIsCappedAndCounted(t *testing.T) {
 	}
 	wg.Wait()
 	if closed.Load() != flood-max {
-		t.Errorf("%d clients were closed by the server, want %d", closed, flood-max)
+		t.Errorf("%d clients were closed by the server, want %d", closed.Load(), flood-max)
 	}
 	if got := testutil.ToFloat64(m.Refused("test")); got != flood-max {
 		t.Errorf("refused = %v, want %d", got, flood-max)
