@@ -37,6 +37,7 @@ type SubsettingConfig struct {
 	IndexSource string        `mapstructure:"index_source"` // local | consul | metadata
 	IndexTTL    time.Duration `mapstructure:"index_ttl"`    // reservation after a node leaves
 	GroupBy     string        `mapstructure:"group_by"`     // cluster | zone | none | metadata.<key>
+	MaxGroups   uint32        `mapstructure:"max_groups"`   // groups of known nodes; 0 = no cap
 	Consul      struct {
 		Prefix string `mapstructure:"prefix"` // KV prefix of the index table
 	} `mapstructure:"consul"`
@@ -49,6 +50,7 @@ type XDSConfig struct {
 	MaxDelay        time.Duration   `mapstructure:"max_delay"`        // longest a burst may postpone a rebuild
 	NodeGrace       time.Duration   `mapstructure:"node_grace"`       // keep a departed node's snapshot this long
 	MaxStreams      uint32          `mapstructure:"max_streams"`      // concurrent streams per connection
+	MaxConnections  uint32          `mapstructure:"max_connections"`  // open connections of the listener; 0 = no cap
 	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"` // graceful shutdown limit, after the grace
 	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`   // existing streams keep being served this long after SIGTERM
 	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
@@ -63,7 +65,11 @@ type KeepaliveConfig struct {
 
 // AdminConfig configures the admin HTTP listener.
 type AdminConfig struct {
-	Address string `mapstructure:"address"`
+	Address        string        `mapstructure:"address"`
+	MaxConnections uint32        `mapstructure:"max_connections"` // open connections; 0 = no cap
+	ReadTimeout    time.Duration `mapstructure:"read_timeout"`    // whole request, headers and body
+	WriteTimeout   time.Duration `mapstructure:"write_timeout"`   // whole response
+	IdleTimeout    time.Duration `mapstructure:"idle_timeout"`    // idle keep-alive connection
 }
 
 // DiscoveryConfig selects and configures the discovery source.
@@ -115,6 +121,14 @@ func (c Config) validate(p *problems) {
 		{"xds.keepalive.min_time", c.XDS.Keepalive.MinTime}, {"subsetting.index_ttl", c.Subsetting.IndexTTL}} {
 		if d.v < 0 {
 			p.bad(d.key, d.v, "is negative")
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"admin.read_timeout", c.Admin.ReadTimeout}, {"admin.write_timeout", c.Admin.WriteTimeout}, {"admin.idle_timeout", c.Admin.IdleTimeout}} {
+		if d.v <= 0 {
+			p.bad(d.key, d.v, "must be positive")
 		}
 	}
 	if c.XDS.MaxDelay > 0 && c.XDS.Debounce > c.XDS.MaxDelay {
@@ -240,6 +254,7 @@ func (c Config) ServerConfig() xds.Config {
 		Listeners:        c.XDSListeners(&problems{}),
 		Subsetting: xds.SubsetConfig{
 			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
+			MaxGroups: int(c.Subsetting.MaxGroups),
 		},
 	}
 }

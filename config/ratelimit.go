@@ -12,6 +12,7 @@ import (
 // section).
 type RateLimitConfig struct {
 	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
+	MaxConnections uint32            `mapstructure:"max_connections"`  // open connections of the listener; 0 = no cap
 	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
 	MergeDomains   bool              `mapstructure:"merge_domains"`    // merge files that share a domain (else an error)
 	FailureMode    string            `mapstructure:"failure_mode"`     // allow | deny, when the store fails

@@ -3,6 +3,7 @@ package nodeindex
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -84,4 +85,45 @@ func (t *Local) Release(_ context.Context, group, node string) error {
 		g.slots[i].held, g.slots[i].releasedAt = false, t.now()
 	}
 	return nil
+}
+
+// Sweep frees every reservation older than the TTL, drops the free
+// indices at the end of each group and deletes the groups left empty, so
+// the table holds only what is held or still reserved. It returns the
+// number of reservations freed. Acquire frees expired reservations of a
+// group as it meets them; Sweep is what frees those of groups nobody
+// joins any more.
+func (t *Local) Sweep() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now, freed := t.now(), 0
+	for name, g := range t.groups {
+		for i := range g.slots {
+			s := &g.slots[i]
+			if s.node != "" && !s.held && now.Sub(s.releasedAt) >= t.ttl {
+				delete(g.byNode, s.node)
+				*s = slot{}
+				freed++
+			}
+		}
+		end := len(g.slots)
+		for end > 0 && g.slots[end-1].node == "" {
+			end--
+		}
+		if end == 0 {
+			delete(t.groups, name)
+			continue
+		}
+		if end < len(g.slots) {
+			g.slots = slices.Clip(g.slots[:end])
+		}
+	}
+	return freed
+}
+
+// Groups returns the number of groups in the table.
+func (t *Local) Groups() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.groups)
 }

@@ -2,6 +2,7 @@ package nodeindex
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -56,5 +57,43 @@ func TestLocalIndex(t *testing.T) {
 	}
 	if _, err := tab.Acquire(ctx, "g", ""); err == nil {
 		t.Error("empty node id: want an error")
+	}
+}
+
+// TestSweepDeletesExpiredGroups: groups nobody joins again are emptied and
+// deleted once their reservations expire; held and still-reserved indices
+// stay where they are.
+func TestSweepDeletesExpiredGroups(t *testing.T) {
+	ctx := context.Background()
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	tab := NewLocal(time.Minute, clock.now)
+	for i := range 100 {
+		g := fmt.Sprintf("cluster-%d", i)
+		if _, err := tab.Acquire(ctx, g, "node-"+g); err != nil {
+			t.Fatal(err)
+		}
+		_ = tab.Release(ctx, g, "node-"+g)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := tab.Acquire(ctx, "kept", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = tab.Release(ctx, "kept", "c") // the last index, released: trimmed once expired
+	if got := tab.Sweep(); got != 0 {
+		t.Errorf("sweep within the TTL freed %d, want 0", got)
+	}
+	clock.advance(time.Minute)
+	_ = tab.Release(ctx, "kept", "a") // reserved anew: stays
+	if got := tab.Sweep(); got != 101 {
+		t.Errorf("sweep freed %d, want 101", got)
+	}
+	if got := tab.Groups(); got != 1 {
+		t.Errorf("%d groups left, want 1 (kept)", got)
+	}
+	for node, want := range map[string]int{"a": 0, "b": 1, "d": 2} {
+		if got, _ := tab.Acquire(ctx, "kept", node); got != want {
+			t.Errorf("%s: index %d, want %d", node, got, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -25,7 +26,13 @@ type callbacks struct {
 	// refusing, once true, makes new streams fail with Unavailable (the
 	// server is shutting down); nil never refuses.
 	refusing *atomic.Bool
+	// logs lets through at most one connect or NACK line per node per
+	// logEvery, and one refusal line per logEvery in all.
+	logs *logLimiter
 }
+
+// logEvery is the least time between two log lines about one node.
+const logEvery = 10 * time.Second
 
 // errShuttingDown ends streams opened during shutdown.
 var errShuttingDown = status.Error(codes.Unavailable, "xds: server is shutting down; reconnect to another replica")
@@ -61,8 +68,8 @@ func (c *callbacks) OnDeltaStreamClosed(id int64, _ *core.Node) {
 
 func (c *callbacks) closed(stream int64) {
 	if id, last := c.reg.detach(stream, c.now()); last {
-		c.m.nodes.Set(float64(c.reg.connected()))
-		c.log.Debug("node disconnected", "node", id)
+		c.m.nodes.Dec() // Inc and Dec, not Set(connected()): two Sets can cross
+		c.log.Debug("node disconnected", "node", clip(id))
 		if node, ok := c.reg.get(id); ok {
 			c.idx.release(node)
 		}
@@ -71,26 +78,66 @@ func (c *callbacks) closed(stream int64) {
 
 // request binds the stream to its node on the first request and gives a
 // newly connected node its snapshot before go-control-plane opens the watch.
-func (c *callbacks) request(stream int64, n *core.Node) string {
-	id, fresh := c.reg.attach(stream, n, c.now())
-	if fresh {
-		c.m.nodes.Set(float64(c.reg.connected()))
-		if node, ok := c.reg.get(id); ok {
-			group, index, source := c.idx.assign(node)
-			c.reg.setIndex(id, group, index, source)
+// A node over a bound (checkNode) or past subsetting.max_groups is refused
+// with the status it returns; nothing of it is kept.
+func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
+	if c.reg.nodeOf(stream) == "" && n != nil {
+		if err := checkNode(n); err != nil {
+			return "", c.refuse("node_too_large", n, err)
 		}
-		node, _ := c.reg.get(id)
-		c.log.Info("node connected", "node", id, "cluster", n.GetCluster(), "user_agent", n.GetUserAgentName(),
-			"subset_group", node.Group, "subset_index", node.Index)
-		c.rec.connected(id)
 	}
-	return id
+	id, fresh := c.reg.attach(stream, n, c.now())
+	if !fresh {
+		return id, nil
+	}
+	node, _ := c.reg.get(id)
+	group, index, source, err := c.idx.place(node)
+	if err != nil {
+		c.reg.refuse(stream, c.now())
+		return "", c.refuse("max_groups", n, err)
+	}
+	c.reg.setIndex(id, group, index, source)
+	c.m.nodes.Inc()
+	if c.allowLog(id) {
+		c.log.Info("node connected", "node", clip(id), "cluster", clip(n.GetCluster()), "user_agent", clip(n.GetUserAgentName()),
+			"subset_group", clip(group), "subset_index", index)
+	}
+	c.rec.connected(id)
+	return id, nil
+}
+
+// refuse counts and logs (rate-limited) a refused stream and returns err.
+func (c *callbacks) refuse(reason string, n *core.Node, err error) error {
+	c.m.refused.WithLabelValues(reason).Inc()
+	if ok, suppressed := c.logs.allow(logRefused, "", c.now()); ok {
+		c.log.Warn("node refused", "node", clip(n.GetId()), "cluster", clip(n.GetCluster()), "error", err,
+			"suppressed", suppressed)
+	} else {
+		c.m.logSuppressed.Inc()
+	}
+	return err
+}
+
+// allowLog reports whether a line about node may be logged now.
+func (c *callbacks) allowLog(node string) bool {
+	ok, _ := c.logs.allow(logConnect, node, c.now())
+	if !ok {
+		c.m.logSuppressed.Inc()
+	}
+	return ok
 }
 
 func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRequest) error {
-	id := c.request(stream, req.GetNode())
+	if err := malformed(req.GetTypeUrl()); err != nil {
+		return c.refuse("malformed", req.GetNode(), err)
+	}
+	id, err := c.request(stream, req.GetNode())
+	if err != nil {
+		return err
+	}
 	if req.GetErrorDetail() != nil {
-		c.nack(id, req.GetTypeUrl(), req.GetVersionInfo(), req.GetErrorDetail().GetMessage())
+		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
+			Error: req.GetErrorDetail().GetMessage()})
 	} else if req.GetVersionInfo() != "" {
 		c.reg.ack(id, req.GetTypeUrl(), req.GetVersionInfo())
 	}
@@ -98,30 +145,53 @@ func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRe
 }
 
 func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
-	id := c.request(stream, req.GetNode())
+	if err := malformed(req.GetTypeUrl()); err != nil {
+		return c.refuse("malformed", req.GetNode(), err)
+	}
+	id, err := c.request(stream, req.GetNode())
+	if err != nil {
+		return err
+	}
 	if req.GetErrorDetail() != nil {
-		c.nack(id, req.GetTypeUrl(), req.GetResponseNonce(), req.GetErrorDetail().GetMessage())
+		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
+			Error: req.GetErrorDetail().GetMessage()})
 	}
 	return nil
 }
 
 // nack records a rejected response. The node keeps its last good config and
 // so do we: the cache is left alone, and the next change is pushed as usual.
-func (c *callbacks) nack(node, typeURL, version, msg string) {
-	c.m.nacks.WithLabelValues(typeName(typeURL)).Inc()
-	c.reg.nack(node, NACK{At: c.now(), TypeURL: typeURL, Version: version, Error: msg})
-	c.log.Warn("node rejected config (NACK)", "node", node, "type", typeName(typeURL), "version", version, "error_detail", msg)
+// Only a NACK of the latest response of its type on the stream, once, is
+// processed; repeats and NACKs of other nonces (stale or made up) are only
+// counted. The log line is rate-limited per node and its texts clipped.
+func (c *callbacks) nack(stream int64, node string, n NACK) {
+	if !c.reg.freshNACK(stream, n.TypeURL, n.Nonce) {
+		c.m.nacksIgnored.Inc()
+		return
+	}
+	n.At = c.now()
+	n.TypeURL, n.Version, n.Nonce = clip(n.TypeURL), clip(n.Version), clip(n.Nonce)
+	c.reg.nack(node, n)
+	c.m.nacks.WithLabelValues(knownType(n.TypeURL)).Inc()
+	ok, suppressed := c.logs.allow(logNACK, node, n.At)
+	if !ok {
+		c.m.logSuppressed.Inc()
+		return
+	}
+	c.log.Warn("node rejected config (NACK)", "node", clip(node), "type", knownType(n.TypeURL), "version", clip(n.Version),
+		"error_detail", clip(n.Error), "suppressed", suppressed)
 }
 
 func (c *callbacks) OnStreamResponse(_ context.Context, stream int64, _ *discoverygrpc.DiscoveryRequest, resp *discoverygrpc.DiscoveryResponse) {
-	c.responded(stream, resp.GetTypeUrl())
+	c.responded(stream, resp.GetTypeUrl(), resp.GetNonce())
 }
 
 func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDiscoveryRequest, resp *discoverygrpc.DeltaDiscoveryResponse) {
-	c.responded(stream, resp.GetTypeUrl())
+	c.responded(stream, resp.GetTypeUrl(), resp.GetNonce())
 }
 
-func (c *callbacks) responded(stream int64, typeURL string) {
+func (c *callbacks) responded(stream int64, typeURL, nonce string) {
+	c.reg.responded(stream, typeURL, nonce)
 	c.m.pushes.WithLabelValues(typeName(typeURL)).Inc()
 	if id := c.reg.nodeOf(stream); id != "" {
 		c.rec.pushed(id, typeURL)
@@ -133,4 +203,14 @@ func (c *callbacks) OnFetchRequest(_ context.Context, _ *discoverygrpc.Discovery
 }
 
 func (c *callbacks) OnFetchResponse(_ *discoverygrpc.DiscoveryRequest, _ *discoverygrpc.DiscoveryResponse) {
+}
+
+// knownType is typeName for the four types served and "other" for any
+// other (client-chosen) type URL, so metric labels stay bounded.
+func knownType(url string) string {
+	switch url {
+	case resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType:
+		return typeName(url)
+	}
+	return "other"
 }

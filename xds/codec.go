@@ -75,6 +75,9 @@ func (codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(buffers)
 	defer buf.Free()
 	if err := proto.Unmarshal(buf.ReadOnlyData(), m); err != nil {
+		if markMalformed(m, err) {
+			return nil // answered InvalidArgument by the callbacks
+		}
 		return fmt.Errorf("xds: decoding %T: %w", v, err)
 	}
 	return nil

@@ -73,7 +73,7 @@ func testListeners() []Listener {
 
 // connectAs registers a node with a cluster and a user agent.
 func connectAs(s *Server, stream int64, id, cluster, agent string) {
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := s.cb
 	cb.request(stream, &core.Node{Id: id, Cluster: cluster, UserAgentName: agent})
 }
 

@@ -18,6 +18,11 @@ type metrics struct {
 	indexErrors   *prometheus.CounterVec
 	weightUpdates prometheus.Counter
 	unknownRoute  *prometheus.GaugeVec
+	refused       *prometheus.CounterVec
+	groups        prometheus.Gauge
+	nacksIgnored  prometheus.Counter
+	logSuppressed prometheus.Counter
+	swept         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -68,10 +73,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "xds_route_unknown_service",
 			Help: "Listener routes whose service has no instances in discovery (answered 503 until it has), by service; 0 once it has.",
 		}, []string{"service"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xds_nodes_refused_total",
+			Help: "Streams refused at their first request, by reason: malformed (the request did not decode, e.g. invalid UTF-8: InvalidArgument), node_too_large (an id, cluster, locality or user agent over 1 KiB, metadata over 16 KiB: InvalidArgument) or max_groups (subsetting.max_groups reached: ResourceExhausted).",
+		}, []string{"reason"}),
+		groups: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "xds_subset_groups", Help: "Subsetting groups of known nodes (bounded by subsetting.max_groups).",
+		}),
+		nacksIgnored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_nacks_ignored_total", Help: "NACKs not processed (nor logged): a repeat of one already processed, or naming a response that is not the latest of its type on the stream (stale or made-up nonce).",
+		}),
+		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line and one NACK line per node per 10s, and one line per 10s for all refused streams.",
+		}),
+		swept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_subset_reservations_swept_total", Help: "Expired client index and endpoint slot reservations freed from this process's tables.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
-			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute)
+			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
+			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept)
 	}
 	return m
 }

@@ -40,6 +40,10 @@ type SubsetConfig struct {
 	Table nodeindex.Table
 	// Timeout bounds one Acquire or Release on Table; 0 means 5s.
 	Timeout time.Duration
+	// MaxGroups bounds the groups of known nodes (connected, or gone for
+	// less than the node grace); a node that would start one more is
+	// refused with ResourceExhausted. 0 means no bound.
+	MaxGroups int
 }
 
 // Validate reports configuration errors with their config keys.
@@ -49,6 +53,9 @@ func (c SubsetConfig) Validate() error {
 	case "", IndexMetadata, IndexLocal, IndexConsul:
 	default:
 		errs = append(errs, fmt.Errorf("subsetting.index_source: %q is not one of metadata, local, consul", c.IndexSource))
+	}
+	if c.MaxGroups < 0 {
+		errs = append(errs, fmt.Errorf("subsetting.max_groups: %d is negative", c.MaxGroups))
 	}
 	if c.IndexTTL < 0 {
 		errs = append(errs, fmt.Errorf("subsetting.index_ttl: %v is negative", c.IndexTTL))
@@ -68,6 +75,7 @@ type indexer struct {
 	fallback *nodeindex.Local // stands in when cfg.Table fails
 	m        *metrics
 	log      *slog.Logger
+	groups   *groupCount // groups of known nodes, for cfg.MaxGroups
 }
 
 func newIndexer(cfg SubsetConfig, now func() time.Time, m *metrics, log *slog.Logger) *indexer {
@@ -87,8 +95,44 @@ func newIndexer(cfg SubsetConfig, now func() time.Time, m *metrics, log *slog.Lo
 	if cfg.Table == nil {
 		cfg.Table = fb
 	}
-	return &indexer{cfg: cfg, fallback: fb, m: m, log: log}
+	return &indexer{cfg: cfg, fallback: fb, m: m, log: log, groups: newGroupCount(cfg.MaxGroups)}
 }
+
+// place admits node into its group (ResourceExhausted past
+// cfg.MaxGroups) and gives it its index there.
+func (x *indexer) place(n Node) (group string, index int, source string, err error) {
+	group = x.group(n)
+	if x.cfg.IndexSource == IndexMetadata {
+		if g, _, err := metadataIndex(n.Metadata); err == nil {
+			group = cmp.Or(g, group)
+		}
+	}
+	if err := x.groups.admit(n.ID, group); err != nil {
+		return "", -1, "", err
+	}
+	x.m.groups.Set(float64(x.groups.len()))
+	group, index, source = x.assign(n)
+	return group, index, source, nil
+}
+
+// forget drops an expired node from its group's count.
+func (x *indexer) forget(id string) {
+	x.groups.forget(id)
+	x.m.groups.Set(float64(x.groups.len()))
+}
+
+// sweep drops the expired reservations and empty groups of this process's
+// tables; it returns how many reservations were dropped.
+func (x *indexer) sweep() int {
+	n := x.fallback.Sweep()
+	if t, ok := x.cfg.Table.(sweeper); ok && x.cfg.Table != nodeindex.Table(x.fallback) {
+		n += t.Sweep()
+	}
+	return n
+}
+
+// sweeper is a table that drops expired reservations on demand.
+type sweeper interface{ Sweep() int }
 
 // assign returns node's group, index and where the index came from.
 func (x *indexer) assign(n Node) (group string, index int, source string) {
@@ -98,7 +142,7 @@ func (x *indexer) assign(n Node) (group string, index int, source string) {
 		if err == nil {
 			return cmp.Or(g, group), i, IndexMetadata
 		}
-		x.log.Warn("node sent no usable subset.index; using the local table", "node", n.ID, "error", err)
+		x.log.Warn("node sent no usable subset.index; using the local table", "node", clip(n.ID), "error", clip(err.Error()))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
 	defer cancel()
@@ -108,7 +152,7 @@ func (x *indexer) assign(n Node) (group string, index int, source string) {
 	}
 	x.m.indexErrors.WithLabelValues("acquire").Inc()
 	i, _ = x.fallback.Acquire(ctx, group, n.ID)
-	x.log.Error("client index table failed; using this process's table", "node", n.ID, "group", group, "index", i, "error", err)
+	x.log.Error("client index table failed; using this process's table", "node", clip(n.ID), "group", clip(group), "index", i, "error", err)
 	return group, i, indexFallback
 }
 
@@ -125,7 +169,7 @@ func (x *indexer) release(n Node) {
 	}
 	if err := table.Release(ctx, n.Group, n.ID); err != nil {
 		x.m.indexErrors.WithLabelValues("release").Inc()
-		x.log.Error("client index release failed; it expires with the table's own rules", "node", n.ID, "group", n.Group, "error", err)
+		x.log.Error("client index release failed; it expires with the table's own rules", "node", clip(n.ID), "group", clip(n.Group), "error", err)
 	}
 }
 

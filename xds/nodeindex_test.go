@@ -132,7 +132,7 @@ func TestIndexerFallsBackWhenTheTableFails(t *testing.T) {
 func TestNodeKeepsItsIndexAcrossReconnect(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
 	s := newTestServer(t, Config{Subsetting: SubsetConfig{IndexTTL: time.Minute}, Now: clock.now})
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := s.cb
 	index := func(id string) int {
 		t.Helper()
 		n, ok := s.reg.get(id)

@@ -49,7 +49,7 @@ func newTestServer(t *testing.T, cfg Config) *Server {
 
 // connect registers a node as if its first stream request had arrived.
 func connect(s *Server, stream int64, id string) {
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := s.cb
 	cb.request(stream, &core.Node{Id: id, Cluster: "test"})
 }
 
@@ -178,15 +178,15 @@ func TestNodeExpiry(t *testing.T) {
 	s.rec.reconcile()
 	connect(s, 1, "gone")
 	connect(s, 2, "stays")
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := s.cb
 	cb.OnStreamClosed(1, nil)
 	now = now.Add(59 * time.Second)
-	s.expire()
+	s.Expire()
 	if _, err := s.cache.GetSnapshot("gone"); err != nil {
 		t.Fatal("snapshot dropped within the grace period")
 	}
 	now = now.Add(2 * time.Second)
-	s.expire()
+	s.Expire()
 	if _, err := s.cache.GetSnapshot("gone"); err == nil {
 		t.Fatal("snapshot of a node gone longer than the grace period kept")
 	}

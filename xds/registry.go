@@ -36,18 +36,23 @@ type NACK struct {
 	At      time.Time `json:"at"`
 	TypeURL string    `json:"type_url"`
 	Version string    `json:"rejected_version"`
-	Error   string    `json:"error"`
+	Nonce   string    `json:"nonce,omitempty"` // of the rejected response
+	Error   string    `json:"error"`           // the node's error_detail, at most maxNACKErrorBytes
 }
+
+// maxNACKErrorBytes bounds the error detail kept per node.
+const maxNACKErrorBytes = 4 << 10
 
 // registry tracks connected nodes by stream. It is safe for concurrent use.
 type registry struct {
 	mu      sync.Mutex
 	nodes   map[string]*Node
-	streams map[int64]string // stream id -> node id, once the node is known
+	streams map[int64]string               // stream id -> node id, once the node is known
+	sent    map[int64]map[string]sentNonce // stream id -> type URL -> its latest response
 }
 
 func newRegistry() *registry {
-	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{}}
+	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{}, sent: map[int64]map[string]sentNonce{}}
 }
 
 // attach binds a stream to a node on the stream's first request. It
@@ -90,6 +95,7 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 func (r *registry) detach(stream int64, now time.Time) (id string, last bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.sent, stream)
 	id, ok := r.streams[stream]
 	if !ok {
 		return "", false
@@ -120,11 +126,67 @@ func (r *registry) nodeOf(stream int64) string {
 	return r.streams[stream]
 }
 
+// nack records a node's NACK, its error detail clipped.
 func (r *registry) nack(id string, n NACK) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if node, ok := r.nodes[id]; ok {
+		n.Error = clipTo(n.Error, maxNACKErrorBytes)
 		node.LastNACK = &n
+	}
+}
+
+// sentNonce is the latest response of one type on a stream.
+type sentNonce struct {
+	nonce  string
+	nacked bool // a NACK of it was processed
+}
+
+// responded records the nonce of a response about to be sent on a stream.
+func (r *registry) responded(stream int64, typeURL, nonce string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byType := r.sent[stream]
+	if byType == nil {
+		byType = map[string]sentNonce{}
+		r.sent[stream] = byType
+	}
+	byType[typeURL] = sentNonce{nonce: nonce}
+}
+
+// freshNACK reports whether a NACK on a stream is to be processed: it names
+// the latest response of its type sent there, which was not NACKed
+// before. It marks that response NACKed.
+func (r *registry) freshNACK(stream int64, typeURL, nonce string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sent[stream][typeURL]
+	if !ok || s.nonce != nonce || s.nacked {
+		return false
+	}
+	s.nacked = true
+	r.sent[stream][typeURL] = s
+	return true
+}
+
+// refuse unbinds a stream whose node was refused at its first request;
+// a node that had no index yet (it was never admitted) is forgotten.
+func (r *registry) refuse(stream int64, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.sent, stream)
+	id, ok := r.streams[stream]
+	if !ok {
+		return
+	}
+	delete(r.streams, stream)
+	node := r.nodes[id]
+	if node.Streams--; node.Streams > 0 {
+		return
+	}
+	node.DisconnectedAt = now
+	if node.Index < 0 {
+		delete(r.nodes, id)
 	}
 }
 

@@ -100,6 +100,8 @@ type Server struct {
 	reg    *registry
 	rec    *reconciler
 	idx    *indexer
+	logs   *logLimiter
+	cb     *callbacks
 	m      *metrics
 	grpc   *grpc.Server
 	stop   context.CancelFunc // ends every open xDS stream
@@ -132,9 +134,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(newSubsetCollector(s))
 	}
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting}
+	s.logs = newLogLimiter(logEvery)
+	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs}
 	s.stopCt, s.stop = context.WithCancel(context.Background())
-	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
+	xs := serverv3.NewServer(s.stopCt, s.cache, s.cb)
 	s.grpc = grpc.NewServer(
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
 		// Nodes hold their streams open for hours and mostly idle: release
@@ -201,18 +204,24 @@ func (s *Server) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.expire()
+			s.Expire()
 		}
 	}
 }
 
-// expire drops the snapshots of nodes disconnected for longer than the grace period.
-func (s *Server) expire() {
+// Expire drops the snapshots of nodes disconnected for longer than the
+// grace period (with their subsetting group membership and log state)
+// and sweeps the expired index reservations of this process's tables.
+// Run calls it periodically; tests call it after moving their clock.
+func (s *Server) Expire() {
 	for _, id := range s.reg.expire(s.cfg.Now(), s.cfg.NodeGrace) {
 		s.rec.forget(id)
+		s.idx.forget(id)
+		s.logs.forget(id)
 		s.m.expired.Inc()
-		s.cfg.Logger.Info("node expired", "node", id, "grace", s.cfg.NodeGrace)
+		s.cfg.Logger.Info("node expired", "node", clip(id), "grace", s.cfg.NodeGrace)
 	}
+	s.m.swept.Add(float64(s.idx.sweep()))
 }
 
 // Serve accepts xDS streams on lis until Shutdown.

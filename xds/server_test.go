@@ -47,11 +47,15 @@ type fixture struct {
 // start runs a real xDS server on a loopback port and dials it.
 func start(t *testing.T) *fixture {
 	t.Helper()
+	return startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+// startWith is start with cfg (its debounce and registerer are set here).
+func startWith(t *testing.T, cfg xds.Config) *fixture {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	srv, err := xds.New(xds.Config{
-		Debounce: 5 * time.Millisecond, Registerer: reg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg.Debounce, cfg.Registerer = 5*time.Millisecond, reg
+	srv, err := xds.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func benchSubsetReconcile(b *testing.B, alg subsetting.Algorithm, nodes, endpoin
 	if err != nil {
 		b.Fatal(err)
 	}
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := s.cb
 	for i := range nodes {
 		cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: fmt.Sprintf("g%d", i%groups)})
 	}

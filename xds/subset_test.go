@@ -156,7 +156,7 @@ func TestNodesWithEqualSubsetsShareSnapshots(t *testing.T) {
 	s.Update(world(3, 10))
 	s.rec.reconcile()
 	// Two groups: index 0 in each gets the same subsets, so one snapshot.
-	cb := &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: s.cfg.Logger, now: s.cfg.Now}
+	cb := s.cb
 	cb.request(1, &core.Node{Id: "a", Cluster: "g1"})
 	cb.request(2, &core.Node{Id: "b", Cluster: "g2"})
 	cb.request(3, &core.Node{Id: "c", Cluster: "g1"})

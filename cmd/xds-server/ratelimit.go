@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/netlimit"
 	"github.com/xds-server/xds-server/ratelimit"
 )
 
@@ -24,7 +25,7 @@ type rateLimit struct {
 	closeStore func()
 }
 
-func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.Registerer) (*rateLimit, error) {
+func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.Registerer, lm *netlimit.Metrics) (*rateLimit, error) {
 	mode, err := ratelimit.ParseFailureMode(cfg.FailureMode)
 	if err != nil {
 		return nil, err
@@ -46,10 +47,10 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 		closeStore()
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", cfg.Address)
+	lis, err := listen("ratelimit", cfg.Address, cfg.MaxConnections, lm)
 	if err != nil {
 		closeStore()
-		return nil, fmt.Errorf("ratelimit listener: %w", err)
+		return nil, err
 	}
 	// Stream workers: handlers run on long-lived goroutines whose stacks are
 	// already grown (a goroutine per call grows its stack every time).

@@ -23,6 +23,7 @@ import (
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/examples"
+	"github.com/xds-server/xds-server/netlimit"
 	"github.com/xds-server/xds-server/nodeindex"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
@@ -36,7 +37,9 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	checkFileLimit(cfg, log)
 	reg := newRegistry()
+	lm := netlimit.NewMetrics(reg)
 	dm := discovery.NewMetrics(reg)
 	src, err := newSource(cfg, log, dm)
 	if err != nil {
@@ -56,14 +59,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	xdsLis, err := net.Listen("tcp", cfg.XDS.Address)
+	xdsLis, err := listen("xds", cfg.XDS.Address, cfg.XDS.MaxConnections, lm)
 	if err != nil {
-		return fmt.Errorf("xds listener: %w", err)
+		return err
 	}
-	adminLis, err := net.Listen("tcp", cfg.Admin.Address)
+	adminLis, err := listen("admin", cfg.Admin.Address, cfg.Admin.MaxConnections, lm)
 	if err != nil {
 		xdsLis.Close()
-		return fmt.Errorf("admin listener: %w", err)
+		return err
 	}
 	var drains *drain.Manager // the ORCA sink's target, set below before any report can arrive
 	wc := cfg.WeightsPipeline()
@@ -84,7 +87,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg)
+	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, lm)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -95,7 +98,8 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/v1/ratelimit", rl.svc.HTTPHandler())
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 	}
-	admin := &http.Server{Handler: adminHandler(srv, reg, ws.Handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second}
+	admin := &http.Server{Handler: adminHandler(srv, reg, ws.Handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: cfg.Admin.ReadTimeout, WriteTimeout: cfg.Admin.WriteTimeout, IdleTimeout: cfg.Admin.IdleTimeout}
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -138,6 +142,34 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	wg.Wait()
 	log.Info("stopped")
 	return runErr
+}
+
+// checkFileLimit raises the open file limit to its hard limit and warns
+// when the listeners' connection caps together could exhaust it.
+func checkFileLimit(cfg config.Config, log *slog.Logger) {
+	n, err := netlimit.RaiseFileLimit()
+	if err != nil {
+		log.Warn("could not raise the open file limit", "limit", n, "error", err)
+	}
+	caps := uint64(cfg.XDS.MaxConnections) + uint64(cfg.RateLimit.MaxConnections) + uint64(cfg.Admin.MaxConnections)
+	const reserve = 1024 // Consul, Redis, ORCA clients, files
+	if n > 0 && caps+reserve > n {
+		log.Warn("the listeners' connection caps together exceed the open file limit; lower them or raise the limit (ulimit -n)",
+			"limit", n, "xds.max_connections", cfg.XDS.MaxConnections, "ratelimit.max_connections", cfg.RateLimit.MaxConnections,
+			"admin.max_connections", cfg.Admin.MaxConnections)
+		return
+	}
+	log.Info("open file limit", "limit", n, "connection_caps", caps)
+}
+
+// listen opens a TCP listener named name (its metrics' label) holding at
+// most max connections (0: no cap).
+func listen(name, addr string, max uint32, m *netlimit.Metrics) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s listener: %w", name, err)
+	}
+	return netlimit.Limit(l, name, int(max), m), nil
 }
 
 // waitGrace waits out the shutdown grace period, during which the open
