@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -186,8 +184,7 @@ func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (disco
 // newConsulIndex opens the client index table in Consul KV, with the
 // Consul address, token and datacenter of discovery.consul.
 func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger) (*nodeindex.Consul, error) {
-	cc := cfg.Discovery.Consul
-	client, err := api.NewClient(&api.Config{Address: cc.Address, Token: cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), Datacenter: cc.Datacenter})
+	client, err := cfg.ConsulSource().ConsulClient()
 	if err != nil {
 		return nil, fmt.Errorf("subsetting: consul client: %w", err)
 	}
