@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/xds-server/xds-server/config"
 	"github.com/xds-server/xds-server/discovery"
@@ -40,8 +41,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sec := newSecurity(reg, log)
 	xc := cfg.ServerConfig()
 	xc.Logger, xc.Registerer = log, reg
+	if tc, err := sec.serverTLS("xds", cfg.XDS.TLS); err != nil {
+		return err
+	} else if tc != nil {
+		xc.Credentials = credentials.NewTLS(tc)
+	}
 	if cfg.Subsetting.IndexSource == xds.IndexConsul {
 		table, err := newConsulIndex(ctx, cfg, log)
 		if err != nil {
@@ -82,7 +89,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg)
+	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, sec)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -93,7 +100,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/v1/ratelimit", rl.svc.HTTPHandler())
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 	}
-	admin := &http.Server{Handler: adminHandler(srv, reg, ws.Handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second}
+	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI), reg)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		rl.lis.Close()
+		rl.closeStore()
+		return err
+	}
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -109,12 +123,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	go func() { errc <- srv.Serve(xdsLis) }()
 	rl.run(bg, errc)
 	go func() {
-		if err := admin.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveAdmin(admin, adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin: %w", err)
 		}
 	}()
 	log.Info("xds-server started", "xds_address", xdsLis.Addr().String(), "admin_address", adminLis.Addr().String(),
-		"discovery", cfg.Discovery.Source, "ratelimit_address", rl.lis.Addr().String())
+		"discovery", cfg.Discovery.Source, "ratelimit_address", rl.lis.Addr().String(),
+		"xds_tls", cfg.XDS.TLS.Enabled(), "ratelimit_tls", cfg.RateLimit.TLS.Enabled(), "admin_tls", cfg.Admin.TLS.Enabled(),
+		"admin_token", cfg.Admin.TokenFile != "", "xds_authorization_rules", len(cfg.XDS.Authorization.Rules))
 
 	var runErr error
 	select {
