@@ -20,7 +20,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "tls_reloads_total", Help: "TLS files reloaded after a change, by listener and result (ok, error: the previous files stay in use).",
 		}, []string{"listener", "result"}),
 		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tls_client_cert_rejected_total", Help: "Handshakes refused for a client certificate that does not verify against the client CA, by listener (a missing one is refused by crypto/tls before).",
+			Name: "tls_client_cert_rejected_total", Help: "Handshakes refused for a missing client certificate or one that does not verify against the client CA, by listener.",
 		}, []string{"listener"}),
 		notAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tls_certificate_not_after_timestamp_seconds", Help: "Expiry of the certificate a listener serves, in Unix seconds.",

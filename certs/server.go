@@ -169,9 +169,10 @@ func (s *Server) TLSConfig() *tls.Config {
 		},
 	}
 	if s.cfg.ClientCAFile != "" {
-		// Verified in VerifyConnection against the current CA, which may
-		// have been rotated since this config was made.
-		c.ClientAuth = tls.RequireAnyClientCert
+		// Asked for here, required and verified in VerifyConnection against
+		// the current CA (which may have been rotated since this config was
+		// made), so that every refusal is counted.
+		c.ClientAuth = tls.RequestClientCert
 		c.VerifyConnection = s.verifyClient
 	}
 	return c

@@ -94,8 +94,8 @@ func TestServerMTLS(t *testing.T) {
 			t.Errorf("client certificate %s: handshake succeeded", name)
 		}
 	}
-	if got := testutil.ToFloat64(m.Rejected("xds")); got != 2 { // a missing certificate is refused by crypto/tls before verification
-		t.Errorf("tls_client_cert_rejected_total = %v, want 2", got)
+	if got := testutil.ToFloat64(m.Rejected("xds")); got != 3 {
+		t.Errorf("tls_client_cert_rejected_total = %v, want 3", got)
 	}
 }
 

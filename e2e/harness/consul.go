@@ -2,6 +2,7 @@ package harness
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ type ConsulAgent struct {
 	http      int // HTTP API port; serf LAN and server RPC ports below
 	serfLAN   int
 	server    int
+	tls       *ConsulTLS // nil: plain HTTP
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd     // nil while stopped
@@ -89,6 +91,29 @@ func ConsulBinary() (string, error) {
 // XDS_SERVER_REQUIRE_INTEGRATION=1.
 func Consul(t testing.TB) *ConsulAgent {
 	t.Helper()
+	return ConsulWith(t, ConsulOptions{})
+}
+
+// ConsulOptions are the settings of ConsulWith.
+type ConsulOptions struct {
+	// TLS, when set, serves the HTTP API over HTTPS only, on the port
+	// Addr names (no plain HTTP port).
+	TLS *ConsulTLS
+}
+
+// ConsulTLS are the PEM files of an agent serving HTTPS; the caller makes
+// them (the certificate must be valid for 127.0.0.1).
+type ConsulTLS struct {
+	CAFile, CertFile, KeyFile string // the CA and the agent's certificate
+	// ClientCertFile and ClientKeyFile, when set, make the agent require
+	// client certificates signed by the CA (verify_incoming), and are the
+	// one the harness's own client presents.
+	ClientCertFile, ClientKeyFile string
+}
+
+// ConsulWith is Consul with options.
+func ConsulWith(t testing.TB, opts ConsulOptions) *ConsulAgent {
+	t.Helper()
 	bin, err := ConsulBinary()
 	if err != nil {
 		if os.Getenv(RequireIntegrationEnv) == "1" {
@@ -98,7 +123,7 @@ func Consul(t testing.TB) *ConsulAgent {
 	}
 	dir := t.TempDir()
 	a := &ConsulAgent{t: t, bin: bin, dir: dir, configDir: filepath.Join(dir, "config"),
-		logPath: filepath.Join(dir, "consul.log"), node: "xds-test"}
+		logPath: filepath.Join(dir, "consul.log"), node: "xds-test", tls: opts.TLS}
 	if err := os.Mkdir(a.configDir, 0o755); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
@@ -180,11 +205,7 @@ func (a *ConsulAgent) start() error {
 	if err != nil {
 		return fmt.Errorf("harness: consul log: %w", err)
 	}
-	cmd := exec.Command(a.bin, "agent", "-dev", "-node="+a.node, "-datacenter="+ConsulDatacenter,
-		"-bind=127.0.0.1", "-client=127.0.0.1", "-config-dir="+a.configDir, "-log-level=info",
-		"-http-port="+strconv.Itoa(a.http), "-serf-lan-port="+strconv.Itoa(a.serfLAN),
-		"-server-port="+strconv.Itoa(a.server), "-serf-wan-port=-1", "-dns-port=-1",
-		"-grpc-port=-1", "-grpc-tls-port=-1", "-hcl=disable_update_check = true")
+	cmd := exec.Command(a.bin, a.args()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -196,7 +217,7 @@ func (a *ConsulAgent) start() error {
 		logf.Close()
 		close(exited)
 	}()
-	client, err := api.NewClient(&api.Config{Address: a.Addr(), Token: "", Datacenter: ConsulDatacenter})
+	client, err := api.NewClient(a.clientConfig())
 	if err != nil {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -206,6 +227,31 @@ func (a *ConsulAgent) start() error {
 	a.cmd, a.exited, a.client = cmd, exited, client
 	a.mu.Unlock()
 	return a.waitReady(exited)
+}
+
+// args are the agent's command line.
+func (a *ConsulAgent) args() []string {
+	args := []string{"agent", "-dev", "-node=" + a.node, "-datacenter=" + ConsulDatacenter,
+		"-bind=127.0.0.1", "-client=127.0.0.1", "-config-dir=" + a.configDir, "-log-level=info",
+		"-serf-lan-port=" + strconv.Itoa(a.serfLAN),
+		"-server-port=" + strconv.Itoa(a.server), "-serf-wan-port=-1", "-dns-port=-1",
+		"-grpc-port=-1", "-grpc-tls-port=-1", "-hcl=disable_update_check = true"}
+	if a.tls == nil {
+		return append(args, "-http-port="+strconv.Itoa(a.http))
+	}
+	return append(args, "-http-port=-1", fmt.Sprintf("-hcl=ports { https = %d }", a.http),
+		fmt.Sprintf("-hcl=tls { defaults { ca_file = %q cert_file = %q key_file = %q } https { verify_incoming = %t } }",
+			a.tls.CAFile, a.tls.CertFile, a.tls.KeyFile, a.tls.ClientCertFile != ""))
+}
+
+// clientConfig is the configuration of the harness's own API client.
+func (a *ConsulAgent) clientConfig() *api.Config {
+	c := &api.Config{Address: a.Addr(), Token: "", Datacenter: ConsulDatacenter}
+	if a.tls != nil {
+		c.Scheme = "https"
+		c.TLSConfig = api.TLSConfig{CAFile: a.tls.CAFile, CertFile: a.tls.ClientCertFile, KeyFile: a.tls.ClientKeyFile}
+	}
+	return c
 }
 
 // waitReady polls the agent until it has a leader and lists the services of
@@ -231,17 +277,13 @@ func (a *ConsulAgent) waitReady(exited <-chan struct{}) error {
 
 // ready reports why the agent is not ready yet, or nil.
 func (a *ConsulAgent) ready() error {
-	c := &http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + a.Addr() + "/v1/status/leader")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	leader, err := a.Client().Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return err
+		return fmt.Errorf("status/leader: %w", err)
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status/leader: %d %s %v", resp.StatusCode, body, err)
-	}
-	if leader := strings.Trim(strings.TrimSpace(string(body)), `"`); leader == "" {
+	if leader == "" {
 		return errors.New("no leader yet")
 	}
 	a.mu.Lock()
