@@ -246,6 +246,7 @@ func (c Config) ServerConfig() xds.Config {
 		Settings:         c.ServiceSettings,
 		RateLimitAddress: c.RateLimit.Advertised(),
 		Listeners:        c.XDSListeners(&problems{}),
+		Authorization:    c.XDSAuthorization(),
 		Subsetting: xds.SubsetConfig{
 			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
 		},

@@ -46,7 +46,7 @@ discovery:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := cfg.XDSAuthorization()
+	rules := cfg.ServerConfig().Authorization
 	if len(rules) != 2 || rules[0].NodeIDs[0] != "envoy-*" || rules[0].Clusters[0] != "edge" || rules[1].Identities[0] != "ops.example.org" || rules[1].NodeIDs != nil {
 		t.Errorf("rules: %+v", rules)
 	}
