@@ -225,3 +225,8 @@ func TestXDSCertificateRotation(t *testing.T) {
 	}
 	awaitCounter(t, srv, `tls_reloads_total{listener="xds",result="ok"}`, 1)
 }
+
+// certstestLeaf is a client certificate's request with URI SAN uri.
+func certstestLeaf(uri string) certstest.Leaf {
+	return certstest.Leaf{URIs: []string{uri}, Client: true}
+}
