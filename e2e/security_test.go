@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/xds-server/xds-server/certs/certstest"
 	"github.com/xds-server/xds-server/e2e/harness"
+	"github.com/xds-server/xds-server/envoy"
 )
 
 // pki is the test's certificate material, written to dir.
@@ -59,18 +59,16 @@ func staticEndpoints(t *testing.T, backends ...*harness.Backend) string {
 }
 
 // dialTLSXDS dials xds:///echo with grpc-go's xDS resolver, as node nodeID,
-// over the bootstrap's "tls" channel credentials (files; "" leaves one out).
+// with the bootstrap "xds-server grpc bootstrap --tls-ca --tls-cert
+// --tls-key" writes: grpc-go's "tls" channel credentials (certFile ""
+// leaves the client certificate out).
 func dialTLSXDS(t *testing.T, xdsAddr, nodeID, caFile, certFile, keyFile string) callFunc {
-	creds := map[string]string{"ca_certificate_file": caFile}
-	if certFile != "" {
-		creds["certificate_file"], creds["private_key_file"] = certFile, keyFile
+	bootstrap, err := envoy.GRPCBootstrap(envoy.BootstrapConfig{NodeID: nodeID, Cluster: "e2e", XDSAddress: xdsAddr,
+		Locality: envoy.Locality{Zone: "zone-0"}, TLS: &envoy.BootstrapTLS{CAFile: caFile, CertFile: certFile, KeyFile: keyFile}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	cj, _ := json.Marshal(creds)
-	bootstrap := fmt.Sprintf(`{
-		"xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "tls", "config": %s}], "server_features": ["xds_v3"]}],
-		"node": {"id": %q, "cluster": "e2e", "locality": {"zone": "zone-0"}}
-	}`, xdsAddr, cj, nodeID)
-	rb, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	rb, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
 	if err != nil {
 		t.Fatal(err)
 	}
