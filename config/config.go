@@ -54,6 +54,8 @@ type XDSConfig struct {
 	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"` // graceful shutdown limit, after the grace
 	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`   // existing streams keep being served this long after SIGTERM
 	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
+	TLS             TLSConfig       `mapstructure:"tls"`
+	Authorization   XDSAuthzConfig  `mapstructure:"authorization"`
 }
 
 // KeepaliveConfig are the gRPC keepalive settings of the xDS listener.
@@ -70,6 +72,9 @@ type AdminConfig struct {
 	ReadTimeout    time.Duration `mapstructure:"read_timeout"`    // whole request, headers and body
 	WriteTimeout   time.Duration `mapstructure:"write_timeout"`   // whole response
 	IdleTimeout    time.Duration `mapstructure:"idle_timeout"`    // idle keep-alive connection
+	TLS            TLSConfig     `mapstructure:"tls"`
+	TokenFile      string        `mapstructure:"token_file"`     // bearer token for /v1/*, /json, /debug/*; "" = none
+	AllowInsecure  bool          `mapstructure:"allow_insecure"` // a public address without TLS and token is allowed
 }
 
 // DiscoveryConfig selects and configures the discovery source.
@@ -97,6 +102,8 @@ type ConsulConfig struct {
 	BackoffBase time.Duration `mapstructure:"backoff_base"`
 	BackoffMax  time.Duration `mapstructure:"backoff_max"`
 	WarningAs   string        `mapstructure:"warning_as"`
+	TokenFile   string        `mapstructure:"token_file"`
+	TLS         ConsulTLS     `mapstructure:"tls"`
 }
 
 // LogConfig configures logging.
@@ -158,6 +165,7 @@ func (c Config) validate(p *problems) {
 	c.validateDrain(p)
 	c.validateRateLimit(p)
 	c.validateListeners(p)
+	c.validateSecurity(p)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -252,6 +260,7 @@ func (c Config) ServerConfig() xds.Config {
 		Settings:         c.ServiceSettings,
 		RateLimitAddress: c.RateLimit.Advertised(),
 		Listeners:        c.XDSListeners(&problems{}),
+		Authorization:    c.XDSAuthorization(),
 		Subsetting: xds.SubsetConfig{
 			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
 			MaxGroups: int(c.Subsetting.MaxGroups),
@@ -267,5 +276,6 @@ func (c Config) ConsulSource() discovery.ConsulConfig {
 		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter,
 		Services: cc.Services, Tags: cc.Tags, Wait: cc.Wait, MinInterval: cc.MinInterval,
 		BackoffBase: cc.BackoffBase, BackoffMax: cc.BackoffMax, WarningAs: cc.WarningAs,
+		TokenFile: cc.TokenFile, TLS: cc.TLS.discovery(),
 	}
 }

@@ -355,7 +355,7 @@ func TestSurface(t *testing.T) {
 		"not a number":                {env: map[string]string{"XDS_SERVER_WEIGHTS_SMOOTHING": "half"}, want: []string{"weights.smoothing: half: is not a number"}},
 		"unknown key, did you mean":   {file: "xds: { adress: ':1' }\n", want: []string{"xds.adress: unknown key (did you mean xds.address?)"}},
 		"unknown service key":         {file: "services: { api: { lb_polcy: x } }\n", want: []string{"services.api.lb_polcy: unknown key (did you mean lb_policy?)"}},
-		"section given a value":       {file: "xds: 5\n", want: []string{"xds: 5: is a value, want a section of address, debounce, max_delay, node_grace, max_streams, max_connections, shutdown_grace, shutdown_timeout, keepalive"}},
+		"section given a value":       {file: "xds: 5\n", want: []string{"xds: 5: is a value, want a section of address, debounce, max_delay, node_grace, max_streams, max_connections, shutdown_grace, shutdown_timeout, keepalive, tls, authorization"}},
 		"value given a section":       {file: "xds: { address: { host: x } }\n", want: []string{"xds.address: {...}: is a section, want a string"}},
 		"list as a comma string, env": {env: map[string]string{"XDS_SERVER_DISCOVERY_CONSUL_SERVICES": "a, b"}},
 		"secret value never shown":    {file: "discovery: { consul: { token: [a] } }\n", want: []string{"discovery.consul.token: (redacted): is a list, want a string"}},

@@ -21,10 +21,11 @@ const (
 	Bool
 	List // of strings
 	Listeners
+	Rules // xds.authorization.rules: a list of {identities, node_ids, clusters}
 )
 
 func (k Kind) String() string {
-	return [...]string{"", "string", "duration", "uint32", "float", "bool", "list", "list of listeners"}[k]
+	return [...]string{"", "string", "duration", "uint32", "float", "bool", "list", "list of listeners", "list of rules"}[k]
 }
 
 // Key is one configuration key: a file key, and (unless it is per service
@@ -47,7 +48,7 @@ const EnvPrefix = "XDS_SERVER_"
 
 // FileOnly reports whether k has no flag and no env var.
 func (k Key) FileOnly() bool {
-	return strings.HasPrefix(k.Name, "services.") || k.Kind == Listeners
+	return strings.HasPrefix(k.Name, "services.") || k.Kind == Listeners || k.Kind == Rules
 }
 
 // Env is the environment variable of k.
@@ -124,16 +125,26 @@ var Keys = []Key{
 	k("xds.keepalive.time", 30*time.Second, "ping a client connection idle this long"),
 	k("xds.keepalive.timeout", 10*time.Second, "close a connection whose ping is not answered in this time"),
 	k("xds.keepalive.min_time", 10*time.Second, "reject clients that ping more often than this"),
+	k("xds.tls.cert_file", "", "PEM certificate (chain) of the xDS listener; with key_file it serves TLS only; reloaded when it changes"),
+	k("xds.tls.key_file", "", "PEM private key of xds.tls.cert_file"),
+	k("xds.tls.client_ca_file", "", "PEM CA bundle: clients must present a certificate it verifies (mTLS); reloaded when it changes"),
+	unset("xds.authorization.rules", Rules, "which client certificate may claim which nodes: a list of {identities, node_ids, clusters} globs (identities match a URI or DNS SAN; absent node_ids or clusters match any); with rules, a stream no rule allows is refused (PermissionDenied); needs xds.tls.client_ca_file; file only"),
 	k("admin.address", "127.0.0.1:19000", "host:port of the admin HTTP listener (/healthz, /readyz, /metrics, /debug/*)", "admin-endpoints-adminaddress-loopback-by-default"),
 	k("admin.max_connections", uint32(512), "most connections the admin listener holds open; past it a new connection is closed at once (listener_connections_refused_total{listener=\"admin\"}); 0: no cap"),
 	k("admin.read_timeout", 30*time.Second, "an admin request (headers and body) must arrive within this time, or its connection is closed"),
 	k("admin.write_timeout", 2*time.Minute, "an admin response must be written within this time (a CPU profile's seconds must be shorter)"),
 	k("admin.idle_timeout", time.Minute, "an idle keep-alive admin connection is closed after this time"),
+	k("admin.tls.cert_file", "", "PEM certificate (chain) of the admin listener; with key_file it serves HTTPS only; reloaded when it changes"),
+	k("admin.tls.key_file", "", "PEM private key of admin.tls.cert_file"),
+	k("admin.tls.client_ca_file", "", "PEM CA bundle: admin clients must present a certificate it verifies (mTLS)"),
+	k("admin.token_file", "", "file holding a bearer token: /v1/*, /json and /debug/* then need Authorization: Bearer <token> (401 otherwise); reloaded when it changes; /healthz, /readyz and /metrics stay open"),
+	k("admin.allow_insecure", false, "allow a non-loopback admin.address without admin.tls and admin.token_file (anyone who reaches it may drain endpoints and read the debug pages)"),
 	k("discovery.source", "static", "discovery source: static or consul"),
 	k("discovery.static.file", "examples/endpoints.yaml", "YAML file of services and endpoints, reloaded on change (the built-in example if this default path does not exist)", "static-endpoints-file"),
 	k("discovery.static.poll_interval", time.Second, "how often the static file is checked for changes"),
 	k("discovery.consul.address", "127.0.0.1:8500", "Consul HTTP API: host:port, or a URL with http://, https:// or unix://", "using-it-with-consul"),
 	secret(k("discovery.consul.token", "", "Consul ACL token; empty: the CONSUL_HTTP_TOKEN env var")),
+	k("discovery.consul.token_file", "", "file holding the Consul ACL token (when discovery.consul.token is empty); empty: the CONSUL_HTTP_TOKEN_FILE env var"),
 	k("discovery.consul.datacenter", "", "Consul datacenter to read; empty: the agent's"),
 	k("discovery.consul.services", []string{}, "only these Consul services; empty: all (but consul)"),
 	k("discovery.consul.tags", []string{}, "only service instances that carry all these tags"),
@@ -142,6 +153,11 @@ var Keys = []Key{
 	k("discovery.consul.backoff_base", 250*time.Millisecond, "first retry delay after a Consul error (doubles up to backoff_max, with jitter; reset on success)"),
 	k("discovery.consul.backoff_max", 30*time.Second, "longest retry delay after Consul errors"),
 	k("discovery.consul.warning_as", "healthy", "an instance with a warning check is healthy (weight = its Weights.Warning) or degraded"),
+	k("discovery.consul.tls.ca_file", "", "PEM CA bundle that verifies Consul's HTTPS certificate; empty: the CONSUL_CACERT env var, else the system roots; any discovery.consul.tls key makes a host:port address https"),
+	k("discovery.consul.tls.cert_file", "", "PEM client certificate for Consul (verify_incoming); empty: the CONSUL_CLIENT_CERT env var"),
+	k("discovery.consul.tls.key_file", "", "PEM private key of discovery.consul.tls.cert_file; empty: the CONSUL_CLIENT_KEY env var"),
+	k("discovery.consul.tls.server_name", "", "name Consul's certificate is verified for; empty: the CONSUL_TLS_SERVER_NAME env var, else the address's host"),
+	k("discovery.consul.tls.insecure_skip_verify", false, "do not verify Consul's certificate (testing only)"),
 
 	k("services.<name>.lb_policy", "round_robin", "round_robin, least_request, ring_hash, random or maglev"),
 	k("services.<name>.connect_timeout", time.Second, "cluster connect timeout"),
@@ -211,6 +227,10 @@ var Keys = []Key{
 	k("ratelimit.max_descriptors", uint32(64), "most descriptors per request, in [1, 1048576]; more is InvalidArgument"),
 	k("ratelimit.max_entries", uint32(32), "most entries per descriptor, in [1, 1048576]; more is InvalidArgument"),
 	k("ratelimit.max_value_bytes", uint32(1024), "longest domain, entry key or entry value in bytes, in [1, 1048576]; longer is InvalidArgument"),
+	k("ratelimit.tls.cert_file", "", "PEM certificate (chain) of the rate-limit listener; with key_file it serves TLS only; reloaded when it changes"),
+	k("ratelimit.tls.key_file", "", "PEM private key of ratelimit.tls.cert_file"),
+	k("ratelimit.tls.client_ca_file", "", "PEM CA bundle: rate-limit clients must present a certificate it verifies (mTLS)"),
+	k("ratelimit.authorization.identities", []string{}, "with ratelimit.tls.client_ca_file: only clients whose certificate has a URI or DNS SAN matching one of these globs may call (PermissionDenied otherwise); empty: any verified client"),
 	k("ratelimit.criticality.key", "criticality", "descriptor entry key carrying a request's criticality (CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE; absent or unknown: CRITICAL); it is removed before matching", "criticality"),
 	k("ratelimit.criticality.adaptive", true, "every rule (but those with criticality: false) keeps for the classes above each class the hits they asked for over the last unit of its limit (this replica's requests, scaled by its share of the usage in the store), so lower classes are refused first whatever the mix; traffic without criticality entries is unaffected", "criticality"),
 	k("ratelimit.criticality.enabled", false, "apply ratelimit.criticality.shares to every rule without a criticality setting of its own (off: only rules with a criticality setting reserve headroom, and envoyproxy/ratelimit configs answer as there)"),

@@ -64,6 +64,7 @@ func Load(src Sources) (Config, Errors) {
 	}
 	shapes := slices.Clone(p.errs)
 	cfg.Listeners = decodeListeners(p, doc["listeners"])
+	cfg.XDS.Authorization.Rules = decodeRules(p, fileVals[rulesKey])
 	cfg.Services = resolveServices(p, services)
 	cfg.validate(p)
 	return cfg, dropShadowed(p.errs, shapes).Sorted()
@@ -138,6 +139,8 @@ func walkFile(p *problems, prefix string, m map[string]any, vals map[string]any,
 		switch {
 		case path == "services":
 			walkServices(p, v, services)
+		case path == rulesKey:
+			vals[path] = v
 		case path == "listeners":
 			if v != nil {
 				p.errs = append(p.errs, checkListenerKeys(v)...)

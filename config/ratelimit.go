@@ -27,6 +27,10 @@ type RateLimitConfig struct {
 	MaxValueBytes  uint32            `mapstructure:"max_value_bytes"`
 	Criticality    CriticalityConfig `mapstructure:"criticality"`
 	Redis          RedisConfig       `mapstructure:"redis"` // the redis store (store: redis)
+	TLS            TLSConfig         `mapstructure:"tls"`
+	Authorization  struct {
+		Identities []string `mapstructure:"identities"` // globs on the client certificate's SANs; empty = any verified client
+	} `mapstructure:"authorization"`
 }
 
 // CriticalityConfig is the ratelimit.criticality section.

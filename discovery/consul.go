@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -35,8 +34,13 @@ type ConsulConfig struct {
 	// Address is the host:port of the Consul HTTP API, optionally with an
 	// "http://", "https://" or "unix://" scheme; "" means 127.0.0.1:8500.
 	Address string
-	// Token is the ACL token; "" falls back to the CONSUL_HTTP_TOKEN env var.
+	// Token is the ACL token; "" falls back to TokenFile, then to the
+	// CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE env vars.
 	Token string
+	// TokenFile holds the ACL token when Token is empty (read at start).
+	TokenFile string
+	// TLS configures HTTPS to Consul (see ConsulTLS).
+	TLS ConsulTLS
 	// Datacenter to read; "" means the agent's datacenter.
 	Datacenter string
 	// Services lists the service names to watch; empty means all. The
@@ -168,7 +172,6 @@ func NewConsul(cfg ConsulConfig) (*Consul, error) {
 		return nil, err
 	}
 	cfg.Address = cmp.Or(cfg.Address, DefaultConsulAddress)
-	cfg.Token = cmp.Or(cfg.Token, os.Getenv("CONSUL_HTTP_TOKEN"))
 	cfg.Wait = cmp.Or(cfg.Wait, DefaultConsulWait)
 	cfg.MinInterval = cmp.Or(cfg.MinInterval, DefaultConsulMinInterval)
 	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, DefaultConsulBackoffBase)
@@ -177,9 +180,9 @@ func NewConsul(cfg ConsulConfig) (*Consul, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	client, err := api.NewClient(&api.Config{Address: cfg.Address, Token: cfg.Token, Datacenter: cfg.Datacenter})
+	client, err := cfg.ConsulClient()
 	if err != nil {
-		return nil, fmt.Errorf("discovery: consul: client for %s: %w", cfg.Address, err)
+		return nil, err
 	}
 	c := &Consul{cfg: cfg, client: client, log: cfg.Logger, warningAs: HealthHealthy, rnd: rand.Float64}
 	if cfg.WarningAs == "degraded" {

@@ -35,6 +35,10 @@ type BootstrapConfig struct {
 	// AdminAddress is the IP:port of Envoy's admin listener; "" means no
 	// admin listener. Envoy only.
 	AdminAddress string
+	// TLS, when set, connects to xds-server over TLS (mTLS with a client
+	// certificate): an UpstreamTlsContext on Envoy's xds-server cluster,
+	// grpc-go's "tls" channel credentials.
+	TLS *BootstrapTLS
 }
 
 // Validate reports every problem of c.
@@ -54,6 +58,11 @@ func (c BootstrapConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("envoy: bootstrap: admin address: %w", err))
 		} else if _, err := netip.ParseAddr(host); err != nil {
 			errs = append(errs, fmt.Errorf("envoy: bootstrap: admin address %q: host must be an IP address", c.AdminAddress))
+		}
+	}
+	if c.TLS != nil {
+		if err := c.TLS.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -92,6 +101,9 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 	}
 	xdsCluster, err := xdsServerCluster(c.XDSAddress)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.withTLS(xdsCluster); err != nil {
 		return nil, err
 	}
 	b := &bootstrapv3.Bootstrap{

@@ -20,7 +20,16 @@ type grpcXDSServer struct {
 }
 
 type grpcChannelCred struct {
-	Type string `json:"type"`
+	Type   string          `json:"type"`
+	Config *grpcTLSCredCfg `json:"config,omitempty"`
+}
+
+// grpcTLSCredCfg is the config of grpc-go's "tls" channel credentials
+// (gRFC A65); the files are watched and reloaded by grpc-go.
+type grpcTLSCredCfg struct {
+	CACertificateFile string `json:"ca_certificate_file"`
+	CertificateFile   string `json:"certificate_file,omitempty"`
+	PrivateKeyFile    string `json:"private_key_file,omitempty"`
 }
 
 type grpcNode struct {
@@ -36,8 +45,8 @@ type grpcLocality struct {
 }
 
 // GRPCBootstrap returns the xDS bootstrap JSON of a proxyless grpc-go
-// client: one xDS server (c.XDSAddress, insecure channel credentials, xDS
-// v3) and the node c.NodeID of cluster c.Cluster with c.Locality. c.Delta
+// client: one xDS server (c.XDSAddress, insecure channel credentials or,
+// with c.TLS, "tls" ones; xDS v3) and the node c.NodeID of cluster c.Cluster with c.Locality. c.Delta
 // and c.AdminAddress must be unset: grpc-go speaks state of the world
 // only and has no admin listener. The output is indented and ends with a
 // newline.
@@ -52,13 +61,20 @@ func GRPCBootstrap(c BootstrapConfig) ([]byte, error) {
 	if c.AdminAddress != "" {
 		errs = append(errs, errors.New("envoy: grpc bootstrap: grpc-go has no admin listener"))
 	}
+	if c.TLS != nil && c.TLS.ServerName != "" {
+		errs = append(errs, errors.New("envoy: grpc bootstrap: grpc-go's tls channel credentials verify the host of the xDS address and cannot override the server name: give an --xds-address whose host xds-server's certificate names"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	creds := grpcChannelCred{Type: "insecure"}
+	if t := c.TLS; t != nil {
+		creds = grpcChannelCred{Type: "tls", Config: &grpcTLSCredCfg{CACertificateFile: t.CAFile, CertificateFile: t.CertFile, PrivateKeyFile: t.KeyFile}}
 	}
 	b := grpcBootstrap{
 		XDSServers: []grpcXDSServer{{
 			ServerURI:      c.XDSAddress,
-			ChannelCreds:   []grpcChannelCred{{Type: "insecure"}},
+			ChannelCreds:   []grpcChannelCred{creds},
 			ServerFeatures: []string{"xds_v3"},
 		}},
 		Node: grpcNode{ID: c.NodeID, Cluster: c.Cluster},

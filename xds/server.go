@@ -19,6 +19,7 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/xds-server/xds-server/discovery"
@@ -48,9 +49,14 @@ type Config struct {
 	// rate-limit service: the address of the envoy.RateLimitClusterName
 	// cluster, needed when a listener's rate limit names no cluster.
 	RateLimitAddress string
-	Logger           *slog.Logger // nil means slog.Default()
-	Registerer       prometheus.Registerer
-	Now              func() time.Time // nil means time.Now
+	// Credentials secure the listener (TLS, mTLS); nil means plaintext.
+	Credentials credentials.TransportCredentials
+	// Authorization, when not empty, ties client certificates to the nodes
+	// they may claim (see AuthzRule; needs mTLS Credentials).
+	Authorization []AuthzRule
+	Logger        *slog.Logger // nil means slog.Default()
+	Registerer    prometheus.Registerer
+	Now           func() time.Time // nil means time.Now
 }
 
 // Validate reports configuration errors.
@@ -64,6 +70,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("xds: %s: %v is negative", name, d))
 		}
+	}
+	if err := validateRules(c.Authorization); err != nil {
+		errs = append(errs, err)
 	}
 	if err := c.Subsetting.Validate(); err != nil {
 		errs = append(errs, err)
@@ -136,19 +145,27 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.logs = newLogLimiter(logEvery)
 	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs}
+	var cb serverv3.Callbacks = s.cb
+	if len(cfg.Authorization) > 0 {
+		cb = newAuthz(cb, cfg.Authorization, cfg.Registerer, cfg.Logger)
+	}
 	s.stopCt, s.stop = context.WithCancel(context.Background())
-	xs := serverv3.NewServer(s.stopCt, s.cache, s.cb)
-	s.grpc = grpc.NewServer(
+	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
+	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
 		// Nodes hold their streams open for hours and mostly idle: release
 		// the write buffer between writes and keep a small read buffer,
 		// which cuts per-connection memory by about 50 KiB.
 		grpc.SharedWriteBuffer(true),
-		grpc.ReadBufferSize(8<<10),
+		grpc.ReadBufferSize(8 << 10),
 		grpc.ForceServerCodecV2(codec{}), // encoded responses in buffers of their size
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
-	)
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, grpc.Creds(cfg.Credentials))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	discoverygrpc.RegisterAggregatedDiscoveryServiceServer(s.grpc, xs)
 	clusterservice.RegisterClusterDiscoveryServiceServer(s.grpc, xs)
 	endpointservice.RegisterEndpointDiscoveryServiceServer(s.grpc, xs)

@@ -11,7 +11,7 @@ import (
 )
 
 // adminHandler serves /healthz, /readyz, /metrics, the xDS debug pages and
-// Go's profiles (/debug/pprof/), plus what more adds (the weights' push
+// Go's profiles (/debug/pprof/, but not cmdline), plus what more adds (the weights' push
 // API and debug page).
 func adminHandler(srv *xds.Server, reg *prometheus.Registry, more ...func(*http.ServeMux)) http.Handler {
 	mux := http.NewServeMux()
@@ -28,7 +28,8 @@ func adminHandler(srv *xds.Server, reg *prometheus.Registry, more ...func(*http.
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.Handle("GET /debug/", srv.Handler())
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // heap, goroutine, allocs, block, mutex, ...
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	// /debug/pprof/cmdline is not served: the command line may carry secrets.
+	mux.HandleFunc("GET /debug/pprof/cmdline", http.NotFound)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

@@ -53,6 +53,14 @@ func newBootstrapFlags(kind string) *pflag.FlagSet {
 		fs.Bool("delta", false, "use incremental (delta) xDS instead of state of the world")
 		fs.String("admin-address", "127.0.0.1:9901", `IP:port of Envoy's admin listener ("" for none)`)
 	}
+	fs.String("tls-ca", "", "connect to xds-server over TLS: PEM CA file that verifies its certificate")
+	fs.String("tls-cert", "", "PEM client certificate file for mutual TLS (with --tls-key)")
+	fs.String("tls-key", "", "PEM private key file of --tls-cert")
+	if kind == bootstrapEnvoy {
+		fs.String("tls-server-name", "", "name xds-server's certificate is verified for (and SNI); default: the host of --xds-address")
+	} else {
+		fs.String("tls-server-name", "", "not supported by grpc-go (it verifies the host of --xds-address); an error if set")
+	}
 	fs.String("output", "", "write to this file instead of stdout")
 	return fs
 }
@@ -137,6 +145,10 @@ func bootstrapConfig(fs *pflag.FlagSet) (envoy.BootstrapConfig, error) {
 		}
 		parts = append(parts, "", "")
 		c.Locality = envoy.Locality{Region: parts[0], Zone: parts[1], SubZone: parts[2]}
+	}
+	if t := (envoy.BootstrapTLS{CAFile: get("tls-ca"), CertFile: get("tls-cert"), KeyFile: get("tls-key"),
+		ServerName: get("tls-server-name")}); t != (envoy.BootstrapTLS{}) {
+		c.TLS = &t
 	}
 	for name, part := range map[string]*string{"region": &c.Locality.Region, "zone": &c.Locality.Zone, "sub-zone": &c.Locality.SubZone} {
 		if fs.Changed(name) {

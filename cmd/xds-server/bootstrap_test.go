@@ -17,7 +17,7 @@ func TestBootstrapCommand(t *testing.T) {
 	}{
 		"envoy help lists every flag": {args: []string{"envoy", "bootstrap", "--help"}, wantOut: []string{
 			"--node-id", "--cluster", "--xds-address", "--locality", "--region", "--zone", "--sub-zone",
-			"--delta", "--admin-address", "--output"}},
+			"--delta", "--admin-address", "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name", "--output"}},
 		"grpc help has no envoy flags": {args: []string{"grpc", "bootstrap", "-h"}, wantOut: []string{"--node-id", "--zone", "--output"}},
 		"delta with locality": {args: []string{"envoy", "bootstrap", "--node-id", "e1", "--cluster", "edge", "--delta",
 			"--locality", "eu/eu-1/rack-2"}, wantOut: []string{"api_type: DELTA_GRPC", "sub_zone: rack-2",
@@ -30,6 +30,16 @@ func TestBootstrapCommand(t *testing.T) {
 		"delta for grpc":  {args: []string{"grpc", "bootstrap", "--node-id", "g", "--cluster", "c", "--delta"}, code: 2, wantErrOut: []string{"unknown flag: --delta"}},
 		"stray argument":  {args: []string{"envoy", "bootstrap", "--node-id", "e", "--cluster", "c", "extra"}, code: 2, wantErrOut: []string{"unexpected arguments"}},
 		"no subcommand":   {args: []string{"envoy"}, code: 2, wantErrOut: []string{"xds-server envoy bootstrap --help"}},
+		"envoy over mTLS": {args: []string{"envoy", "bootstrap", "--node-id", "e", "--cluster", "c", "--tls-ca", "/ca.pem",
+			"--tls-cert", "/e.crt", "--tls-key", "/e.key", "--tls-server-name", "xds.internal"},
+			wantOut: []string{"UpstreamTlsContext", "filename: /ca.pem", "filename: /e.crt", "filename: /e.key", "sni: xds.internal", "exact: xds.internal"}},
+		"grpc over mTLS": {args: []string{"grpc", "bootstrap", "--node-id", "g", "--cluster", "c", "--tls-ca", "/ca.pem",
+			"--tls-cert", "/g.crt", "--tls-key", "/g.key"},
+			wantOut: []string{`"type": "tls"`, `"ca_certificate_file": "/ca.pem"`, `"certificate_file": "/g.crt"`, `"private_key_file": "/g.key"`}},
+		"grpc server name": {args: []string{"grpc", "bootstrap", "--node-id", "g", "--cluster", "c", "--tls-ca", "/ca.pem",
+			"--tls-server-name", "x"}, code: 2, wantErrOut: []string{"cannot override the server name"}},
+		"key without cert": {args: []string{"envoy", "bootstrap", "--node-id", "e", "--cluster", "c", "--tls-ca", "/ca.pem",
+			"--tls-key", "/e.key"}, code: 2, wantErrOut: []string{"go together"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/xds-server/xds-server/config"
 	"github.com/xds-server/xds-server/discovery"
@@ -45,8 +44,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sec := newSecurity(reg, log)
 	xc := cfg.ServerConfig()
 	xc.Logger, xc.Registerer = log, reg
+	if tc, err := sec.serverTLS("xds", cfg.XDS.TLS); err != nil {
+		return err
+	} else if tc != nil {
+		xc.Credentials = credentials.NewTLS(tc)
+	}
 	if cfg.Subsetting.IndexSource == xds.IndexConsul {
 		table, err := newConsulIndex(ctx, cfg, log)
 		if err != nil {
@@ -87,7 +92,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, lm)
+	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, sec, lm)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -98,8 +103,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/v1/ratelimit", rl.svc.HTTPHandler())
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 	}
-	admin := &http.Server{Handler: adminHandler(srv, reg, ws.Handlers, drainAPI), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: cfg.Admin.ReadTimeout, WriteTimeout: cfg.Admin.WriteTimeout, IdleTimeout: cfg.Admin.IdleTimeout}
+	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI), reg)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		rl.lis.Close()
+		rl.closeStore()
+		return err
+	}
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -115,12 +126,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	go func() { errc <- srv.Serve(xdsLis) }()
 	rl.run(bg, errc)
 	go func() {
-		if err := admin.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveAdmin(admin, adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin: %w", err)
 		}
 	}()
 	log.Info("xds-server started", "xds_address", xdsLis.Addr().String(), "admin_address", adminLis.Addr().String(),
-		"discovery", cfg.Discovery.Source, "ratelimit_address", rl.lis.Addr().String())
+		"discovery", cfg.Discovery.Source, "ratelimit_address", rl.lis.Addr().String(),
+		"xds_tls", cfg.XDS.TLS.Enabled(), "ratelimit_tls", cfg.RateLimit.TLS.Enabled(), "admin_tls", cfg.Admin.TLS.Enabled(),
+		"admin_token", cfg.Admin.TokenFile != "", "xds_authorization_rules", len(cfg.XDS.Authorization.Rules))
 
 	var runErr error
 	select {
@@ -218,8 +231,7 @@ func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (disco
 // newConsulIndex opens the client index table in Consul KV, with the
 // Consul address, token and datacenter of discovery.consul.
 func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger) (*nodeindex.Consul, error) {
-	cc := cfg.Discovery.Consul
-	client, err := api.NewClient(&api.Config{Address: cc.Address, Token: cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), Datacenter: cc.Datacenter})
+	client, err := cfg.ConsulSource().ConsulClient()
 	if err != nil {
 		return nil, fmt.Errorf("subsetting: consul client: %w", err)
 	}

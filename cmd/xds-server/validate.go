@@ -1,11 +1,9 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/discovery"
 )
 
 // catalogTimeout bounds validate's look at Consul's catalog.
@@ -52,7 +51,7 @@ func checkCatalog(cfg config.Config, routes []config.RouteService) config.Errors
 		return nil
 	}
 	cc := cfg.Discovery.Consul
-	catalog, err := consulServices(cc.Address, cmp.Or(cc.Token, os.Getenv("CONSUL_HTTP_TOKEN")), cc.Datacenter)
+	catalog, err := consulServices(cfg.ConsulSource())
 	var out config.Errors
 	for _, r := range routes {
 		switch {
@@ -68,8 +67,8 @@ func checkCatalog(cfg config.Config, routes []config.RouteService) config.Errors
 }
 
 // consulServices lists the catalog's service names, lower-cased.
-func consulServices(address, token, dc string) (map[string]bool, error) {
-	client, err := api.NewClient(&api.Config{Address: address, Token: token, Datacenter: dc})
+func consulServices(cc discovery.ConsulConfig) (map[string]bool, error) {
+	client, err := cc.ConsulClient()
 	if err != nil {
 		return nil, err
 	}

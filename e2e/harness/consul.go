@@ -2,12 +2,11 @@ package harness
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +44,7 @@ type ConsulAgent struct {
 	http      int // HTTP API port; serf LAN and server RPC ports below
 	serfLAN   int
 	server    int
+	tls       *ConsulTLS // nil: plain HTTP
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd     // nil while stopped
@@ -89,6 +89,12 @@ func ConsulBinary() (string, error) {
 // XDS_SERVER_REQUIRE_INTEGRATION=1.
 func Consul(t testing.TB) *ConsulAgent {
 	t.Helper()
+	return ConsulWith(t, ConsulOptions{})
+}
+
+// ConsulWith is Consul with options.
+func ConsulWith(t testing.TB, opts ConsulOptions) *ConsulAgent {
+	t.Helper()
 	bin, err := ConsulBinary()
 	if err != nil {
 		if os.Getenv(RequireIntegrationEnv) == "1" {
@@ -98,7 +104,7 @@ func Consul(t testing.TB) *ConsulAgent {
 	}
 	dir := t.TempDir()
 	a := &ConsulAgent{t: t, bin: bin, dir: dir, configDir: filepath.Join(dir, "config"),
-		logPath: filepath.Join(dir, "consul.log"), node: "xds-test"}
+		logPath: filepath.Join(dir, "consul.log"), node: "xds-test", tls: opts.TLS}
 	if err := os.Mkdir(a.configDir, 0o755); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
@@ -180,11 +186,7 @@ func (a *ConsulAgent) start() error {
 	if err != nil {
 		return fmt.Errorf("harness: consul log: %w", err)
 	}
-	cmd := exec.Command(a.bin, "agent", "-dev", "-node="+a.node, "-datacenter="+ConsulDatacenter,
-		"-bind=127.0.0.1", "-client=127.0.0.1", "-config-dir="+a.configDir, "-log-level=info",
-		"-http-port="+strconv.Itoa(a.http), "-serf-lan-port="+strconv.Itoa(a.serfLAN),
-		"-server-port="+strconv.Itoa(a.server), "-serf-wan-port=-1", "-dns-port=-1",
-		"-grpc-port=-1", "-grpc-tls-port=-1", "-hcl=disable_update_check = true")
+	cmd := exec.Command(a.bin, a.args()...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -196,7 +198,7 @@ func (a *ConsulAgent) start() error {
 		logf.Close()
 		close(exited)
 	}()
-	client, err := api.NewClient(&api.Config{Address: a.Addr(), Token: "", Datacenter: ConsulDatacenter})
+	client, err := api.NewClient(a.clientConfig())
 	if err != nil {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -231,17 +233,13 @@ func (a *ConsulAgent) waitReady(exited <-chan struct{}) error {
 
 // ready reports why the agent is not ready yet, or nil.
 func (a *ConsulAgent) ready() error {
-	c := &http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + a.Addr() + "/v1/status/leader")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	leader, err := a.Client().Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
-		return err
+		return fmt.Errorf("status/leader: %w", err)
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status/leader: %d %s %v", resp.StatusCode, body, err)
-	}
-	if leader := strings.Trim(strings.TrimSpace(string(body)), `"`); leader == "" {
+	if leader == "" {
 		return errors.New("no leader yet")
 	}
 	a.mu.Lock()

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -71,21 +72,44 @@ func FreePort(t testing.TB) int {
 type Server struct {
 	XDSAddr   string
 	AdminAddr string
-	cmd       *exec.Cmd
-	logs      *syncBuffer
-	exited    chan struct{}
-	exitErr   error
+	// Admin is the client of the admin listener (HTTPS with
+	// ServerOptions.AdminTLS); AdminURL builds its URLs.
+	Admin   *http.Client
+	scheme  string
+	cmd     *exec.Cmd
+	logs    *syncBuffer
+	exited  chan struct{}
+	exitErr error
 }
 
 // StartServer runs xds-server with the given extra flags on free loopback
 // ports, waits until /healthz answers, and stops it (SIGTERM) at cleanup.
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return StartServerWith(t, ServerOptions{}, args...)
+}
+
+// ServerOptions are the harness's side of a server's settings.
+type ServerOptions struct {
+	// AdminTLS, when set, is the client TLS config of an admin listener
+	// that serves HTTPS (the server's args set admin.tls.*).
+	AdminTLS *tls.Config
+}
+
+// StartServerWith is StartServer with options.
+func StartServerWith(t testing.TB, opts ServerOptions, args ...string) *Server {
+	t.Helper()
 	s := &Server{
 		XDSAddr:   "127.0.0.1:" + strconv.Itoa(FreePort(t)),
 		AdminAddr: "127.0.0.1:" + strconv.Itoa(FreePort(t)),
+		Admin:     &http.Client{Timeout: 10 * time.Second},
+		scheme:    "http",
 		logs:      &syncBuffer{},
 		exited:    make(chan struct{}),
+	}
+	if opts.AdminTLS != nil {
+		s.Admin.Transport = &http.Transport{TLSClientConfig: opts.AdminTLS}
+		s.scheme = "https"
 	}
 	all := append([]string{"--xds.address", s.XDSAddr, "--admin.address", s.AdminAddr, "--xds.shutdown_grace", "0s", "--ratelimit.address", "127.0.0.1:0"}, args...)
 	s.cmd = exec.Command(ServerBinary(t), all...)
@@ -116,6 +140,9 @@ func (s *Server) WaitReady(t testing.TB) {
 		t.Fatalf("xds-server not ready: %v\nlogs:\n%s", err, s.logs.String())
 	}
 }
+
+// AdminURL is the URL of path on the admin listener.
+func (s *Server) AdminURL(path string) string { return s.scheme + "://" + s.AdminAddr + path }
 
 // Logs returns what the server has logged so far.
 func (s *Server) Logs() string { return s.logs.String() }
@@ -149,7 +176,7 @@ func (s *Server) waitHTTP(path string, limit time.Duration) error {
 			return fmt.Errorf("exited: %v", s.exitErr)
 		default:
 		}
-		resp, err := http.Get("http://" + s.AdminAddr + path)
+		resp, err := s.Admin.Get(s.AdminURL(path))
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

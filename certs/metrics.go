@@ -1,0 +1,66 @@
+package certs
+
+import (
+	"crypto/x509"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the TLS listeners, labelled by listener.
+type Metrics struct {
+	reloads  *prometheus.CounterVec
+	rejects  *prometheus.CounterVec
+	notAfter *prometheus.GaugeVec
+}
+
+// NewMetrics registers the metrics on reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tls_reloads_total", Help: "TLS files reloaded after a change, by listener and result (ok, error: the previous files stay in use).",
+		}, []string{"listener", "result"}),
+		rejects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tls_client_cert_rejected_total", Help: "Handshakes refused for a missing client certificate or one that does not verify against the client CA, by listener.",
+		}, []string{"listener"}),
+		notAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tls_certificate_not_after_timestamp_seconds", Help: "Expiry of the certificate a listener serves, in Unix seconds.",
+		}, []string{"listener"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.reloads, m.rejects, m.notAfter)
+	}
+	return m
+}
+
+func (m *Metrics) reloaded(listener string, ok bool) {
+	if m == nil {
+		return
+	}
+	result := "ok"
+	if !ok {
+		result = "error"
+	}
+	m.reloads.WithLabelValues(listener, result).Inc()
+}
+
+func (m *Metrics) rejected(listener string) {
+	if m != nil {
+		m.rejects.WithLabelValues(listener).Inc()
+	}
+}
+
+func (m *Metrics) loaded(listener string, leaf *x509.Certificate) {
+	if m != nil && leaf != nil {
+		m.notAfter.WithLabelValues(listener).Set(float64(leaf.NotAfter.Unix()))
+	}
+}
+
+// Reloads is the reload counter of listener and result (ok, error), for tests.
+func (m *Metrics) Reloads(listener, result string) prometheus.Counter {
+	return m.reloads.WithLabelValues(listener, result)
+}
+
+// Rejected is the rejected-handshake counter of listener, for tests.
+func (m *Metrics) Rejected(listener string) prometheus.Counter {
+	return m.rejects.WithLabelValues(listener)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/xds-server/xds-server/certs"
+	"github.com/xds-server/xds-server/config"
+)
+
+// security builds the listeners' TLS material, sharing one set of metrics.
+type security struct {
+	metrics *certs.Metrics
+	log     *slog.Logger
+}
+
+func newSecurity(reg prometheus.Registerer, log *slog.Logger) security {
+	return security{metrics: certs.NewMetrics(reg), log: log}
+}
+
+// serverTLS is the tls.Config of listener name; nil without TLS.
+func (s security) serverTLS(name string, t config.TLSConfig) (*tls.Config, error) {
+	if !t.Enabled() {
+		return nil, nil
+	}
+	c := t.Server(name)
+	c.Logger, c.Metrics = s.log, s.metrics
+	srv, err := certs.NewServer(c)
+	if err != nil {
+		return nil, err
+	}
+	return srv.TLSConfig(), nil
+}
+
+// identityInterceptor refuses, with PermissionDenied, calls whose client
+// certificate has no identity (URI or DNS SAN) matching globs.
+func identityInterceptor(globs []string, denied prometheus.Counter, log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		ids, _ := certs.GRPCPeer(ctx)
+		for _, id := range ids {
+			if certs.MatchAny(globs, id) {
+				return handler(ctx, req)
+			}
+		}
+		denied.Inc()
+		log.Warn("rate-limit call refused: no ratelimit.authorization.identities glob matches the client certificate", "identities", ids)
+		return nil, status.Errorf(codes.PermissionDenied, "ratelimit: identity %q is not in ratelimit.authorization.identities", strings.Join(ids, ", "))
+	}
+}
+
+// openAdminPaths are served without the bearer token.
+var openAdminPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// requireToken wraps the admin handler: with a token file, every path but
+// /healthz, /readyz and /metrics needs "Authorization: Bearer <token>"
+// (401 otherwise). The token is compared in constant time (of its
+// SHA-256, so its length does not leak either) and read again when the
+// file changes.
+func requireToken(next http.Handler, token *certs.File, unauthorized prometheus.Counter) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if openAdminPaths[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		want := sha256.Sum256(token.Bytes())
+		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
+		if !ok || subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+			unauthorized.Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="xds-server admin"`)
+			http.Error(w, "unauthorized: this path needs Authorization: Bearer <admin token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// newAdminServer is the admin HTTP server: HTTPS with admin.tls, the
+// bearer token of admin.token_file.
+func newAdminServer(c config.AdminConfig, sec security, h http.Handler, reg prometheus.Registerer) (*http.Server, error) {
+	if c.TokenFile != "" {
+		token, err := certs.NewFile(c.TokenFile, 0, nil)
+		if err != nil {
+			return nil, fmt.Errorf("admin: token file: %w", err)
+		}
+		unauthorized := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "admin_unauthorized_total", Help: "Admin requests refused (401) for a missing or wrong bearer token.",
+		})
+		reg.MustRegister(unauthorized)
+		h = requireToken(h, token, unauthorized)
+	}
+	tc, err := sec.serverTLS("admin", c.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Server{Handler: h, TLSConfig: tc, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout, IdleTimeout: c.IdleTimeout}, nil
+}
+
+// serveAdmin serves HTTPS when the server has a TLS config, else HTTP.
+func serveAdmin(s *http.Server, lis net.Listener) error {
+	if s.TLSConfig != nil {
+		return s.ServeTLS(lis, "", "") // the certificate comes from TLSConfig.GetCertificate
+	}
+	return s.Serve(lis)
+}

@@ -1,0 +1,60 @@
+package discovery
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// ConsulTLS configures HTTPS to Consul. Empty fields fall back to Consul's
+// own environment variables: CONSUL_CACERT, CONSUL_CLIENT_CERT,
+// CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME (and CONSUL_HTTP_SSL_VERIFY=false
+// for InsecureSkipVerify).
+type ConsulTLS struct {
+	CAFile             string // PEM CA bundle verifying Consul's certificate; "" = system roots
+	CertFile           string // PEM client certificate (Consul's verify_incoming)
+	KeyFile            string // its private key
+	ServerName         string // name the certificate is verified for; "" = the address's host
+	InsecureSkipVerify bool   // testing only
+}
+
+// withEnv fills the empty fields of t from Consul's env vars.
+func (t ConsulTLS) withEnv() ConsulTLS {
+	t.CAFile = cmp.Or(t.CAFile, os.Getenv("CONSUL_CACERT"))
+	t.CertFile = cmp.Or(t.CertFile, os.Getenv("CONSUL_CLIENT_CERT"))
+	t.KeyFile = cmp.Or(t.KeyFile, os.Getenv("CONSUL_CLIENT_KEY"))
+	t.ServerName = cmp.Or(t.ServerName, os.Getenv("CONSUL_TLS_SERVER_NAME"))
+	return t
+}
+
+// enabled reports whether t asks for HTTPS.
+func (t ConsulTLS) enabled() bool {
+	return t != ConsulTLS{}
+}
+
+// ConsulClient returns a Consul API client for c's address, datacenter,
+// token and TLS. The token is c.Token, else the content of c.TokenFile,
+// else Consul's CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE env vars. Any
+// TLS setting (c.TLS or its env vars) makes a host:port address https. It
+// does not contact Consul.
+func (c ConsulConfig) ConsulClient() (*api.Client, error) {
+	addr := cmp.Or(c.Address, DefaultConsulAddress)
+	t := c.TLS.withEnv()
+	ac := &api.Config{Address: addr, Token: c.Token, TokenFile: c.TokenFile, Datacenter: c.Datacenter,
+		TLSConfig: api.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+			Address: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}}
+	if c.Token != "" {
+		ac.TokenFile = "" // api's precedence is the other way round
+	}
+	if t.enabled() && !strings.Contains(addr, "://") {
+		ac.Scheme = "https"
+	}
+	client, err := api.NewClient(ac)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: consul: client for %s: %w", addr, err)
+	}
+	return client, nil
+}
