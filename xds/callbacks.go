@@ -63,8 +63,13 @@ func (c *callbacks) OnStreamClosed(id int64, _ *core.Node) {
 
 func (c *callbacks) OnDeltaStreamClosed(id int64, _ *core.Node) {
 	c.m.streams.WithLabelValues("delta").Dec()
-	c.closed(id)
+	c.closed(deltaStream(id))
 }
+
+// deltaStream is the registry's key of a delta stream: go-control-plane
+// numbers state-of-the-world and delta streams apart, each from 1, so
+// delta ids are negated to keep the two apart.
+func deltaStream(id int64) int64 { return -id }
 
 func (c *callbacks) closed(stream int64) {
 	if id, last := c.reg.detach(stream, c.now()); last {
@@ -145,6 +150,7 @@ func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRe
 }
 
 func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
+	stream = deltaStream(stream)
 	if err := malformed(req.GetTypeUrl()); err != nil {
 		return c.refuse("malformed", req.GetNode(), err)
 	}
@@ -187,7 +193,7 @@ func (c *callbacks) OnStreamResponse(_ context.Context, stream int64, _ *discove
 }
 
 func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDiscoveryRequest, resp *discoverygrpc.DeltaDiscoveryResponse) {
-	c.responded(stream, resp.GetTypeUrl(), resp.GetNonce())
+	c.responded(deltaStream(stream), resp.GetTypeUrl(), resp.GetNonce())
 }
 
 func (c *callbacks) responded(stream int64, typeURL, nonce string) {
