@@ -11,7 +11,6 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 )
 
 // Defaults of ServiceConfig.
@@ -244,9 +243,6 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	s.SetConfig(cfg.Config)
 	return s, nil
 }
-
-// Register registers the service on a gRPC server.
-func (s *Service) Register(r grpc.ServiceRegistrar) { rlsv3.RegisterRateLimitServiceServer(r, s) }
 
 // Config returns the configuration in use (never nil).
 func (s *Service) Config() *Config { return s.config.Load() }

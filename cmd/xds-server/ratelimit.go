@@ -57,8 +57,8 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 	// windows turn off grpc-go's bandwidth estimation, whose pings (and
 	// their acks, from every client) buy nothing for messages of a few
 	// hundred bytes: about 2 µs of server CPU per decision less.
-	g := grpc.NewServer(grpc.NumStreamWorkers(128),
-		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20))
+	g := grpc.NewServer(append(ratelimit.ServerOptions(), grpc.NumStreamWorkers(128),
+		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20))...)
 	svc.Register(g)
 	return &rateLimit{svc: svc, grpc: g, lis: lis, cfg: cfg, closeStore: closeStore}, nil
 }
