@@ -194,6 +194,7 @@ var Keys = []Key{
 	k("ratelimit.advertise_address", "", "host:port Envoy uses to reach the rate-limit service (the generated xds-server-ratelimit cluster of listeners' ratelimit filters); empty: ratelimit.address with an empty or unspecified host replaced by 127.0.0.1", "listeners-and-routes"),
 	k("ratelimit.config", "", "envoyproxy/ratelimit YAML file or directory of them (one domain per file unless ratelimit.merge_domains); empty: no domains, every request is OK"),
 	k("ratelimit.merge_domains", false, "merge rate-limit files that share a domain (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off: a second file for a domain is an error naming both files"),
+	k("ratelimit.allow_empty", false, "accept a ratelimit.config file or directory that defines no domain (every request is then OK); off: that is an error at start, in validate and in ratelimit check, and a reload to it keeps the previous config"),
 	k("ratelimit.failure_mode", "allow", "when the store fails: allow (fail open) or deny"),
 	k("ratelimit.store", "memory", "where counters live: memory (this process) or redis (shared by replicas; ratelimit.redis.*)"),
 	k("ratelimit.headers", false, "add RateLimit-Limit/Remaining/Reset response headers for the descriptor closest to its limit"),

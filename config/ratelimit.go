@@ -14,6 +14,7 @@ type RateLimitConfig struct {
 	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
 	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
 	MergeDomains   bool              `mapstructure:"merge_domains"`    // merge files that share a domain (else an error)
+	AllowEmpty     bool              `mapstructure:"allow_empty"`      // a config path without domains is accepted (else an error)
 	FailureMode    string            `mapstructure:"failure_mode"`     // allow | deny, when the store fails
 	Store          string            `mapstructure:"store"`            // memory | redis
 	Headers        bool              `mapstructure:"headers"`          // RateLimit-* response headers
@@ -53,7 +54,7 @@ func (c RateLimitConfig) Service() ratelimit.ServiceConfig {
 	if cacheKeys == 0 {
 		cacheKeys = -1 // off
 	}
-	return ratelimit.ServiceConfig{Path: c.Config, MergeDomains: c.MergeDomains, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
+	return ratelimit.ServiceConfig{Path: c.Config, MergeDomains: c.MergeDomains, AllowEmpty: c.AllowEmpty, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
 		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
 		MaxValueBytes: int(c.MaxValueBytes),
 		Criticality: ratelimit.CriticalityConfig{Key: c.Criticality.Key, StaticOnly: !c.Criticality.Adaptive,
@@ -62,7 +63,7 @@ func (c RateLimitConfig) Service() ratelimit.ServiceConfig {
 
 // LoadOptions is how c's config files are combined.
 func (c RateLimitConfig) LoadOptions() ratelimit.LoadOptions {
-	return ratelimit.LoadOptions{MergeDomains: c.MergeDomains}
+	return ratelimit.LoadOptions{MergeDomains: c.MergeDomains, AllowEmpty: c.AllowEmpty}
 }
 
 // RedisConfig is the ratelimit.redis section: the Redis node shared by

@@ -96,7 +96,10 @@ type ServiceConfig struct {
 	Path string
 	// MergeDomains is the LoadOptions.MergeDomains of Reload and Watch.
 	MergeDomains bool
-	FailureMode  FailureMode
+	// AllowEmpty is the LoadOptions.AllowEmpty of Reload and Watch: off,
+	// a reload that finds no domain fails and keeps the previous config.
+	AllowEmpty  bool
+	FailureMode FailureMode
 	// Headers adds RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset for the descriptor closest to its limit.
 	Headers bool
