@@ -81,6 +81,9 @@ type RedisConfig struct {
 	Timeout       time.Duration `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
 	KeyPrefix     string        `mapstructure:"key_prefix"`      // before every key
 	Pipelines     uint32        `mapstructure:"pipelines"`       // script runs in flight at once; 0 = 1
+
+	BreakerFailures uint32        `mapstructure:"breaker_failures"` // failed runs in a row that open the breaker; 0 = no breaker
+	BreakerBackoff  time.Duration `mapstructure:"breaker_backoff"`  // first wait of an open breaker before a probe (> 0)
 }
 
 // Store is the ratelimit.RedisConfig of c.
@@ -88,7 +91,16 @@ func (c RedisConfig) Store() ratelimit.RedisConfig {
 	return ratelimit.RedisConfig{Address: c.Address, Username: c.Username, Password: c.Password, DB: int(c.DB),
 		TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSServerName: c.TLSServerName, TLSInsecureSkipVerify: c.TLSSkipVerify,
 		PoolSize: int(c.PoolSize), Timeout: c.Timeout, KeyPrefix: c.KeyPrefix,
-		Pipelines: int(c.Pipelines)}
+		Pipelines: int(c.Pipelines), BreakerFailures: breakerFailures(c.BreakerFailures), BreakerBackoff: c.BreakerBackoff}
+}
+
+// breakerFailures is ratelimit.RedisConfig.BreakerFailures of n: 0 (no
+// breaker) is negative there.
+func breakerFailures(n uint32) int {
+	if n == 0 {
+		return -1
+	}
+	return int(min(n, 1<<30))
 }
 
 // validate checks the ratelimit.redis section (whatever the store, so
@@ -100,6 +112,9 @@ func (c RedisConfig) validate(p *problems) {
 	}
 	if c.Timeout <= 0 {
 		p.bad("ratelimit.redis.timeout", c.Timeout, "must be positive")
+	}
+	if c.BreakerBackoff <= 0 || c.BreakerBackoff > ratelimit.MaxRedisBreakerBackoff {
+		p.bad("ratelimit.redis.breaker_backoff", c.BreakerBackoff, fmt.Sprintf("is not in (0, %v]", ratelimit.MaxRedisBreakerBackoff))
 	}
 	if c.PoolSize > 10_000 {
 		p.bad("ratelimit.redis.pool_size", c.PoolSize, "is not in [0, 10000]")

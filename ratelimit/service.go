@@ -236,6 +236,11 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, err
 	}
 	s.m = m
+	if c, ok := cfg.Store.(prometheus.Collector); ok && cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("ratelimit: registering store metrics: %w", err)
+		}
+	}
 	s.shares = &Admission{Shares: cfg.Criticality.Shares}
 	if cfg.Criticality.Enabled {
 		s.admission = s.shares

@@ -118,6 +118,9 @@ func (ts *testService) counter(t *testing.T, name string, labels ...string) floa
 					continue metric
 				}
 			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
 			return m.GetCounter().GetValue()
 		}
 	}
