@@ -28,3 +28,44 @@ func (r *Redis) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(redisBreakerTripsDesc, prometheus.CounterValue, float64(r.br.trips.Load()))
 	ch <- prometheus.MustNewConstMetric(redisBreakerRejectedDesc, prometheus.CounterValue, float64(r.br.rejected.Load()))
 }
+
+var (
+	memoryKeysDesc = prometheus.NewDesc("ratelimit_memory_keys",
+		"Keys held by the memory store (bounded by ratelimit.memory.max_keys).", nil, nil)
+	memoryBytesDesc = prometheus.NewDesc("ratelimit_memory_bytes",
+		"Accounted bytes of the keys held by the memory store (bounded by ratelimit.memory.max_bytes).", nil, nil)
+	memoryEvictionsDesc = prometheus.NewDesc("ratelimit_memory_evictions_total",
+		"Expired keys (holding no usage) dropped by the memory store, by reason: full (to make room for a new key) or sweep (the background sweep).", []string{"reason"}, nil)
+	memoryOverflowDesc = prometheus.NewDesc("ratelimit_memory_overflow_total",
+		"Checks of new keys that found the memory store full of keys holding usage, counted approximately in its shared overflow slots.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (m *Memory) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memoryKeysDesc
+	ch <- memoryBytesDesc
+	ch <- memoryEvictionsDesc
+	ch <- memoryOverflowDesc
+}
+
+// Collect implements prometheus.Collector: it takes each shard's lock in
+// turn, briefly.
+func (m *Memory) Collect(ch chan<- prometheus.Metric) {
+	var keys, bytes int64
+	var st memStats
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		keys += int64(len(sh.m))
+		bytes += sh.bytes
+		st.evictedFull += sh.stats.evictedFull
+		st.evictedSweep += sh.stats.evictedSweep
+		st.overflowed += sh.stats.overflowed
+		sh.mu.Unlock()
+	}
+	ch <- prometheus.MustNewConstMetric(memoryKeysDesc, prometheus.GaugeValue, float64(keys))
+	ch <- prometheus.MustNewConstMetric(memoryBytesDesc, prometheus.GaugeValue, float64(bytes))
+	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedFull), "full")
+	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedSweep), "sweep")
+	ch <- prometheus.MustNewConstMetric(memoryOverflowDesc, prometheus.CounterValue, float64(st.overflowed))
+}
