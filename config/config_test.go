@@ -407,3 +407,40 @@ func TestEmptySectionsTakeDefaults(t *testing.T) {
 		t.Errorf("web: %+v, want the * settings %+v", got, want)
 	}
 }
+
+// ratelimit.memory bounds reach the memory store; too small ones are
+// errors naming the key.
+func TestRateLimitMemorySettings(t *testing.T) {
+	def, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := def.RateLimit.Memory.Store(); s.MaxKeys != ratelimit.DefaultMemoryMaxKeys || s.MaxBytes != ratelimit.DefaultMemoryMaxBytes ||
+		s.SweepInterval != ratelimit.DefaultMemorySweepInterval {
+		t.Errorf("defaults: %+v", s)
+	}
+	cfg, err := loadArgs(t, "--ratelimit.memory.max_keys", "5000", "--ratelimit.memory.max_bytes", "8388608")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.RateLimit.Memory.Store(); s.MaxKeys != 5000 || s.MaxBytes != 8<<20 {
+		t.Errorf("flags not passed on: %+v", s)
+	}
+	if err := s0(ratelimit.NewMemory(cfg.RateLimit.Memory.Store())); err != nil {
+		t.Errorf("NewMemory refused the config's bounds: %v", err)
+	}
+	_, err = loadArgs(t, "--ratelimit.memory.max_keys", "10", "--ratelimit.memory.max_bytes", "1000")
+	for _, want := range []string{"ratelimit.memory.max_keys: 10: is below 64", "ratelimit.memory.max_bytes: 1000: is below 1048576"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to contain %q", err, want)
+		}
+	}
+}
+
+// s0 is the error of a constructor, closing what it made.
+func s0(m *ratelimit.Memory, err error) error {
+	if m != nil {
+		m.Close()
+	}
+	return err
+}

@@ -212,6 +212,8 @@ var Keys = []Key{
 	k("ratelimit.criticality.shares.sheddable_plus", 0.8, "share of a limit SHEDDABLE_PLUS requests may fill (>= sheddable's)"),
 	k("ratelimit.criticality.shares.critical", 0.9, "share of a limit CRITICAL requests may fill (>= sheddable_plus's)"),
 	k("ratelimit.criticality.shares.critical_plus", 1.0, "share of a limit CRITICAL_PLUS requests may fill (>= critical's)"),
+	k("ratelimit.memory.max_keys", uint32(1_000_000), "most keys the memory store holds, at least 64; with max_bytes, its heap stays under about 160 MiB. A full store drops only expired keys (they hold no usage), never a key within its window: keys arriving then are counted approximately, in shared overflow counters (1024 per shard; colliding keys share a count, so they may be refused early but never beyond their limit), so a flood of new keys cannot reset anyone's usage, and new keys are still limited rather than all refused (ratelimit_memory_keys, _bytes, _evictions_total, _overflow_total)"),
+	k("ratelimit.memory.max_bytes", uint32(128<<20), "most bytes of keys the memory store holds (key bytes, sliding logs and about 200 bytes of overhead each), at least 1 MiB, at most 4 GiB; see ratelimit.memory.max_keys for what a full store does"),
 	k("ratelimit.redis.address", "127.0.0.1:6379", "host:port of the Redis node (ratelimit.store redis)"),
 	k("ratelimit.redis.username", "", "Redis ACL user; empty: the default user"),
 	secret(k("ratelimit.redis.password", "", "Redis password; empty: no AUTH (prefer the env var XDS_SERVER_RATELIMIT_REDIS_PASSWORD)")),

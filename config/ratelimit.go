@@ -26,7 +26,31 @@ type RateLimitConfig struct {
 	MaxEntries     uint32            `mapstructure:"max_entries"`
 	MaxValueBytes  uint32            `mapstructure:"max_value_bytes"`
 	Criticality    CriticalityConfig `mapstructure:"criticality"`
-	Redis          RedisConfig       `mapstructure:"redis"` // the redis store (store: redis)
+	Memory         MemoryConfig      `mapstructure:"memory"` // the memory store (store: memory)
+	Redis          RedisConfig       `mapstructure:"redis"`  // the redis store (store: redis)
+}
+
+// MemoryConfig is the ratelimit.memory section: the bounds of the memory
+// store.
+type MemoryConfig struct {
+	MaxKeys  uint32 `mapstructure:"max_keys"`  // most keys held, >= 64
+	MaxBytes uint32 `mapstructure:"max_bytes"` // most bytes of keys held, >= 1 MiB
+}
+
+// Store is the ratelimit.MemoryConfig of c, with the background sweep.
+func (c MemoryConfig) Store() ratelimit.MemoryConfig {
+	return ratelimit.MemoryConfig{MaxKeys: int(c.MaxKeys), MaxBytes: int(c.MaxBytes),
+		SweepInterval: ratelimit.DefaultMemorySweepInterval}
+}
+
+// validate checks the ratelimit.memory section.
+func (c MemoryConfig) validate(p *problems) {
+	if c.MaxKeys < ratelimit.DefaultMemoryShards {
+		p.bad("ratelimit.memory.max_keys", c.MaxKeys, fmt.Sprintf("is below %d (one per shard)", ratelimit.DefaultMemoryShards))
+	}
+	if minBytes := uint32(ratelimit.DefaultMemoryShards * 16 << 10); c.MaxBytes < minBytes {
+		p.bad("ratelimit.memory.max_bytes", c.MaxBytes, fmt.Sprintf("is below %d (16 KiB per shard)", minBytes))
+	}
 }
 
 // CriticalityConfig is the ratelimit.criticality section.
@@ -146,6 +170,7 @@ func (c Config) validateRateLimit(p *problems) {
 	default:
 		p.bad("ratelimit.store", r.Store, "is not one of memory, redis")
 	}
+	r.Memory.validate(p)
 	r.Redis.validate(p)
 	if r.ReloadInterval <= 0 {
 		p.bad("ratelimit.reload_interval", r.ReloadInterval, "must be positive")

@@ -68,8 +68,11 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 // follow the failure mode until it answers.
 func newStore(cfg config.RateLimitConfig, log *slog.Logger) (ratelimit.Store, func(), error) {
 	if cfg.Store != "redis" {
-		m, err := ratelimit.NewMemory(ratelimit.MemoryConfig{})
-		return m, func() {}, err
+		m, err := ratelimit.NewMemory(cfg.Memory.Store())
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, m.Close, nil
 	}
 	rlog := log.With("component", "ratelimit")
 	redis.SetLogger(redisLogger{rlog})
