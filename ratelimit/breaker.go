@@ -33,7 +33,7 @@ const (
 )
 
 // breaker is the Redis store's circuit breaker. Closed, it costs a call
-// one atomic load. Times are Unix ns given by the caller, so its logic is
+// one atomic load. Times are ns of monoNow given by the caller, so its logic is
 // testable without a clock.
 type breaker struct {
 	threshold int32 // failed runs in a row that open it; <= 0: never opens

@@ -221,11 +221,11 @@ func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 	// No timer per call: the run that takes the call ends by the call's
 	// deadline (or fails it unrun if that has passed), and the run in
 	// flight before it ends by the deadline of its own calls, earlier.
-	start := time.Now()
-	if !r.br.allow(start.UnixNano()) {
+	start := monoNow()
+	if !r.br.allow(start) {
 		return nil, fmt.Errorf("ratelimit: redis: %w", ErrBreakerOpen)
 	}
-	call.keys, call.args, call.replies, call.deadline = keys, args, replies, start.Add(r.timeout)
+	call.keys, call.args, call.replies, call.deadline = keys, args, replies, start+int64(r.timeout)
 	reply, err := r.batch.do(ctx, call)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: redis: %w", err)

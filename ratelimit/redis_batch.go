@@ -31,7 +31,7 @@ type redisCall struct {
 	keys     []string
 	args     []any
 	replies  int
-	deadline time.Time       // the call's start plus the timeout
+	deadline int64           // monoNow at the call's start plus the timeout
 	done     chan redisReply // buffered: a caller that gave up leaves the reply behind
 
 	// Room for a call of up to inlineDescriptors checks: one allocation
@@ -172,18 +172,18 @@ func (b *batcher) pipeline() {
 // calls, and hands out the reply; calls already past their deadline get
 // errQueueTimeout without a run.
 func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
-	now := time.Now()
+	now := monoNow()
 	deadline := b.earliest(batch, now)
-	if !deadline.After(now) {
+	if deadline <= now {
 		if batch, keys, args = expire(batch, keys, args, now); len(batch) == 0 {
 			return
 		}
 		deadline = b.earliest(batch, now)
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(deadline-now))
 	reply, err := redisScript.Run(ctx, b.client, keys, args...).Slice()
 	cancel()
-	b.br.record(err, time.Now().UnixNano())
+	b.br.record(err, monoNow())
 	want := 0
 	for _, c := range batch {
 		want += c.replies
@@ -204,13 +204,11 @@ func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
 }
 
 // earliest is the earliest deadline of batch's calls, at most a timeout
-// after now.
-func (b *batcher) earliest(batch []*redisCall, now time.Time) time.Time {
-	d := now.Add(b.timeout)
+// after now (monoNow's).
+func (b *batcher) earliest(batch []*redisCall, now int64) int64 {
+	d := now + int64(b.timeout)
 	for _, c := range batch {
-		if c.deadline.Before(d) {
-			d = c.deadline
-		}
+		d = min(d, c.deadline)
 	}
 	return d
 }
@@ -218,10 +216,10 @@ func (b *batcher) earliest(batch []*redisCall, now time.Time) time.Time {
 // expire answers the calls of batch past their deadline at now with
 // errQueueTimeout and returns the others with their keys and arguments
 // (args[0], the TTL grace, kept).
-func expire(batch []*redisCall, keys []string, args []any, now time.Time) ([]*redisCall, []string, []any) {
+func expire(batch []*redisCall, keys []string, args []any, now int64) ([]*redisCall, []string, []any) {
 	live, nk, na := batch[:0], 0, 1
 	for i, c := range batch {
-		if !c.deadline.After(now) {
+		if c.deadline <= now {
 			c.done <- redisReply{err: errQueueTimeout}
 			batch[i] = nil
 			continue
@@ -232,3 +230,10 @@ func expire(batch []*redisCall, keys []string, args []any, now time.Time) ([]*re
 	}
 	return live, keys[:nk], args[:na]
 }
+
+// monoStart anchors monoNow.
+var monoStart = time.Now()
+
+// monoNow is the monotonic clock in ns since the process started (a
+// deadline in 8 bytes, immune to wall-clock steps).
+func monoNow() int64 { return int64(time.Since(monoStart)) }
