@@ -249,7 +249,7 @@ func TestRateLimitRedisSettings(t *testing.T) {
 ratelimit:
   store: redis
   failure_mode: deny
-  redis: { address: "redis.internal:6380", username: rl, db: 2, tls: true, tls_server_name: redis.internal, pool_size: 32, timeout: 100ms, key_prefix: "edge:" }
+  redis: { address: "redis.internal:6380", username: rl, db: 2, tls: true, tls_server_name: redis.internal, pool_size: 32, timeout: 100ms, key_prefix: "edge:", breaker_failures: 0, breaker_backoff: 2s }
 `)
 	t.Setenv("XDS_SERVER_RATELIMIT_REDIS_PASSWORD", "from-env")
 	cfg, err := loadArgs(t, "--config", file)
@@ -257,12 +257,14 @@ ratelimit:
 		t.Fatal(err)
 	}
 	want := RedisConfig{Address: "redis.internal:6380", Username: "rl", Password: "from-env", DB: 2, TLS: true,
-		TLSServerName: "redis.internal", PoolSize: 32, Timeout: 100 * time.Millisecond, KeyPrefix: "edge:", Pipelines: 1}
+		TLSServerName: "redis.internal", PoolSize: 32, Timeout: 100 * time.Millisecond, KeyPrefix: "edge:", Pipelines: 1,
+		BreakerBackoff: 2 * time.Second}
 	if got := cfg.RateLimit.Redis; got != want {
 		t.Errorf("ratelimit.redis:\n got  %+v\n want %+v", got, want)
 	}
 	if s := cfg.RateLimit.Redis.Store(); s.Address != want.Address || s.DB != 2 || s.PoolSize != 32 || s.Password != "from-env" ||
-		!s.TLS || s.TLSServerName != "redis.internal" || s.Timeout != 100*time.Millisecond || s.KeyPrefix != "edge:" {
+		!s.TLS || s.TLSServerName != "redis.internal" || s.Timeout != 100*time.Millisecond || s.KeyPrefix != "edge:" ||
+		s.BreakerFailures >= 0 || s.BreakerBackoff != 2*time.Second {
 		t.Errorf("store config: %+v", s)
 	}
 	t.Setenv("XDS_SERVER_RATELIMIT_REDIS_PASSWORD", "")
@@ -270,8 +272,12 @@ ratelimit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := def.RateLimit.Redis; d != (RedisConfig{Address: "127.0.0.1:6379", Timeout: 250 * time.Millisecond, KeyPrefix: "xds-server:rl:", Pipelines: 1}) {
+	if d := def.RateLimit.Redis; d != (RedisConfig{Address: "127.0.0.1:6379", Timeout: 250 * time.Millisecond, KeyPrefix: "xds-server:rl:", Pipelines: 1,
+		BreakerFailures: 3, BreakerBackoff: time.Second}) {
 		t.Errorf("ratelimit.redis defaults: %+v", d)
+	}
+	if s := def.RateLimit.Redis.Store(); s.BreakerFailures != 3 || s.BreakerBackoff != time.Second {
+		t.Errorf("store config defaults: %+v", s)
 	}
 	if def.RateLimit.Store != "memory" {
 		t.Errorf("ratelimit.store default %q", def.RateLimit.Store)
@@ -400,4 +406,41 @@ func TestEmptySectionsTakeDefaults(t *testing.T) {
 	if got, want := cfg.Service("web"), cfg.Service("*"); !reflect.DeepEqual(got, want) {
 		t.Errorf("web: %+v, want the * settings %+v", got, want)
 	}
+}
+
+// ratelimit.memory bounds reach the memory store; too small ones are
+// errors naming the key.
+func TestRateLimitMemorySettings(t *testing.T) {
+	def, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := def.RateLimit.Memory.Store(); s.MaxKeys != ratelimit.DefaultMemoryMaxKeys || s.MaxBytes != ratelimit.DefaultMemoryMaxBytes ||
+		s.SweepInterval != ratelimit.DefaultMemorySweepInterval {
+		t.Errorf("defaults: %+v", s)
+	}
+	cfg, err := loadArgs(t, "--ratelimit.memory.max_keys", "5000", "--ratelimit.memory.max_bytes", "8388608")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.RateLimit.Memory.Store(); s.MaxKeys != 5000 || s.MaxBytes != 8<<20 {
+		t.Errorf("flags not passed on: %+v", s)
+	}
+	if err := s0(ratelimit.NewMemory(cfg.RateLimit.Memory.Store())); err != nil {
+		t.Errorf("NewMemory refused the config's bounds: %v", err)
+	}
+	_, err = loadArgs(t, "--ratelimit.memory.max_keys", "10", "--ratelimit.memory.max_bytes", "1000")
+	for _, want := range []string{"ratelimit.memory.max_keys: 10: is below 64", "ratelimit.memory.max_bytes: 1000: is below 1048576"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to contain %q", err, want)
+		}
+	}
+}
+
+// s0 is the error of a constructor, closing what it made.
+func s0(m *ratelimit.Memory, err error) error {
+	if m != nil {
+		m.Close()
+	}
+	return err
 }

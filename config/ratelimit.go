@@ -15,6 +15,7 @@ type RateLimitConfig struct {
 	MaxConnections uint32            `mapstructure:"max_connections"`  // open connections of the listener; 0 = no cap
 	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
 	MergeDomains   bool              `mapstructure:"merge_domains"`    // merge files that share a domain (else an error)
+	AllowEmpty     bool              `mapstructure:"allow_empty"`      // a config path without domains is accepted (else an error)
 	FailureMode    string            `mapstructure:"failure_mode"`     // allow | deny, when the store fails
 	Store          string            `mapstructure:"store"`            // memory | redis
 	Headers        bool              `mapstructure:"headers"`          // RateLimit-* response headers
@@ -26,11 +27,35 @@ type RateLimitConfig struct {
 	MaxEntries     uint32            `mapstructure:"max_entries"`
 	MaxValueBytes  uint32            `mapstructure:"max_value_bytes"`
 	Criticality    CriticalityConfig `mapstructure:"criticality"`
-	Redis          RedisConfig       `mapstructure:"redis"` // the redis store (store: redis)
+	Memory         MemoryConfig      `mapstructure:"memory"` // the memory store (store: memory)
+	Redis          RedisConfig       `mapstructure:"redis"`  // the redis store (store: redis)
 	TLS            TLSConfig         `mapstructure:"tls"`
 	Authorization  struct {
 		Identities []string `mapstructure:"identities"` // globs on the client certificate's SANs; empty = any verified client
 	} `mapstructure:"authorization"`
+}
+
+// MemoryConfig is the ratelimit.memory section: the bounds of the memory
+// store.
+type MemoryConfig struct {
+	MaxKeys  uint32 `mapstructure:"max_keys"`  // most keys held, >= 64
+	MaxBytes uint32 `mapstructure:"max_bytes"` // most bytes of keys held, >= 1 MiB
+}
+
+// Store is the ratelimit.MemoryConfig of c, with the background sweep.
+func (c MemoryConfig) Store() ratelimit.MemoryConfig {
+	return ratelimit.MemoryConfig{MaxKeys: int(c.MaxKeys), MaxBytes: int(c.MaxBytes),
+		SweepInterval: ratelimit.DefaultMemorySweepInterval}
+}
+
+// validate checks the ratelimit.memory section.
+func (c MemoryConfig) validate(p *problems) {
+	if c.MaxKeys < ratelimit.DefaultMemoryShards {
+		p.bad("ratelimit.memory.max_keys", c.MaxKeys, fmt.Sprintf("is below %d (one per shard)", ratelimit.DefaultMemoryShards))
+	}
+	if minBytes := uint32(ratelimit.DefaultMemoryShards * 16 << 10); c.MaxBytes < minBytes {
+		p.bad("ratelimit.memory.max_bytes", c.MaxBytes, fmt.Sprintf("is below %d (16 KiB per shard)", minBytes))
+	}
 }
 
 // CriticalityConfig is the ratelimit.criticality section.
@@ -58,7 +83,7 @@ func (c RateLimitConfig) Service() ratelimit.ServiceConfig {
 	if cacheKeys == 0 {
 		cacheKeys = -1 // off
 	}
-	return ratelimit.ServiceConfig{Path: c.Config, MergeDomains: c.MergeDomains, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
+	return ratelimit.ServiceConfig{Path: c.Config, MergeDomains: c.MergeDomains, AllowEmpty: c.AllowEmpty, Headers: c.Headers, ShadowMode: c.ShadowMode, NearLimitRatio: c.NearLimitRatio,
 		OverLimitKeys: cacheKeys, MaxDescriptors: int(c.MaxDescriptors), MaxEntries: int(c.MaxEntries),
 		MaxValueBytes: int(c.MaxValueBytes),
 		Criticality: ratelimit.CriticalityConfig{Key: c.Criticality.Key, StaticOnly: !c.Criticality.Adaptive,
@@ -67,7 +92,7 @@ func (c RateLimitConfig) Service() ratelimit.ServiceConfig {
 
 // LoadOptions is how c's config files are combined.
 func (c RateLimitConfig) LoadOptions() ratelimit.LoadOptions {
-	return ratelimit.LoadOptions{MergeDomains: c.MergeDomains}
+	return ratelimit.LoadOptions{MergeDomains: c.MergeDomains, AllowEmpty: c.AllowEmpty}
 }
 
 // RedisConfig is the ratelimit.redis section: the Redis node shared by
@@ -85,6 +110,9 @@ type RedisConfig struct {
 	Timeout       time.Duration `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
 	KeyPrefix     string        `mapstructure:"key_prefix"`      // before every key
 	Pipelines     uint32        `mapstructure:"pipelines"`       // script runs in flight at once; 0 = 1
+
+	BreakerFailures uint32        `mapstructure:"breaker_failures"` // failed runs in a row that open the breaker; 0 = no breaker
+	BreakerBackoff  time.Duration `mapstructure:"breaker_backoff"`  // first wait of an open breaker before a probe (> 0)
 }
 
 // Store is the ratelimit.RedisConfig of c.
@@ -92,7 +120,16 @@ func (c RedisConfig) Store() ratelimit.RedisConfig {
 	return ratelimit.RedisConfig{Address: c.Address, Username: c.Username, Password: c.Password, DB: int(c.DB),
 		TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSServerName: c.TLSServerName, TLSInsecureSkipVerify: c.TLSSkipVerify,
 		PoolSize: int(c.PoolSize), Timeout: c.Timeout, KeyPrefix: c.KeyPrefix,
-		Pipelines: int(c.Pipelines)}
+		Pipelines: int(c.Pipelines), BreakerFailures: breakerFailures(c.BreakerFailures), BreakerBackoff: c.BreakerBackoff}
+}
+
+// breakerFailures is ratelimit.RedisConfig.BreakerFailures of n: 0 (no
+// breaker) is negative there.
+func breakerFailures(n uint32) int {
+	if n == 0 {
+		return -1
+	}
+	return int(min(n, 1<<30))
 }
 
 // validate checks the ratelimit.redis section (whatever the store, so
@@ -104,6 +141,9 @@ func (c RedisConfig) validate(p *problems) {
 	}
 	if c.Timeout <= 0 {
 		p.bad("ratelimit.redis.timeout", c.Timeout, "must be positive")
+	}
+	if c.BreakerBackoff <= 0 || c.BreakerBackoff > ratelimit.MaxRedisBreakerBackoff {
+		p.bad("ratelimit.redis.breaker_backoff", c.BreakerBackoff, fmt.Sprintf("is not in (0, %v]", ratelimit.MaxRedisBreakerBackoff))
 	}
 	if c.PoolSize > 10_000 {
 		p.bad("ratelimit.redis.pool_size", c.PoolSize, "is not in [0, 10000]")
@@ -135,6 +175,7 @@ func (c Config) validateRateLimit(p *problems) {
 	default:
 		p.bad("ratelimit.store", r.Store, "is not one of memory, redis")
 	}
+	r.Memory.validate(p)
 	r.Redis.validate(p)
 	if r.ReloadInterval <= 0 {
 		p.bad("ratelimit.reload_interval", r.ReloadInterval, "must be positive")

@@ -87,6 +87,11 @@ type LoadOptions struct {
 	// twice at the same level is still an error. Off, a second file for a
 	// domain is an error naming both files.
 	MergeDomains bool
+	// AllowEmpty lets LoadPath load a file or directory that defines no
+	// domain (every request is then OK). Off, that is ErrEmptyConfig: an
+	// empty directory is more often a mount gone wrong than a wish to
+	// limit nothing.
+	AllowEmpty bool
 }
 
 // Load parses and validates files (envoyproxy/ratelimit's YAML, one domain

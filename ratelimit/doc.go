@@ -114,7 +114,11 @@
 // # Stores and failures
 //
 // A Store decides all the checks of a request in one call (one round trip
-// for a remote store); Memory is the in-process one. Redis is shared by
+// for a remote store); Memory is the in-process one, bounded in keys and
+// bytes (MemoryConfig): a full shard drops only expired keys, never one
+// holding usage, and counts the keys that find it full in shared
+// overflow slots (approximately: never beyond a key's limit, possibly
+// refused early); a background Sweep drops expired keys. Redis is shared by
 // replicas: one Redis node (password or ACL user, TLS), one atomic Lua
 // script per call deciding every check in order at the caller's clock
 // (never Redis's TIME), with the same answers as Memory. Unix times in ns
@@ -125,9 +129,15 @@
 // usage, plus a second of grace. In front of any store
 // the service keeps a local cache of keys known to be over their limit
 // until their reset (Result.Exhausted) and refuses them without asking.
-// When the store fails, ServiceConfig.FailureMode answers: allow (the
-// default) or deny; each failure is counted and logged at most once per
-// ErrorLogInterval.
+// A Redis Decide call waits at most RedisConfig.Timeout from its start,
+// and a circuit breaker (RedisConfig.BreakerFailures, BreakerBackoff)
+// fails calls at once after consecutive failed runs, letting one call
+// probe Redis after a backoff. When the store fails,
+// ServiceConfig.FailureMode answers: allow (the default) or deny; each
+// failure is counted and logged at most once per ErrorLogInterval.
+// Requests that do not decode (invalid UTF-8, malformed protobuf) are
+// InvalidArgument when the gRPC server has ServerOptions; an empty
+// config path is ErrEmptyConfig unless LoadOptions.AllowEmpty.
 //
 // # Metrics
 //
@@ -141,7 +151,11 @@
 // ratelimit_requests_total{result}, ratelimit_store_errors_total,
 // ratelimit_failure_mode_total{mode}, ratelimit_store_latency_seconds,
 // ratelimit_decision_latency_seconds and
-// ratelimit_config_reloads_total{result}.
+// ratelimit_config_reloads_total{result}. A store that is a
+// prometheus.Collector is registered with the service: Memory's
+// ratelimit_memory_keys, _bytes, _evictions_total{reason} and
+// _overflow_total, Redis's ratelimit_redis_breaker_state, _trips_total
+// and _rejected_total.
 //
 // imports_test.go enforces the import rules.
 package ratelimit

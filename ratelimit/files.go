@@ -42,8 +42,19 @@ func (o LoadOptions) LoadPath(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return o.Load(files...)
+	c, err := o.Load(files...)
+	if err != nil || o.AllowEmpty || len(c.domains) > 0 {
+		return c, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: %s has no *.yaml or *.yml file (set ratelimit.allow_empty: true to serve no domains)", ErrEmptyConfig, path)
+	}
+	return nil, fmt.Errorf("%w: %s defines no domain (set ratelimit.allow_empty: true to serve no domains)", ErrEmptyConfig, path)
 }
+
+// ErrEmptyConfig is LoadPath's error for a path without any domain,
+// unless LoadOptions.AllowEmpty.
+var ErrEmptyConfig = errors.New("ratelimit: empty config")
 
 // configNames lists the configuration files at path.
 func configNames(path string) ([]string, error) {
@@ -98,7 +109,7 @@ func (s *Service) Reload() error {
 	if s.cfg.Path == "" {
 		return errors.New("ratelimit: reload: no config path")
 	}
-	c, err := LoadOptions{MergeDomains: s.cfg.MergeDomains}.LoadPath(s.cfg.Path)
+	c, err := LoadOptions{MergeDomains: s.cfg.MergeDomains, AllowEmpty: s.cfg.AllowEmpty}.LoadPath(s.cfg.Path)
 	if err != nil {
 		s.m.reloads.WithLabelValues("error").Inc()
 		return fmt.Errorf("ratelimit: reload %s: %w", s.cfg.Path, err)

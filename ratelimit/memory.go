@@ -5,20 +5,35 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"sync"
 	"time"
 )
 
-// Defaults of MemoryConfig.
+// Defaults and bounds of MemoryConfig.
 const (
-	DefaultMemoryShards  = 64
-	DefaultMemoryMaxKeys = 1_000_000
-	maxMemoryShards      = 1 << 16
-	evictSample          = 32 // keys examined to make room in a full shard
-	sweepEvery           = 64 // inserts between opportunistic sweeps of a shard
-	sweepSample          = 8  // keys examined by such a sweep
+	DefaultMemoryShards = 64
+	// DefaultMemoryMaxKeys and DefaultMemoryMaxBytes keep the store's
+	// heap (keys, states, map tables, overflow slots) under about 160
+	// MiB, so that the process fits in 256 MiB.
+	DefaultMemoryMaxKeys  = 1_000_000
+	DefaultMemoryMaxBytes = 128 << 20
+	// DefaultMemorySweepInterval is how often the background sweep drops
+	// the expired keys (NewMemory's SweepInterval as cmd wires it).
+	DefaultMemorySweepInterval = 10 * time.Second
+	// MemoryOverflowSlots is the number of shared counters per shard that
+	// decide the keys that find the store full.
+	MemoryOverflowSlots = 1024
+	maxMemoryShards     = 1 << 16
+	minMemoryShardBytes = 16 << 10
+	evictSample         = 32 // keys examined to make room in a full shard
+	sweepEvery          = 64 // inserts between opportunistic sweeps of a shard
+	sweepSample         = 8  // keys examined by such a sweep
+	// memEntryOverhead is what a key costs beyond its bytes and its
+	// sliding log: the map slot (memKey and pointer, with the table's
+	// slack), the memEntry and the allocators' rounding; measured by
+	// TestMemoryFloodBounded.
+	memEntryOverhead = 192
 )
 
 // MemoryConfig configures NewMemory.
@@ -27,9 +42,27 @@ type MemoryConfig struct {
 	// space, a power of two in [1, 65536]; 0 means DefaultMemoryShards.
 	Shards int
 	// MaxKeys bounds the keys kept (at least Shards); 0 means
-	// DefaultMemoryMaxKeys. A full shard first drops expired keys, then
-	// the sampled key closest to expiry (which forgets its usage).
+	// DefaultMemoryMaxKeys.
 	MaxKeys int
+	// MaxBytes bounds the bytes of the keys kept (their bytes, sliding
+	// logs and a fixed overhead each), at least 16 KiB per shard; 0 means
+	// DefaultMemoryMaxBytes. The overflow slots (64 bytes each, 1024 per
+	// shard) come on top.
+	//
+	// A full shard makes room by dropping expired keys (they hold no
+	// usage); it never drops a key that holds usage. When it cannot, the
+	// new key is counted approximately: in one of the shard's
+	// MemoryOverflowSlots shared counters, chosen by its hash (a sliding
+	// log there is a sliding window counter). Keys sharing a slot share
+	// its count, so they may be refused early but are never admitted
+	// beyond their limit (but for sliding_log, at most twice the limit in
+	// a unit). So a flood of new keys cannot reset anyone's counter, and
+	// new keys are still limited rather than refused outright.
+	MaxBytes int
+	// SweepInterval is how often a background goroutine drops every
+	// expired key (and shrinks emptied maps) until Close; 0 means no
+	// background sweep (inserts still sweep a little as they go).
+	SweepInterval time.Duration
 }
 
 // Validate reports every invalid field (zero fields are defaults).
@@ -38,8 +71,18 @@ func (c MemoryConfig) Validate() error {
 	if c.Shards < 0 || c.Shards > maxMemoryShards || (c.Shards > 0 && bits.OnesCount(uint(c.Shards)) != 1) {
 		errs = append(errs, fmt.Errorf("shards %d is not a power of two in [1, %d]", c.Shards, maxMemoryShards))
 	}
-	if c.MaxKeys < 0 || (c.MaxKeys > 0 && c.MaxKeys < max(c.Shards, 1)) {
-		errs = append(errs, fmt.Errorf("max keys %d is below the shards %d", c.MaxKeys, c.Shards))
+	shards := max(c.Shards, 1)
+	if c.Shards == 0 {
+		shards = DefaultMemoryShards
+	}
+	if c.MaxKeys < 0 || (c.MaxKeys > 0 && c.MaxKeys < shards) {
+		errs = append(errs, fmt.Errorf("max keys %d is below the shards %d", c.MaxKeys, shards))
+	}
+	if c.MaxBytes < 0 || (c.MaxBytes > 0 && c.MaxBytes < shards*minMemoryShardBytes) {
+		errs = append(errs, fmt.Errorf("max bytes %d is below %d (16 KiB per shard)", c.MaxBytes, shards*minMemoryShardBytes))
+	}
+	if c.SweepInterval < 0 {
+		errs = append(errs, fmt.Errorf("sweep interval %v is negative", c.SweepInterval))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("ratelimit: invalid memory store config: %w", errors.Join(errs...))
@@ -47,21 +90,36 @@ func (c MemoryConfig) Validate() error {
 	return nil
 }
 
-// Memory is the in-process Store: sharded maps under mutexes, bounded,
-// with keys expiring once their state holds no usage. It runs the pure
-// algorithms of Decide, so it answers exactly as they do.
+// Memory is the in-process Store: sharded maps under mutexes, bounded in
+// keys and bytes, with keys expiring once their state holds no usage. It
+// runs the pure algorithms of Decide, so it answers exactly as they do
+// (but for keys counted in the overflow slots of a full store: see
+// MemoryConfig.MaxBytes).
 type Memory struct {
-	seed     maphash.Seed
-	mask     uint64
-	perShard int
-	shards   []memShard
+	seed          maphash.Seed
+	mask          uint64
+	perShardKeys  int
+	perShardBytes int64
+	shards        []memShard
+	stop          chan struct{}
+	done          chan struct{}
+	once          sync.Once
 }
 
 type memShard struct {
-	mu      sync.Mutex
-	m       map[memKey]*memEntry
-	inserts int
-	_       [40]byte // keep shards on separate cache lines
+	mu       sync.Mutex
+	m        map[memKey]*memEntry
+	bytes    int64     // accounted bytes of m's entries
+	peak     int       // most entries since the map was last rebuilt
+	overflow []memSlot // allocated when the shard first overflows
+	inserts  int
+	stats    memStats
+	_        [40]byte // keep shards on separate cache lines
+}
+
+// memStats are a shard's counters, read by Collect.
+type memStats struct {
+	evictedFull, evictedSweep, overflowed uint64
 }
 
 // memKey is what a memory entry is kept under: the check's key, unit and
@@ -77,9 +135,14 @@ type memKey struct {
 type memEntry struct {
 	st      State
 	expires int64 // Unix ns after which the entry holds no usage
+	size    int64 // accounted bytes
 }
 
-// NewMemory returns an empty memory store.
+// memSlot is an overflow counter.
+type memSlot struct{ st State }
+
+// NewMemory returns an empty memory store; with cfg.SweepInterval it
+// sweeps in the background until Close.
 func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -92,12 +155,42 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 	if maxKeys == 0 {
 		maxKeys = max(DefaultMemoryMaxKeys, shards)
 	}
+	maxBytes := cfg.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = max(DefaultMemoryMaxBytes, shards*minMemoryShardBytes)
+	}
 	m := &Memory{seed: maphash.MakeSeed(), mask: uint64(shards - 1),
-		perShard: maxKeys / shards, shards: make([]memShard, shards)}
+		perShardKeys: maxKeys / shards, perShardBytes: int64(maxBytes / shards), shards: make([]memShard, shards),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range m.shards {
 		m.shards[i].m = map[memKey]*memEntry{}
 	}
+	if cfg.SweepInterval > 0 {
+		go m.sweepEvery(cfg.SweepInterval)
+	} else {
+		close(m.done)
+	}
 	return m, nil
+}
+
+// Close stops the background sweep. The store still answers.
+func (m *Memory) Close() {
+	m.once.Do(func() { close(m.stop) })
+	<-m.done
+}
+
+func (m *Memory) sweepEvery(d time.Duration) {
+	defer close(m.done)
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case now := <-t.C:
+			m.Sweep(now)
+		}
+	}
 }
 
 // Decide implements Store. It never fails and never blocks beyond its
@@ -106,7 +199,8 @@ func (m *Memory) Decide(_ context.Context, now time.Time, checks []Check) ([]Res
 	res := make([]Result, len(checks))
 	t := now.UnixNano()
 	for i, c := range checks {
-		sh := &m.shards[maphash.String(m.seed, c.Key)&m.mask]
+		h := maphash.String(m.seed, c.Key)
+		sh := &m.shards[h&m.mask]
 		sh.mu.Lock()
 		k := memKey{c.Key, c.Limit.Unit, c.Limit.Algorithm}
 		e := sh.m[k]
@@ -117,10 +211,17 @@ func (m *Memory) Decide(_ context.Context, now time.Time, checks []Check) ([]Res
 			continue
 		}
 		if e == nil {
-			e = sh.insert(k, t, m.perShard)
+			if e = sh.insert(k, t, m.perShardKeys, m.perShardBytes); e == nil {
+				res[i] = sh.decideOverflow(h, now, c)
+				sh.mu.Unlock()
+				continue
+			}
 		}
 		res[i] = Decide(&e.st, now, c)
 		e.expires = e.st.Expiry(c.Limit)
+		if c.Limit.Algorithm == SlidingLog {
+			sh.resize(e, len(k.key))
+		}
 		sh.mu.Unlock()
 	}
 	return res, nil
@@ -139,54 +240,30 @@ func (m *Memory) Len() int {
 	return n
 }
 
-// insert adds a new entry for key, making room when the shard is full.
-func (s *memShard) insert(key memKey, t int64, limit int) *memEntry {
-	s.inserts++
-	switch {
-	case len(s.m) >= limit:
-		s.evict(t)
-	case s.inserts%sweepEvery == 0:
-		s.sweep(t, sweepSample)
+// Bytes returns the accounted bytes of the keys held.
+func (m *Memory) Bytes() int64 {
+	var n int64
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		n += sh.bytes
+		sh.mu.Unlock()
 	}
-	e := &memEntry{}
-	s.m[key] = e
-	return e
+	return n
 }
 
-// sweep drops the expired keys among n sampled ones and returns how
-// many it dropped.
-func (s *memShard) sweep(t int64, n int) int {
-	seen, dropped := 0, 0
-	for k, e := range s.m {
-		if e.expires <= t {
-			delete(s.m, k)
-			dropped++
-		}
-		if seen++; seen >= n {
-			break
-		}
+// Sweep drops every key expired at now, shard by shard, shrinking maps
+// that emptied, and returns how many it dropped.
+func (m *Memory) Sweep(now time.Time) int {
+	t, n := now.UnixNano(), 0
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		d := sh.sweep(t, len(sh.m))
+		sh.stats.evictedSweep += uint64(d)
+		sh.shrink()
+		sh.mu.Unlock()
+		n += d
 	}
-	return dropped
-}
-
-// evict makes room for one key: expired keys first, else the sampled key
-// closest to expiry.
-func (s *memShard) evict(t int64) {
-	victim, soonest, seen := memKey{}, int64(math.MaxInt64), 0
-	dropped := 0
-	for k, e := range s.m {
-		switch {
-		case e.expires <= t:
-			delete(s.m, k)
-			dropped++
-		case e.expires < soonest:
-			victim, soonest = k, e.expires
-		}
-		if seen++; seen >= evictSample {
-			break
-		}
-	}
-	if dropped == 0 && soonest != math.MaxInt64 {
-		delete(s.m, victim)
-	}
+	return n
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func decideOne(t *testing.T, m *Memory, now time.Time, c Check) Result {
@@ -75,6 +78,8 @@ func TestMemoryConfigValidate(t *testing.T) {
 		"too many shards":   {MemoryConfig{Shards: 1 << 17}, "not a power of two in [1, 65536]"},
 		"fewer keys":        {MemoryConfig{Shards: 8, MaxKeys: 4}, "max keys 4 is below the shards 8"},
 		"negative max keys": {MemoryConfig{MaxKeys: -1}, "max keys -1"},
+		"too few bytes":     {MemoryConfig{Shards: 4, MaxBytes: 1000}, "max bytes 1000 is below 65536"},
+		"negative sweep":    {MemoryConfig{SweepInterval: -1}, "sweep interval -1ns is negative"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -123,5 +128,91 @@ func TestOverLimitCache(t *testing.T) {
 	c.clear()
 	if n := c.size.Load(); n != 0 {
 		t.Errorf("size %d after clear", n)
+	}
+}
+
+// A full shard never drops a key that holds usage: new keys are counted
+// in the overflow slots, and the keys held keep their exact counts.
+func TestMemoryFullKeepsLiveKeys(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{Shards: 1, MaxKeys: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hour := Limit{FixedWindow, 10, Hour, 0}
+	for i := range 4 {
+		decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: uint32(i + 1)})
+	}
+	for i := range 100 {
+		decideOne(t, m, t0, Check{Key: "new" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: 1})
+	}
+	for i := range 4 {
+		if r := decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10}); r.Remaining != uint32(10-i-1) {
+			t.Errorf("live%d: remaining %d, want %d", i, r.Remaining, 10-i-1)
+		}
+	}
+	if n := m.Len(); n != 4 {
+		t.Errorf("%d keys held, want 4", n)
+	}
+	// Overflowed keys are still limited: one key's hits are counted
+	// (with whatever shares its slot), never admitted beyond its limit.
+	admitted := 0
+	for range 20 {
+		if decideOne(t, m, t0, Check{Key: "hot", Limit: hour, Cap: 10, Hits: 1}).Allowed {
+			admitted++
+		}
+	}
+	if admitted > 10 {
+		t.Errorf("an overflowed key admitted %d hits, want at most its limit of 10", admitted)
+	}
+	// Once the live keys expire, new keys are held again.
+	later := t0.Add(2 * time.Hour)
+	decideOne(t, m, later, Check{Key: "fresh", Limit: hour, Cap: 10, Hits: 3})
+	if r := decideOne(t, m, later, Check{Key: "fresh", Limit: hour, Cap: 10}); r.Remaining != 7 {
+		t.Errorf("fresh key after expiry: remaining %d, want 7", r.Remaining)
+	}
+}
+
+// Sweep drops every expired key, and only those; the background sweep
+// runs until Close; the metrics follow.
+func TestMemorySweepAndMetrics(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{Shards: 4, SweepInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	sec, hour := Limit{FixedWindow, 10, Second, 0}, Limit{SlidingLog, 10, Hour, 0}
+	for i := range 100 {
+		decideOne(t, m, t0, Check{Key: "s" + strconv.Itoa(i), Limit: sec, Cap: 10, Hits: 1})
+		decideOne(t, m, t0, Check{Key: "h" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: 2})
+	}
+	bytes := m.Bytes()
+	if want := int64(100*(memEntryOverhead+2)+100*(memEntryOverhead+2)) + 100*16; bytes < want {
+		t.Errorf("%d bytes accounted, want at least %d (keys, entries, logs)", bytes, want)
+	}
+	if n := m.Sweep(t0.Add(500 * time.Millisecond)); n != 0 {
+		t.Errorf("swept %d keys before any expired", n)
+	}
+	if n := m.Sweep(t0.Add(2 * time.Second)); n != 100 {
+		t.Errorf("swept %d keys, want the 100 expired", n)
+	}
+	if n := m.Len(); n != 100 {
+		t.Errorf("%d keys left, want 100", n)
+	}
+	if b := m.Bytes(); b >= bytes || b <= 0 {
+		t.Errorf("%d bytes after the sweep, was %d", b, bytes)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	want := `
+# HELP ratelimit_memory_evictions_total Expired keys (holding no usage) dropped by the memory store, by reason: full (to make room for a new key) or sweep (the background sweep).
+# TYPE ratelimit_memory_evictions_total counter
+ratelimit_memory_evictions_total{reason="full"} 0
+ratelimit_memory_evictions_total{reason="sweep"} 100
+# HELP ratelimit_memory_keys Keys held by the memory store (bounded by ratelimit.memory.max_keys).
+# TYPE ratelimit_memory_keys gauge
+ratelimit_memory_keys 100
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_memory_keys", "ratelimit_memory_evictions_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -42,11 +42,22 @@ type RedisConfig struct {
 	// PoolSize is the most connections kept open; 0 means go-redis's
 	// default (10 per CPU).
 	PoolSize int
-	// Timeout bounds each script run (and each connection attempt), so a
-	// Decide call waits at most twice this (the run in flight, then its
-	// own); 0 means DefaultRedisTimeout. A call that times out is an
-	// error: the service answers per its failure mode.
+	// Timeout bounds each Decide call, from its start: the wait for the
+	// script run in flight, its own run and each connection attempt; 0
+	// means DefaultRedisTimeout. A call that times out is an error: the
+	// service answers per its failure mode.
 	Timeout time.Duration
+	// BreakerFailures is how many script runs in a row must fail (time
+	// out, lose or not get a connection) for the circuit breaker to open:
+	// then every call fails at once (ErrBreakerOpen, the failure mode
+	// answers) until, after BreakerBackoff, one call probes Redis; its
+	// success closes the breaker, its failure opens it for twice as long
+	// (up to MaxRedisBreakerBackoff). 0 means
+	// DefaultRedisBreakerFailures; negative turns the breaker off.
+	BreakerFailures int
+	// BreakerBackoff is the first wait of an open breaker before a probe;
+	// 0 means DefaultRedisBreakerBackoff.
+	BreakerBackoff time.Duration
 	// KeyPrefix is put before every key; "" means none (the keys of
 	// fixed windows are then envoyproxy/ratelimit's own).
 	KeyPrefix string
@@ -72,6 +83,9 @@ func (c RedisConfig) Validate() error {
 	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout %v is negative", c.Timeout))
+	}
+	if c.BreakerBackoff < 0 {
+		errs = append(errs, fmt.Errorf("breaker backoff %v is negative", c.BreakerBackoff))
 	}
 	if c.Pipelines < 0 {
 		errs = append(errs, fmt.Errorf("pipelines %d is negative", c.Pipelines))
@@ -127,6 +141,7 @@ func (c RedisConfig) TLSConfig() (*tls.Config, error) {
 type Redis struct {
 	client  *redis.Client
 	batch   *batcher
+	br      *breaker
 	timeout time.Duration
 	prefix  string
 }
@@ -157,8 +172,10 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
-	return &Redis{client: client, timeout: timeout, prefix: cfg.KeyPrefix,
-		batch: newBatcher(client, timeout, cmp.Or(cfg.Pipelines, DefaultRedisPipelines))}, nil
+	failures := cmp.Or(cfg.BreakerFailures, DefaultRedisBreakerFailures)
+	br := newBreaker(failures, cmp.Or(cfg.BreakerBackoff, DefaultRedisBreakerBackoff), timeout)
+	return &Redis{client: client, timeout: timeout, prefix: cfg.KeyPrefix, br: br,
+		batch: newBatcher(client, br, timeout, cmp.Or(cfg.Pipelines, DefaultRedisPipelines))}, nil
 }
 
 // Ping checks that Redis answers (and accepts the credentials) within
@@ -201,9 +218,14 @@ func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 	if len(keys) == 0 {
 		return res, nil
 	}
-	// No timer per call: each script run is bounded by the timeout, so a
-	// call waits at most for the run in flight and then its own.
-	call.keys, call.args, call.replies = keys, args, replies
+	// No timer per call: the run that takes the call ends by the call's
+	// deadline (or fails it unrun if that has passed), and the run in
+	// flight before it ends by the deadline of its own calls, earlier.
+	start := monoNow()
+	if !r.br.allow(start) {
+		return nil, fmt.Errorf("ratelimit: redis: %w", ErrBreakerOpen)
+	}
+	call.keys, call.args, call.replies, call.deadline = keys, args, replies, start+int64(r.timeout)
 	reply, err := r.batch.do(ctx, call)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: redis: %w", err)

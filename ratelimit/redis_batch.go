@@ -28,10 +28,11 @@ const (
 // arguments (the algorithm's name first) and how many reply values they
 // get (replyLen of each).
 type redisCall struct {
-	keys    []string
-	args    []any
-	replies int
-	done    chan redisReply // buffered: a caller that gave up leaves the reply behind
+	keys     []string
+	args     []any
+	replies  int
+	deadline int64           // monoNow at the call's start plus the timeout
+	done     chan redisReply // buffered: a caller that gave up leaves the reply behind
 
 	// Room for a call of up to inlineDescriptors checks: one allocation
 	// for the lot.
@@ -59,6 +60,7 @@ type redisReply struct {
 // order, atomically.
 type batcher struct {
 	client  *redis.Client
+	br      *breaker // told the outcome of every run
 	timeout time.Duration
 	calls   chan *redisCall
 	stop    chan struct{}
@@ -66,8 +68,8 @@ type batcher struct {
 	wg      sync.WaitGroup
 }
 
-func newBatcher(client *redis.Client, timeout time.Duration, pipelines int) *batcher {
-	b := &batcher{client: client, timeout: timeout, calls: make(chan *redisCall, 1024), stop: make(chan struct{})}
+func newBatcher(client *redis.Client, br *breaker, timeout time.Duration, pipelines int) *batcher {
+	b := &batcher{client: client, br: br, timeout: timeout, calls: make(chan *redisCall, 1024), stop: make(chan struct{})}
 	for range pipelines {
 		b.wg.Add(1)
 		go b.pipeline()
@@ -75,12 +77,16 @@ func newBatcher(client *redis.Client, timeout time.Duration, pipelines int) *bat
 	return b
 }
 
-// errStoreClosed answers the calls of a closed store.
-var errStoreClosed = errors.New("store closed")
+// errStoreClosed answers the calls of a closed store, errQueueTimeout the
+// calls whose deadline passed while they waited for a run.
+var (
+	errStoreClosed  = errors.New("store closed")
+	errQueueTimeout = errors.New("timed out waiting for the script run in flight")
+)
 
 // do queues call and waits for its reply or the batcher's end. Once
-// queued, a call is not abandoned when ctx ends: its run is at most a
-// timeout away (and waiting on ctx would cost every call a channel).
+// queued, a call is not abandoned when ctx ends: it is answered by its
+// deadline (and waiting on ctx would cost every call a channel).
 func (b *batcher) do(ctx context.Context, call *redisCall) ([]any, error) {
 	select {
 	case <-b.stop:
@@ -162,11 +168,22 @@ func (b *batcher) pipeline() {
 	}
 }
 
-// run runs the script once for batch and hands out the reply.
+// run runs the script once for batch, by the earliest deadline of its
+// calls, and hands out the reply; calls already past their deadline get
+// errQueueTimeout without a run.
 func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	now := monoNow()
+	deadline := b.earliest(batch, now)
+	if deadline <= now {
+		if batch, keys, args = expire(batch, keys, args, now); len(batch) == 0 {
+			return
+		}
+		deadline = b.earliest(batch, now)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(deadline-now))
 	reply, err := redisScript.Run(ctx, b.client, keys, args...).Slice()
 	cancel()
+	b.br.record(err, monoNow())
 	want := 0
 	for _, c := range batch {
 		want += c.replies
@@ -185,3 +202,38 @@ func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
 		off += n
 	}
 }
+
+// earliest is the earliest deadline of batch's calls, at most a timeout
+// after now (monoNow's).
+func (b *batcher) earliest(batch []*redisCall, now int64) int64 {
+	d := now + int64(b.timeout)
+	for _, c := range batch {
+		d = min(d, c.deadline)
+	}
+	return d
+}
+
+// expire answers the calls of batch past their deadline at now with
+// errQueueTimeout and returns the others with their keys and arguments
+// (args[0], the TTL grace, kept).
+func expire(batch []*redisCall, keys []string, args []any, now int64) ([]*redisCall, []string, []any) {
+	live, nk, na := batch[:0], 0, 1
+	for i, c := range batch {
+		if c.deadline <= now {
+			c.done <- redisReply{err: errQueueTimeout}
+			batch[i] = nil
+			continue
+		}
+		nk += copy(keys[nk:], c.keys)
+		na += copy(args[na:], c.args)
+		live = append(live, c)
+	}
+	return live, keys[:nk], args[:na]
+}
+
+// monoStart anchors monoNow.
+var monoStart = time.Now()
+
+// monoNow is the monotonic clock in ns since the process started (a
+// deadline in 8 bytes, immune to wall-clock steps).
+func monoNow() int64 { return int64(time.Since(monoStart)) }

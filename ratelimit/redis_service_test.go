@@ -237,3 +237,78 @@ func TestCriticalityAcrossReplicas(t *testing.T) {
 	}
 	checkShedding(t, sent, admitted, seconds, 0.9)
 }
+
+// Regression (issue 14): a hung Redis (SIGSTOP: connections accepted,
+// nothing answered) made every decision wait twice the timeout, and
+// throughput fell to a few dozen decisions/s. Now, from many callers at
+// once, each decision returns within about the timeout; after
+// breaker_failures timed-out runs the breaker opens and decisions get the
+// failure mode at once; after SIGCONT a probe closes it and limits are
+// enforced again.
+func TestRedisHungBreaker(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	srv := harness.Redis(t, harness.RedisOptions{})
+	st := newRedisStore(t, srv, RedisConfig{KeyPrefix: "hung:", Timeout: timeout, BreakerFailures: 3, BreakerBackoff: 200 * time.Millisecond})
+	ts := newTestService(t, redisServiceYAML, func(c *ServiceConfig) { c.Store = st })
+	code := func(v string) rlsv3.RateLimitResponse_Code { return ts.call(t, request("d", "k="+v)).OverallCode }
+	if code("x") != rlsv3.RateLimitResponse_OK || code("x") != rlsv3.RateLimitResponse_OK || code("x") != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatal("limit not enforced before the hang")
+	}
+
+	srv.Pause()
+	t.Cleanup(srv.Resume) // before the harness's Stop
+	var wg sync.WaitGroup
+	var slowest atomic.Int64
+	const callers, each = 16, 4
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				start := time.Now()
+				resp, err := ts.ShouldRateLimit(context.Background(), request("d", "k=c"+strconv.Itoa(c)+"_"+strconv.Itoa(i)))
+				d := time.Since(start)
+				for old := slowest.Load(); d > time.Duration(old) && !slowest.CompareAndSwap(old, int64(d)); old = slowest.Load() {
+				}
+				if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+					t.Errorf("hung Redis, fail open: %v, %v", resp, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if d := time.Duration(slowest.Load()); d > timeout*3/2 {
+		t.Errorf("slowest decision with a hung Redis %v, want at most about the %v timeout (it was twice)", d, timeout)
+	}
+	if got := ts.counter(t, "ratelimit_redis_breaker_trips_total"); got != 1 {
+		t.Errorf("breaker trips %v, want 1", got)
+	}
+	if got := ts.counter(t, "ratelimit_redis_breaker_state"); got != float64(breakerOpen) && got != float64(breakerHalfOpen) {
+		t.Errorf("breaker state %v, want open", got)
+	}
+	if got := ts.counter(t, "ratelimit_redis_breaker_rejected_total"); got == 0 {
+		t.Error("no decision failed fast on the open breaker")
+	}
+	if got := ts.counter(t, "ratelimit_store_errors_total"); got != callers*each {
+		t.Errorf("store errors %v, want %d", got, callers*each)
+	}
+
+	srv.Resume()
+	// The breaker lets a probe through every backoff (doubling while
+	// probes fail): poll until one is decided by Redis.
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ts.counter(t, "ratelimit_redis_breaker_state") != float64(breakerClosed); i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("the breaker did not close within 15s of SIGCONT")
+		}
+		code("probe" + strconv.Itoa(i))
+		time.Sleep(10 * time.Millisecond) // the probe is the observation; no event to await
+	}
+	if code("y") != rlsv3.RateLimitResponse_OK || code("y") != rlsv3.RateLimitResponse_OK || code("y") != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Error("limit not enforced after the breaker closed")
+	}
+	if code("x") != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Error("usage from before the hang lost")
+	}
+	if got := ts.counter(t, "ratelimit_redis_breaker_trips_total"); got != 1 {
+		t.Errorf("breaker trips %v after recovery, want 1", got)
+	}
+}

@@ -114,3 +114,35 @@ func TestWatch(t *testing.T) {
 		t.Error("Watch with a zero interval succeeded")
 	}
 }
+
+// A directory emptied under a running service (a ConfigMap mount gone
+// wrong) is a failed reload that keeps the limits, unless AllowEmpty.
+func TestReloadEmptyDirectory(t *testing.T) {
+	for name, allow := range map[string]bool{"refused": false, "allowed": true} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "limits.yaml")
+			writeConfig(t, path, limitYAML("5"))
+			ts := newTestService(t, "domain: d\n", func(c *ServiceConfig) { c.Path, c.AllowEmpty = dir, allow })
+			if err := ts.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			err := ts.Reload()
+			if allow {
+				if err != nil || len(ts.Config().Domains()) != 0 {
+					t.Errorf("reload of an empty dir with AllowEmpty: %v, domains %v", err, ts.Config().Domains())
+				}
+				return
+			}
+			if !errors.Is(err, ErrEmptyConfig) {
+				t.Errorf("reload of an empty dir: %v, want ErrEmptyConfig", err)
+			}
+			if r := remaining(t, ts, "a"); r != 4 {
+				t.Errorf("remaining %d after an empty reload, want 4 (previous config kept)", r)
+			}
+		})
+	}
+}

@@ -11,7 +11,6 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 )
 
 // Defaults of ServiceConfig.
@@ -97,7 +96,10 @@ type ServiceConfig struct {
 	Path string
 	// MergeDomains is the LoadOptions.MergeDomains of Reload and Watch.
 	MergeDomains bool
-	FailureMode  FailureMode
+	// AllowEmpty is the LoadOptions.AllowEmpty of Reload and Watch: off,
+	// a reload that finds no domain fails and keeps the previous config.
+	AllowEmpty  bool
+	FailureMode FailureMode
 	// Headers adds RateLimit-Limit, RateLimit-Remaining and
 	// RateLimit-Reset for the descriptor closest to its limit.
 	Headers bool
@@ -234,6 +236,11 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, err
 	}
 	s.m = m
+	if c, ok := cfg.Store.(prometheus.Collector); ok && cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("ratelimit: registering store metrics: %w", err)
+		}
+	}
 	s.shares = &Admission{Shares: cfg.Criticality.Shares}
 	if cfg.Criticality.Enabled {
 		s.admission = s.shares
@@ -244,9 +251,6 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	s.SetConfig(cfg.Config)
 	return s, nil
 }
-
-// Register registers the service on a gRPC server.
-func (s *Service) Register(r grpc.ServiceRegistrar) { rlsv3.RegisterRateLimitServiceServer(r, s) }
 
 // Config returns the configuration in use (never nil).
 func (s *Service) Config() *Config { return s.config.Load() }

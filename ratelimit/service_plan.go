@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -66,11 +67,18 @@ func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
 	bad := func(format string, args ...any) error {
 		return status.Errorf(codes.InvalidArgument, "ratelimit: "+format, args...)
 	}
+	if req != nil {
+		if reason, ok := malformed(req); ok {
+			return bad("malformed request: %s", reason)
+		}
+	}
 	switch {
 	case req == nil || req.Domain == "":
 		return bad("domain must not be empty")
 	case len(req.Domain) > s.cfg.MaxValueBytes:
 		return bad("domain is longer than %d bytes", s.cfg.MaxValueBytes)
+	case !utf8.ValidString(req.Domain):
+		return bad("domain is not valid UTF-8")
 	case len(req.Descriptors) == 0:
 		return bad("descriptors must not be empty")
 	case len(req.Descriptors) > s.cfg.MaxDescriptors:
@@ -96,6 +104,8 @@ func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
 				return bad("descriptor %d entry %d has an empty key", i, j)
 			case len(e.Key) > s.cfg.MaxValueBytes || len(e.Value) > s.cfg.MaxValueBytes:
 				return bad("descriptor %d entry %d: key or value longer than %d bytes", i, j, s.cfg.MaxValueBytes)
+			case !utf8.ValidString(e.Key) || !utf8.ValidString(e.Value):
+				return bad("descriptor %d entry %d: key or value is not valid UTF-8", i, j)
 			}
 		}
 	}

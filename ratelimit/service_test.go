@@ -118,6 +118,9 @@ func (ts *testService) counter(t *testing.T, name string, labels ...string) floa
 					continue metric
 				}
 			}
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
 			return m.GetCounter().GetValue()
 		}
 	}
@@ -326,14 +329,16 @@ func TestServiceInvalidArgument(t *testing.T) {
 		req  *rlsv3.RateLimitRequest
 		want string
 	}{
-		"nil request":         {nil, "domain must not be empty"},
-		"too many":            {request("d", "k=a", "k=b", "k=c"), "3 descriptors exceed the maximum of 2"},
-		"too deep":            {request("d", "a=1,b=2,c=3"), "descriptor 0 has 3 entries, more than the maximum of 2"},
-		"long value":          {request("d", "k=123456789"), "descriptor 0 entry 0: key or value longer than 8 bytes"},
-		"long domain":         {request("domain-too-long", "k=a"), "domain is longer than 8 bytes"},
-		"nil descriptor":      {&rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*rlcommonv3.RateLimitDescriptor{nil}}, "descriptor 0 has no entries"},
-		"nil entry":           {&rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{nil}}}}, "descriptor 0 entry 0 has an empty key"},
-		"empty key mid-entry": {request("d", "k=a,=b"), "descriptor 0 entry 1 has an empty key"},
+		"nil request":          {nil, "domain must not be empty"},
+		"too many":             {request("d", "k=a", "k=b", "k=c"), "3 descriptors exceed the maximum of 2"},
+		"too deep":             {request("d", "a=1,b=2,c=3"), "descriptor 0 has 3 entries, more than the maximum of 2"},
+		"long value":           {request("d", "k=123456789"), "descriptor 0 entry 0: key or value longer than 8 bytes"},
+		"long domain":          {request("domain-too-long", "k=a"), "domain is longer than 8 bytes"},
+		"nil descriptor":       {&rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*rlcommonv3.RateLimitDescriptor{nil}}, "descriptor 0 has no entries"},
+		"nil entry":            {&rlsv3.RateLimitRequest{Domain: "d", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{nil}}}}, "descriptor 0 entry 0 has an empty key"},
+		"empty key mid-entry":  {request("d", "k=a,=b"), "descriptor 0 entry 1 has an empty key"},
+		"invalid UTF-8 value":  {request("d", "k=\xff"), "descriptor 0 entry 0: key or value is not valid UTF-8"},
+		"invalid UTF-8 domain": {request("\xc3", "k=a"), "domain is not valid UTF-8"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ts.ShouldRateLimit(context.Background(), tc.req)
@@ -342,8 +347,8 @@ func TestServiceInvalidArgument(t *testing.T) {
 			}
 		})
 	}
-	if got := ts.counter(t, "ratelimit_requests_total", "result", "invalid"); got != 8 {
-		t.Errorf("invalid requests = %v, want 8", got)
+	if got := ts.counter(t, "ratelimit_requests_total", "result", "invalid"); got != 10 {
+		t.Errorf("invalid requests = %v, want 10", got)
 	}
 }
 

@@ -64,7 +64,7 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 	// windows turn off grpc-go's bandwidth estimation, whose pings (and
 	// their acks, from every client) buy nothing for messages of a few
 	// hundred bytes: about 2 µs of server CPU per decision less.
-	g := grpc.NewServer(append(opts, grpc.NumStreamWorkers(128),
+	g := grpc.NewServer(append(append(opts, ratelimit.ServerOptions()...), grpc.NumStreamWorkers(128),
 		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20))...)
 	svc.Register(g)
 	return &rateLimit{svc: svc, grpc: g, lis: lis, cfg: cfg, closeStore: closeStore}, nil
@@ -94,8 +94,11 @@ func rateLimitSecurity(cfg config.RateLimitConfig, log *slog.Logger, reg prometh
 // follow the failure mode until it answers.
 func newStore(cfg config.RateLimitConfig, log *slog.Logger) (ratelimit.Store, func(), error) {
 	if cfg.Store != "redis" {
-		m, err := ratelimit.NewMemory(ratelimit.MemoryConfig{})
-		return m, func() {}, err
+		m, err := ratelimit.NewMemory(cfg.Memory.Store())
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, m.Close, nil
 	}
 	rlog := log.With("component", "ratelimit")
 	redis.SetLogger(redisLogger{rlog})

@@ -15,18 +15,24 @@ import (
 
 // rateLimitCheckUsage is the help of "xds-server ratelimit check"; its
 // first line is printed after a usage error.
-const rateLimitCheckUsage = `usage: xds-server ratelimit check --config FILE_OR_DIR [--merge-domains]
+const rateLimitCheckUsage = `usage: xds-server ratelimit check --config FILE_OR_DIR [--merge-domains] [--allow-empty]
 
 Loads an envoyproxy/ratelimit config file, or the *.yaml and *.yml files of a
 directory, as the server does (ratelimit.config), and reports every error
-(exit 1) or the number of domains and rules (exit 0). Bad usage exits 2.
+(exit 1) or the number of domains and rules (exit 0). A path that defines no
+domain is an error unless --allow-empty (ratelimit.allow_empty). Bad usage
+exits 2.
 
 Flags:
 `
 
-// mergeDomainsEnv is the env var of ratelimit.merge_domains, which
-// --merge-domains overrides.
-const mergeDomainsEnv = "XDS_SERVER_RATELIMIT_MERGE_DOMAINS"
+// mergeDomainsEnv and allowEmptyEnv are the env vars of
+// ratelimit.merge_domains and ratelimit.allow_empty, which
+// --merge-domains and --allow-empty override.
+const (
+	mergeDomainsEnv = "XDS_SERVER_RATELIMIT_MERGE_DOMAINS"
+	allowEmptyEnv   = "XDS_SERVER_RATELIMIT_ALLOW_EMPTY"
+)
 
 // rateLimitCommand runs "xds-server ratelimit args...": check is its only
 // command.
@@ -62,6 +68,8 @@ func rateLimitCheck(args []string, stdout, stderr io.Writer) int {
 	merge := fs.Bool("merge-domains", false, "merge files that share a domain, as ratelimit.merge_domains "+
 		"(envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off: a second file for a domain is an error naming both "+
 		"files (default: env "+mergeDomainsEnv+", else false)")
+	allowEmpty := fs.Bool("allow-empty", false, "accept a path that defines no domain, as ratelimit.allow_empty "+
+		"(default: env "+allowEmptyEnv+", else false)")
 	if slices.Contains(args, "--help") || slices.Contains(args, "-h") {
 		fs.SetOutput(stdout)
 		fmt.Fprint(stdout, rateLimitCheckUsage)
@@ -79,18 +87,31 @@ func rateLimitCheck(args []string, stdout, stderr io.Writer) int {
 	case *path == "":
 		return rateLimitUsageError(stderr, name+": missing --config FILE_OR_DIR")
 	}
-	if env, ok := os.LookupEnv(mergeDomainsEnv); ok && !fs.Changed("merge-domains") {
-		v, err := strconv.ParseBool(env)
-		if err != nil {
-			return rateLimitUsageError(stderr, fmt.Sprintf("%s: %s=%q is not true or false", name, mergeDomainsEnv, env))
+	for flag, env := range map[string]string{"merge-domains": mergeDomainsEnv, "allow-empty": allowEmptyEnv} {
+		if msg := boolFromEnv(fs, flag, env); msg != "" {
+			return rateLimitUsageError(stderr, name+": "+msg)
 		}
-		*merge = v
 	}
-	cfg, err := ratelimit.LoadOptions{MergeDomains: *merge}.LoadPath(*path)
+	cfg, err := ratelimit.LoadOptions{MergeDomains: *merge, AllowEmpty: *allowEmpty}.LoadPath(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "xds-server: invalid rate-limit configuration:\n%s\n", indent(err))
 		return 1
 	}
 	fmt.Fprintf(stdout, "rate-limit configuration is valid: %d domain(s), %d rule(s)\n", len(cfg.Domains()), len(cfg.Rules()))
 	return 0
+}
+
+// boolFromEnv sets the boolean flag of fs from the env var env unless the
+// flag was given; it returns a usage problem, or "".
+func boolFromEnv(fs *pflag.FlagSet, flag, env string) string {
+	v, ok := os.LookupEnv(env)
+	if !ok || fs.Changed(flag) {
+		return ""
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Sprintf("%s=%q is not true or false", env, v)
+	}
+	_ = fs.Set(flag, strconv.FormatBool(b))
+	return ""
 }

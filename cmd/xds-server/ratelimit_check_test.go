@@ -12,10 +12,12 @@ import (
 // stderr (exact) and a part of stdout.
 func TestRateLimitCommand(t *testing.T) {
 	dir := dupDomainDir(t)
-	usage := "usage: xds-server ratelimit check --config FILE_OR_DIR [--merge-domains] (see --help)"
+	usage := "usage: xds-server ratelimit check --config FILE_OR_DIR [--merge-domains] [--allow-empty] (see --help)"
 	dup := `  domain "d" in ` + filepath.Join(dir, "b.yaml") + " is already defined in " + filepath.Join(dir, "a.yaml") +
 		" (set ratelimit.merge_domains: true to merge)"
 	valid := "rate-limit configuration is valid: 1 domain(s), 2 rule(s)\n"
+	empty := t.TempDir()
+	noDomain := "  ratelimit: empty config: " + empty + " has no *.yaml or *.yml file (set ratelimit.allow_empty: true to serve no domains)"
 	for name, tc := range map[string]struct {
 		args   []string
 		env    string // XDS_SERVER_RATELIMIT_MERGE_DOMAINS; "" = unset
@@ -38,10 +40,14 @@ func TestRateLimitCommand(t *testing.T) {
 		"flag overrides env":   {args: []string{"ratelimit", "check", "--config", dir, "--merge-domains=false"}, env: "true", code: 1, stderr: []string{"xds-server: invalid rate-limit configuration:"}},
 		"env false":            {args: []string{"ratelimit", "check", "--config", dir}, env: "false", code: 1, stderr: []string{"xds-server: invalid rate-limit configuration:"}},
 		"env not a bool":       {args: []string{"ratelimit", "check", "--config", dir}, env: "maybe", code: 2, stderr: []string{`xds-server ratelimit check: XDS_SERVER_RATELIMIT_MERGE_DOMAINS="maybe" is not true or false`, usage}},
+		"empty directory":      {args: []string{"ratelimit", "check", "--config", empty}, code: 1, stderr: []string{"xds-server: invalid rate-limit configuration:", noDomain}},
+		"--allow-empty":        {args: []string{"ratelimit", "check", "--config", empty, "--allow-empty"}, stdout: "0 domain(s), 0 rule(s)"},
 		"one file, no merging": {args: []string{"ratelimit", "check", "--config", filepath.Join(dir, "a.yaml")}, stdout: "1 domain(s), 1 rule(s)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(mergeDomainsEnv, tc.env) // restored after the test
+			t.Setenv(allowEmptyEnv, "")
+			os.Unsetenv(allowEmptyEnv)
 			if tc.env == "" {
 				os.Unsetenv(mergeDomainsEnv)
 			}

@@ -2,10 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/netlimit"
+	"github.com/xds-server/xds-server/ratelimit"
 )
 
 // dupDomainDir writes two rate-limit files of domain d and returns their
@@ -49,5 +58,54 @@ func TestRateLimitMergeDomainsKey(t *testing.T) {
 	}
 	if !cfg.RateLimit.MergeDomains || !cfg.RateLimit.Service().MergeDomains || !cfg.RateLimit.LoadOptions().MergeDomains {
 		t.Errorf("--ratelimit.merge_domains not passed on: %+v", cfg.RateLimit)
+	}
+}
+
+// Regression (issue 14): an empty ratelimit.config directory was served
+// as zero domains (every request OK). It is an error for the server,
+// validate and ratelimit check alike, unless ratelimit.allow_empty.
+func TestRateLimitAllowEmptyKey(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv(allowEmptyEnv, "") // restored after the test
+	os.Unsetenv(allowEmptyEnv)
+	want := empty + " has no *.yaml or *.yml file (set ratelimit.allow_empty: true to serve no domains)"
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"validate", "--ratelimit.config", empty}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("validate of an empty directory: exit %d, stderr:\n%s", code, &stderr)
+	}
+	stderr.Reset()
+	if code := run([]string{"ratelimit", "check", "--config", empty}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), want) {
+		t.Errorf("ratelimit check of an empty directory: exit %d, stderr:\n%s", code, &stderr)
+	}
+	log := slog.New(slog.DiscardHandler)
+	rc := config.RateLimitConfig{Address: "127.0.0.1:0", Config: empty, FailureMode: "allow", Store: "memory"}
+	reg := prometheus.NewRegistry()
+	if _, err := newRateLimit(rc, log, reg, newSecurity(reg, log), netlimit.NewMetrics(reg)); !errors.Is(err, ratelimit.ErrEmptyConfig) {
+		t.Errorf("server with an empty directory: %v, want ErrEmptyConfig", err)
+	}
+
+	stderr.Reset()
+	if code := run([]string{"validate", "--ratelimit.config", empty, "--ratelimit.allow_empty"}, &stdout, &stderr); code != 0 {
+		t.Errorf("validate with allow_empty: exit %d, stderr:\n%s", code, &stderr)
+	}
+	t.Setenv(allowEmptyEnv, "true")
+	if code := run([]string{"ratelimit", "check", "--config", empty}, &stdout, &stderr); code != 0 {
+		t.Errorf("ratelimit check with %s=true: exit %d, stderr:\n%s", allowEmptyEnv, code, &stderr)
+	}
+	cfg, err := loadArgs(t, "--ratelimit.config", empty, "--ratelimit.address", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.RateLimit.AllowEmpty || !cfg.RateLimit.Service().AllowEmpty || !cfg.RateLimit.LoadOptions().AllowEmpty {
+		t.Fatalf("%s=true not passed on: %+v", allowEmptyEnv, cfg.RateLimit)
+	}
+	reg2 := prometheus.NewRegistry()
+	r, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg2, newSecurity(reg2, log), netlimit.NewMetrics(reg2))
+	if err != nil {
+		t.Fatalf("server with allow_empty: %v", err)
+	}
+	defer r.stop(context.Background())
+	if n := len(r.svc.Config().Domains()); n != 0 {
+		t.Errorf("%d domains, want 0", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -129,6 +130,28 @@ func (r *RedisServer) Stop() {
 	}
 	_ = cmd.Process.Kill()
 	<-exited
+}
+
+// Pause stops the server's process (SIGSTOP): it keeps its port and its
+// connections, and the kernel still accepts new ones, but it answers
+// nothing, like a hung Redis, until Resume (SIGCONT). Stop works on a
+// paused server.
+func (r *RedisServer) Pause() { r.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (r *RedisServer) Resume() { r.signal(syscall.SIGCONT) }
+
+func (r *RedisServer) signal(sig syscall.Signal) {
+	r.t.Helper()
+	r.mu.Lock()
+	cmd := r.cmd
+	r.mu.Unlock()
+	if cmd == nil {
+		r.t.Fatalf("harness: redis-server on port %d is stopped", r.port)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		r.t.Fatalf("harness: redis-server on port %d: %v: %v", r.port, sig, err)
+	}
 }
 
 // Start starts a stopped server again on the same port, empty, and waits

@@ -1,0 +1,71 @@
+package ratelimit
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Stores are prometheus.Collectors: NewService registers the metrics of
+// its store with its own. They read the stores' atomics when scraped, so
+// decisions pay nothing for them.
+
+var (
+	redisBreakerStateDesc = prometheus.NewDesc("ratelimit_redis_breaker_state",
+		"State of the Redis store's circuit breaker: 0 closed, 1 open (calls answered by the failure mode at once), 2 half-open (one call probing Redis).", nil, nil)
+	redisBreakerTripsDesc = prometheus.NewDesc("ratelimit_redis_breaker_trips_total",
+		"Times the Redis circuit breaker opened after ratelimit.redis.breaker_failures failed script runs in a row.", nil, nil)
+	redisBreakerRejectedDesc = prometheus.NewDesc("ratelimit_redis_breaker_rejected_total",
+		"Store calls failed at once by the open Redis circuit breaker (answered by the failure mode).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (r *Redis) Describe(ch chan<- *prometheus.Desc) {
+	ch <- redisBreakerStateDesc
+	ch <- redisBreakerTripsDesc
+	ch <- redisBreakerRejectedDesc
+}
+
+// Collect implements prometheus.Collector.
+func (r *Redis) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(redisBreakerStateDesc, prometheus.GaugeValue, float64(r.br.state.Load()))
+	ch <- prometheus.MustNewConstMetric(redisBreakerTripsDesc, prometheus.CounterValue, float64(r.br.trips.Load()))
+	ch <- prometheus.MustNewConstMetric(redisBreakerRejectedDesc, prometheus.CounterValue, float64(r.br.rejected.Load()))
+}
+
+var (
+	memoryKeysDesc = prometheus.NewDesc("ratelimit_memory_keys",
+		"Keys held by the memory store (bounded by ratelimit.memory.max_keys).", nil, nil)
+	memoryBytesDesc = prometheus.NewDesc("ratelimit_memory_bytes",
+		"Accounted bytes of the keys held by the memory store (bounded by ratelimit.memory.max_bytes).", nil, nil)
+	memoryEvictionsDesc = prometheus.NewDesc("ratelimit_memory_evictions_total",
+		"Expired keys (holding no usage) dropped by the memory store, by reason: full (to make room for a new key) or sweep (the background sweep).", []string{"reason"}, nil)
+	memoryOverflowDesc = prometheus.NewDesc("ratelimit_memory_overflow_total",
+		"Checks of new keys that found the memory store full of keys holding usage, counted approximately in its shared overflow slots.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (m *Memory) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memoryKeysDesc
+	ch <- memoryBytesDesc
+	ch <- memoryEvictionsDesc
+	ch <- memoryOverflowDesc
+}
+
+// Collect implements prometheus.Collector: it takes each shard's lock in
+// turn, briefly.
+func (m *Memory) Collect(ch chan<- prometheus.Metric) {
+	var keys, bytes int64
+	var st memStats
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		keys += int64(len(sh.m))
+		bytes += sh.bytes
+		st.evictedFull += sh.stats.evictedFull
+		st.evictedSweep += sh.stats.evictedSweep
+		st.overflowed += sh.stats.overflowed
+		sh.mu.Unlock()
+	}
+	ch <- prometheus.MustNewConstMetric(memoryKeysDesc, prometheus.GaugeValue, float64(keys))
+	ch <- prometheus.MustNewConstMetric(memoryBytesDesc, prometheus.GaugeValue, float64(bytes))
+	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedFull), "full")
+	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedSweep), "sweep")
+	ch <- prometheus.MustNewConstMetric(memoryOverflowDesc, prometheus.CounterValue, float64(st.overflowed))
+}
