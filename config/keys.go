@@ -125,6 +125,8 @@ var Keys = []Key{
 	k("xds.keepalive.min_time", 10*time.Second, "reject clients that ping more often than this"),
 	k("admin.address", "127.0.0.1:19000", "host:port of the admin HTTP listener (/healthz, /readyz, /metrics, /debug/*)", "admin-endpoints-adminaddress-loopback-by-default"),
 	k("discovery.source", "static", "discovery source: static or consul"),
+	k("discovery.mass_removal_guard", 0.5, "hold a discovery update that removes more than this fraction of all instances (an emptied catalog, a truncated file), in (0, 1]; 1: off"),
+	k("discovery.mass_removal_hold", 30*time.Second, "how long such an update is held before it is applied (a newer update that keeps the instances cancels the hold); 0: off"),
 	k("discovery.static.file", "examples/endpoints.yaml", "YAML file of services and endpoints, reloaded on change (the built-in example if this default path does not exist)", "static-endpoints-file"),
 	k("discovery.static.poll_interval", time.Second, "how often the static file is checked for changes"),
 	k("discovery.consul.address", "127.0.0.1:8500", "Consul HTTP API: host:port, or a URL with http://, https:// or unix://", "using-it-with-consul"),
