@@ -168,3 +168,5 @@ func unhealthy(s Snapshot) Snapshot {
 	}
 	return out
 }
+
+func timeAt(ns int64) time.Time { return time.Unix(1_700_000_000, ns) }

@@ -206,7 +206,10 @@ func ParseStatic(data []byte) ([]Service, error) {
 		}
 		out = append(out, svc)
 	}
-	return out, errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
 }
 
 func (fe staticEndpoint) endpoint() (Endpoint, error) {
