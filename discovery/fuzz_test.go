@@ -8,7 +8,7 @@ import (
 
 // FuzzParseStatic parses arbitrary static endpoints files: an error, or
 // services that Normalize turns into a sorted, valid snapshot no larger
-// than the file; a file without a services key is always ErrNoServices.
+// than the file; a blank file is always an error (ErrNoServices when empty).
 func FuzzParseStatic(f *testing.F) {
 	f.Add([]byte(goodStatic))
 	for _, seed := range []string{"", "services: []\n", "services:\n", "# x\n", "---\n",
@@ -19,8 +19,11 @@ func FuzzParseStatic(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		raw, err := ParseStatic(data)
-		if len(bytes.TrimSpace(data)) == 0 && !errors.Is(err, ErrNoServices) {
-			t.Fatalf("blank file %q: %v, want ErrNoServices", data, err)
+		if len(bytes.TrimSpace(data)) == 0 && err == nil {
+			t.Fatalf("blank file %q accepted", data)
+		}
+		if len(data) == 0 && !errors.Is(err, ErrNoServices) {
+			t.Fatalf("empty file: %v, want ErrNoServices", err)
 		}
 		if err != nil {
 			if raw != nil {
