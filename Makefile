@@ -7,7 +7,9 @@ GO ?= go
 # Tests run against Consul v1.14.11 (scripts/install-consul.sh builds and caches it here).
 CONSUL_BIN := $(XDS_SERVER_CACHE)/consul-v1.14.11/bin
 
-.PHONY: run build test test-unit deps lint bench clean
+.PHONY: run build test test-unit deps lint bench clean fuzz
+# Time per fuzz target: `make test` runs each for 3s, `make fuzz` for FUZZTIME.
+FUZZTIME ?= 1m
 
 ## run: start the server on the built-in example (static endpoints, :18000, admin 127.0.0.1:19000)
 run:
@@ -26,6 +28,11 @@ deps:
 test: deps lint
 	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -count=1 -timeout 30m ./...
+	FUZZTIME=3s GO=$(GO) bash scripts/fuzz.sh
+
+## fuzz: run every fuzz target for FUZZTIME (default 1m) each; new failing inputs land in testdata/fuzz
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
 
 ## test-unit: the fast tests only (no Consul, no e2e)
 test-unit:

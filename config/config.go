@@ -79,9 +79,13 @@ type AdminConfig struct {
 
 // DiscoveryConfig selects and configures the discovery source.
 type DiscoveryConfig struct {
-	Source string       `mapstructure:"source"` // static | consul
-	Static StaticConfig `mapstructure:"static"`
-	Consul ConsulConfig `mapstructure:"consul"`
+	Source string `mapstructure:"source"` // static | consul
+	// MassRemovalGuard: an update removing more than this fraction of the
+	// instances is held, in (0, 1]; 1 is off.
+	MassRemovalGuard float64       `mapstructure:"mass_removal_guard"`
+	MassRemovalHold  time.Duration `mapstructure:"mass_removal_hold"` // how long; 0 is off
+	Static           StaticConfig  `mapstructure:"static"`
+	Consul           ConsulConfig  `mapstructure:"consul"`
 }
 
 // StaticConfig configures the static file source.
@@ -151,6 +155,12 @@ func (c Config) validate(p *problems) {
 		c.validateConsul(p)
 	default:
 		p.bad("discovery.source", c.Discovery.Source, "is not one of static, consul")
+	}
+	if g := c.Discovery.MassRemovalGuard; !(g > 0 && g <= 1) {
+		p.bad("discovery.mass_removal_guard", g, "is not in (0, 1] (1 turns the guard off)")
+	}
+	if c.Discovery.MassRemovalHold < 0 {
+		p.bad("discovery.mass_removal_hold", c.Discovery.MassRemovalHold, "is negative")
 	}
 	for name, s := range c.Services {
 		if _, err := envoy.ParseLBPolicy(s.LBPolicy); err != nil {
@@ -266,6 +276,12 @@ func (c Config) ServerConfig() xds.Config {
 			MaxGroups: int(c.Subsetting.MaxGroups),
 		},
 	}
+}
+
+// RemovalGuard is the discovery.GuardConfig of c; the caller adds the
+// emit function, the logger and the metrics.
+func (c Config) RemovalGuard() discovery.GuardConfig {
+	return discovery.GuardConfig{Fraction: c.Discovery.MassRemovalGuard, Hold: c.Discovery.MassRemovalHold}
 }
 
 // ConsulSource is the discovery.ConsulConfig of c; the caller adds the

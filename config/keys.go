@@ -140,6 +140,8 @@ var Keys = []Key{
 	k("admin.token_file", "", "file holding a bearer token: /v1/*, /json and /debug/* then need Authorization: Bearer <token> (401 otherwise); reloaded when it changes; /healthz, /readyz and /metrics stay open", "security"),
 	k("admin.allow_insecure", false, "allow a non-loopback admin.address without admin.tls and admin.token_file (anyone who reaches it may drain endpoints and read the debug pages)", "security"),
 	k("discovery.source", "static", "discovery source: static or consul"),
+	k("discovery.mass_removal_guard", 0.5, "hold a discovery update that removes more than this fraction of all instances (an emptied catalog, a truncated file), in (0, 1]; 1: off"),
+	k("discovery.mass_removal_hold", 30*time.Second, "how long such an update is held before it is applied (a newer update that keeps the instances cancels the hold); 0: off"),
 	k("discovery.static.file", "examples/endpoints.yaml", "YAML file of services and endpoints, reloaded on change (the built-in example if this default path does not exist)", "static-endpoints-file"),
 	k("discovery.static.poll_interval", time.Second, "how often the static file is checked for changes"),
 	k("discovery.consul.address", "127.0.0.1:8500", "Consul HTTP API: host:port, or a URL with http://, https:// or unix://", "using-it-with-consul"),

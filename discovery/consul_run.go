@@ -160,10 +160,13 @@ func (r *consulRun) setServices(names []string) {
 }
 
 // ready reports whether a snapshot may be emitted: after the first one,
-// always; before, once the catalog and every watched service were read.
+// whenever the catalog loop is answering (while Consul is unreachable or
+// restarting, a service's loop may answer before the catalog's, with a
+// view of a half-restored agent: it waits for the catalog); before, once
+// the catalog and every watched service were read.
 func (r *consulRun) ready() bool {
 	if r.emitted {
-		return true
+		return !r.failing[""]
 	}
 	if !r.catalogRead {
 		return false

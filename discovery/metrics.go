@@ -13,6 +13,8 @@ type Metrics struct {
 	Snapshots    *prometheus.CounterVec // snapshots emitted, by source
 	Reloads      *prometheus.CounterVec // static file reloads, by result (ok|error)
 	BlockingReqs *prometheus.CounterVec // Consul blocking queries, by kind (catalog|health)
+	Held         prometheus.Gauge       // 1 while a mass removal is held (Guard)
+	Holds        prometheus.Counter     // mass removals held (Guard)
 }
 
 // NewMetrics creates the discovery collectors and registers them with reg
@@ -47,9 +49,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "xds_discovery_consul_queries_total",
 			Help: "Consul blocking queries issued, by kind (catalog or health).",
 		}, []string{"kind"}),
+		Held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "xds_discovery_held",
+			Help: "1 while a discovery update that removes most instances is held (discovery.mass_removal_guard, discovery.mass_removal_hold).",
+		}),
+		Holds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_discovery_holds_total",
+			Help: "Discovery updates held because they removed most instances.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Skipped, m.Errors, m.Stale, m.LastUpdate, m.Snapshots, m.Reloads, m.BlockingReqs)
+		reg.MustRegister(m.Skipped, m.Errors, m.Stale, m.LastUpdate, m.Snapshots, m.Reloads, m.BlockingReqs, m.Held, m.Holds)
 	}
 	return m
 }

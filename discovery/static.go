@@ -149,8 +149,15 @@ func (s *Static) load(data []byte) error {
 }
 
 type staticFile struct {
-	Services []staticService `yaml:"services"`
+	// Services is nil when the file has no services key (or an empty
+	// value for it); an empty list is services: [].
+	Services *[]staticService `yaml:"services"`
 }
+
+// ErrNoServices is wrapped by ParseStatic for an empty file, or one
+// without a services key: most likely a file truncated or half written,
+// not a wish to serve nothing (write services: [] for that).
+var ErrNoServices = errors.New("no services key (an empty file is rejected; write services: [] to serve nothing)")
 
 type staticService struct {
 	Name      string           `yaml:"name"`
@@ -171,8 +178,9 @@ type staticEndpoint struct {
 	Draining bool              `yaml:"draining"`
 }
 
-// ParseStatic parses a static endpoints file. Unknown keys and invalid
-// health names are errors; bad endpoints are left for Normalize to skip.
+// ParseStatic parses a static endpoints file. Unknown keys, invalid health
+// names and a file without a services key (ErrNoServices: an empty file
+// too) are errors; bad endpoints are left for Normalize to skip.
 // An endpoint's health defaults to healthy and its id to "address:port".
 func ParseStatic(data []byte) ([]Service, error) {
 	var f staticFile
@@ -181,9 +189,12 @@ func ParseStatic(data []byte) ([]Service, error) {
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
-	out := make([]Service, 0, len(f.Services))
+	if f.Services == nil {
+		return nil, fmt.Errorf("parse: %w", ErrNoServices)
+	}
+	out := make([]Service, 0, len(*f.Services))
 	var errs []error
-	for i, fs := range f.Services {
+	for i, fs := range *f.Services {
 		svc := Service{Name: fs.Name, Endpoints: make([]Endpoint, 0, len(fs.Endpoints))}
 		for j, fe := range fs.Endpoints {
 			ep, err := fe.endpoint()
@@ -195,7 +206,10 @@ func ParseStatic(data []byte) ([]Service, error) {
 		}
 		out = append(out, svc)
 	}
-	return out, errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
 }
 
 func (fe staticEndpoint) endpoint() (Endpoint, error) {

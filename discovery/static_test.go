@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,10 @@ func TestParseStaticErrors(t *testing.T) {
 		"bad health":     {"services:\n  - name: a\n    endpoints: [{id: x, address: h, port: 1, health: sick}]\n", "sick"},
 		"not a list":     {"services: 3\n", "cannot unmarshal"},
 		"top-level typo": {"service: []\n", "service"},
+		"empty file":     {"", "no services key"},
+		"only a comment": {"# nothing yet\n\n", "no services key"},
+		"services null":  {"services:\n", "no services key"},
+		"document end":   {"---\n", "no services key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ParseStatic([]byte(tc.in))
@@ -60,6 +65,13 @@ func TestParseStaticErrors(t *testing.T) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseStaticEmptyList(t *testing.T) {
+	raw, err := ParseStatic([]byte("services: []\n"))
+	if err != nil || len(raw) != 0 {
+		t.Fatalf("services: [] = %v, %v; want no services and no error", raw, err)
 	}
 }
 
@@ -151,6 +163,48 @@ func TestStaticReload(t *testing.T) {
 	select {
 	case extra := <-snaps:
 		t.Fatalf("unexpected extra snapshot %+v (the bad edit must not emit)", extra)
+	default:
+	}
+}
+
+// TestStaticTruncated truncates the file of a running source to 0 bytes,
+// as a crashed editor or a failed copy does: the reload is rejected and
+// counted, nothing is emitted, and every endpoint stays as it was.
+func TestStaticTruncated(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "endpoints.yaml")
+	if err := os.WriteFile(p, []byte(goodStatic), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(nil)
+	reloads := make(chan error, 10)
+	s, err := NewStatic(StaticConfig{File: p, PollInterval: 5 * time.Millisecond, Metrics: m,
+		OnReload: func(err error) { reloads <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := make(chan Snapshot, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Run(ctx, func(s Snapshot) { snaps <- s }) }()
+	defer func() { cancel(); <-done }()
+	before := awaitStatic(t, snaps)
+
+	if err := os.Truncate(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitStatic(t, reloads); !errors.Is(err, ErrNoServices) {
+		t.Fatalf("reload of the truncated file: %v, want ErrNoServices", err)
+	}
+	if got := testutil.ToFloat64(m.Reloads.WithLabelValues("error")); got != 1 {
+		t.Errorf("reload errors = %v, want 1", got)
+	}
+	if got := s.Snapshot(); !got.Equal(before) || got.EndpointCount() != 3 {
+		t.Errorf("contents after truncation: %+v, want the previous ones", got)
+	}
+	select {
+	case extra := <-snaps:
+		t.Fatalf("the truncated file emitted %+v", extra)
 	default:
 	}
 }

@@ -30,10 +30,19 @@ var (
 	}
 )
 
+// Bounds of one file: YAML aliases can make a short file describe a
+// recursive or exponentially large tree.
+const (
+	MaxDescriptorDepth = 32     // descriptors nested in descriptors
+	MaxFileDescriptors = 100000 // descriptors of one file, aliases expanded
+)
+
 // walker turns one file's YAML into descriptor nodes, collecting errors.
 type walker struct {
-	file string
-	errs []error
+	file    string
+	errs    []error
+	count   int  // descriptors walked so far
+	tooMany bool // count passed MaxFileDescriptors (reported once)
 }
 
 // ruleCtx is what a descriptor inherits from its parents.
@@ -41,6 +50,7 @@ type ruleCtx struct {
 	domain    string
 	parentKey string // full key of the parent: "domain" or "domain.k_v"
 	v2m       bool   // an ancestor has value_to_metric
+	depth     int    // of the descriptors being walked; 1 at the top level
 }
 
 func (w *walker) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -70,7 +80,7 @@ func (w *walker) parse(data []byte) (string, *node) {
 		w.errorf(root, "domain", "missing or empty domain")
 		return "", top
 	}
-	w.descriptors(f["descriptors"], "descriptors", top, ruleCtx{domain: domain, parentKey: domain})
+	w.descriptors(f["descriptors"], "descriptors", top, ruleCtx{domain: domain, parentKey: domain, depth: 1})
 	return domain, top
 }
 
@@ -84,7 +94,18 @@ func (w *walker) descriptors(n *yaml.Node, path string, parent *node, ctx ruleCt
 		w.errorf(n, path, "want a list of descriptors, got %s", kindName(n))
 		return
 	}
+	if ctx.depth > MaxDescriptorDepth {
+		w.errorf(n, path, "descriptors nested more than %d deep (a recursive alias?)", MaxDescriptorDepth)
+		return
+	}
 	for i, item := range n.Content {
+		if w.count++; w.count > MaxFileDescriptors {
+			if !w.tooMany {
+				w.tooMany = true
+				w.errorf(n, path, "more than %d descriptors in one file (aliases expanded)", MaxFileDescriptors)
+			}
+			return
+		}
 		p := fmt.Sprintf("%s[%d]", path, i)
 		d := w.descriptor(resolve(item), p, ctx)
 		if d == nil {
@@ -124,7 +145,7 @@ func (w *walker) descriptor(n *yaml.Node, path string, ctx ruleCtx) *node {
 	if d.value != "" {
 		full += "_" + d.value
 	}
-	child := ruleCtx{domain: ctx.domain, parentKey: full, v2m: ctx.v2m || d.valueToMetric}
+	child := ruleCtx{domain: ctx.domain, parentKey: full, v2m: ctx.v2m || d.valueToMetric, depth: ctx.depth + 1}
 	if rl := f["rate_limit"]; rl != nil && !isNull(resolve(rl)) {
 		d.rule = w.rateLimit(resolve(rl), path+".rate_limit")
 		if d.rule != nil {

@@ -92,6 +92,14 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
+	gc := cfg.RemovalGuard()
+	gc.Emit, gc.Logger, gc.Metrics = drains.Observe, log, dm
+	guard, err := discovery.NewGuard(gc) // before the drain overlay: held removals start no drain windows
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
 	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, sec, lm)
 	if err != nil {
 		xdsLis.Close()
@@ -119,7 +127,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	wg.Go(func() { ws.Run(bg) })
 	wg.Go(func() { drains.Run(bg) })
 	wg.Go(func() {
-		if err := src.Run(bg, drains.Observe); err != nil {
+		if err := src.Run(bg, guard.Observe); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	})
@@ -150,6 +158,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	srv.Shutdown(sctx)
 	rl.stop(sctx)
 	_ = admin.Shutdown(sctx)
+	guard.Close()
 	drains.Close()
 	cancelBG()
 	wg.Wait()

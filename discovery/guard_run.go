@@ -1,0 +1,145 @@
+package discovery
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// GuardConfig configures Guard.
+type GuardConfig struct {
+	// Fraction: a snapshot that removes more than this fraction of the
+	// instances of the last applied one is held; in (0, 1], 1 never holds.
+	Fraction float64
+	// Hold is how long such a snapshot is held; >= 0, 0 never holds.
+	Hold time.Duration
+	// Emit receives every snapshot applied; required. It is called with
+	// Guard's lock held, from Observe's goroutine or the hold's timer
+	// (never two at once), and must not call back into the Guard.
+	Emit    func(Snapshot)
+	Now     func() time.Time // nil: time.Now
+	Logger  *slog.Logger     // nil: slog.Default(); component=discovery.guard is added
+	Metrics *Metrics         // may be nil
+}
+
+// Validate reports every problem of c, joined.
+func (c GuardConfig) Validate() error {
+	var errs []error
+	if !(c.Fraction > 0 && c.Fraction <= 1) {
+		errs = append(errs, fmt.Errorf("discovery: guard: Fraction: %v not in (0, 1]", c.Fraction))
+	}
+	if c.Hold < 0 {
+		errs = append(errs, fmt.Errorf("discovery: guard: Hold: %v is negative", c.Hold))
+	}
+	if c.Emit == nil {
+		errs = append(errs, errors.New("discovery: guard: Emit: no emit function"))
+	}
+	return errors.Join(errs...)
+}
+
+// Guard is the shell around a RemovalGuard: it sits between a Source and
+// the consumer of its snapshots (Observe is the emit function given to
+// Source.Run), holds a snapshot that removes most instances for the hold
+// period (logged at WARN, xds_discovery_held set to 1), and applies the
+// newest held snapshot when the hold ends. Safe for concurrent use.
+type Guard struct {
+	cfg GuardConfig
+	log *slog.Logger
+
+	mu     sync.Mutex
+	core   *RemovalGuard
+	timer  *time.Timer
+	closed bool
+}
+
+// NewGuard validates cfg and returns a Guard.
+func NewGuard(cfg GuardConfig) (*Guard, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &Guard{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "discovery.guard"),
+		core: NewRemovalGuard(cfg.Fraction, cfg.Hold)}
+	g.setHeld(false)
+	return g, nil
+}
+
+// Observe takes a snapshot from a source: it is emitted at once, or held.
+func (g *Guard) Observe(s Snapshot) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.act(g.core.Offer(s, g.cfg.Now()))
+}
+
+// Close stops the hold's timer; nothing is emitted afterwards.
+func (g *Guard) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	g.stopTimer()
+}
+
+// tick runs when a hold should end.
+func (g *Guard) tick() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.timer = nil
+	g.act(g.core.Due(g.cfg.Now()))
+}
+
+// act carries out a verdict: logs, metrics, emit, timer. g.mu must be held.
+func (g *Guard) act(v Verdict) {
+	switch {
+	case v.Started:
+		g.log.Warn("discovery update removes most instances; holding it", "removed", v.Removed, "instances", v.Total,
+			"hold", g.cfg.Hold, "until", v.Until, "fraction", g.cfg.Fraction)
+		if m := g.cfg.Metrics; m != nil {
+			m.Holds.Inc()
+		}
+	case v.Cancelled:
+		g.log.Info("held discovery update superseded by one that keeps the instances; hold cancelled", "removed", v.Removed, "instances", v.Total)
+	case v.Expired:
+		g.log.Warn("held discovery update applied after the hold", "removed", v.Removed, "instances", v.Total, "hold", g.cfg.Hold)
+	}
+	g.setHeld(v.Held)
+	if v.Apply {
+		g.cfg.Emit(v.Snapshot)
+	}
+	if !v.Held {
+		g.stopTimer()
+		return
+	}
+	if g.timer == nil {
+		g.timer = time.AfterFunc(max(v.Until.Sub(g.cfg.Now()), 0), g.tick)
+	}
+}
+
+func (g *Guard) stopTimer() {
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+}
+
+func (g *Guard) setHeld(held bool) {
+	m := g.cfg.Metrics
+	if m == nil {
+		return
+	}
+	if held {
+		m.Held.Set(1)
+	} else {
+		m.Held.Set(0)
+	}
+}
