@@ -154,7 +154,7 @@ func walkFile(p *problems, prefix string, m map[string]any, vals map[string]any,
 				p.bad(path, v, "is a value, want a section of "+strings.Join(childNames("", path), ", "))
 			}
 		default:
-			p.badKey(path, "unknown key"+suggest(path, flagNames()))
+			p.badKey(path, "unknown key"+suggest(path, append(siblings(prefix), flagNames()...)))
 		}
 	}
 }
@@ -320,6 +320,23 @@ func dropShadowed(errs, shapes Errors) Errors {
 			continue
 		}
 		out = append(out, e)
+	}
+	return out
+}
+
+// siblings are the full names of the keys and sections right under the
+// section prefix (which ends with a dot; "" for the top level).
+func siblings(prefix string) []string {
+	var out []string
+	for _, key := range Keys {
+		rest, ok := strings.CutPrefix(key.Name, prefix)
+		if !ok {
+			continue
+		}
+		child, _, _ := strings.Cut(rest, ".")
+		if name := prefix + child; !slices.Contains(out, name) {
+			out = append(out, name)
+		}
 	}
 	return out
 }

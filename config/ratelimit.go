@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/xds-server/xds-server/ratelimit"
@@ -195,7 +196,9 @@ func (c Config) validateRateLimit(p *problems) {
 	c.validateShares(p)
 	if r.Config != "" {
 		if _, err := r.LoadOptions().LoadPath(r.Config); err != nil {
-			p.bad("ratelimit.config", r.Config, err.Error())
+			for _, line := range errorLines(err) {
+				p.bad("ratelimit.config", r.Config, line)
+			}
 		}
 	}
 }
@@ -217,4 +220,19 @@ func (c Config) validateShares(p *problems) {
 			p.bad(key, cl.v, fmt.Sprintf("is below ratelimit.criticality.shares.%s (%v)", classes[i-1].key, classes[i-1].v))
 		}
 	}
+}
+
+// errorLines splits a (joined) error into its lines, one problem each; a
+// heading line that ends with a colon is left out when lines follow it.
+func errorLines(err error) []string {
+	var out []string
+	lines := strings.Split(err.Error(), "\n")
+	for i, line := range lines {
+		line = strings.TrimSpace(line)
+		if line == "" || (strings.HasSuffix(line, ":") && i+1 < len(lines)) {
+			continue
+		}
+		out = append(out, line)
+	}
+	return out
 }

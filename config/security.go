@@ -129,7 +129,6 @@ func (c Config) validateSecurity(p *problems) {
 			p.bad("ratelimit.authorization.identities", ids, fmt.Sprintf("entry %d %s", i, err))
 		}
 	}
-	checkFile(p, "admin.token_file", c.Admin.TokenFile)
 	checkFile(p, "discovery.consul.token_file", c.Discovery.Consul.TokenFile)
 	ct := c.Discovery.Consul.TLS
 	for key, f := range map[string]string{"discovery.consul.tls.ca_file": ct.CAFile,
@@ -139,11 +138,12 @@ func (c Config) validateSecurity(p *problems) {
 	if (ct.CertFile == "") != (ct.KeyFile == "") {
 		p.badKey("discovery.consul.tls.cert_file", "cert_file and key_file go together")
 	}
-	if !c.Admin.AllowInsecure && !loopback(c.Admin.Address) && !(c.Admin.TLS.Enabled() && c.Admin.TokenFile != "") {
-		p.bad("admin.address", c.Admin.Address, "is not a loopback address, and the admin listener has no TLS (admin.tls.cert_file) "+
-			"and bearer token (admin.token_file): anyone who reaches it could drain endpoints and read the debug pages; "+
-			"set both, or admin.allow_insecure: true if you really mean it")
+	if !c.Admin.AllowInsecure && !loopback(c.Admin.Address) && c.Admin.TokenFile == "" && c.Admin.TLS.ClientCAFile == "" {
+		p.bad("admin.address", c.Admin.Address, "is not a loopback address, and the admin listener asks for no bearer token (admin.token_file) "+
+			"nor client certificate (admin.tls.client_ca_file): anyone who reaches it could drain endpoints and read the debug pages; "+
+			"set admin.token_file (with admin.tls.* so the token does not travel in clear), or admin.allow_insecure: true if you really mean it")
 	}
+	checkTokenFile(p, "admin.token_file", c.Admin.TokenFile)
 }
 
 // checkTLS checks the tls: section at prefix.
@@ -168,6 +168,21 @@ func checkFile(p *problems, key, path string) {
 		p.bad(key, path, "cannot be read: "+strings.TrimPrefix(err.Error(), "open "+path+": "))
 	} else {
 		f.Close()
+	}
+}
+
+// checkTokenFile reports a token file that cannot be read or holds no
+// token (the server would refuse to start on it).
+func checkTokenFile(p *problems, key, path string) {
+	if path == "" {
+		return
+	}
+	data, err := os.ReadFile(path)
+	switch {
+	case err != nil:
+		p.bad(key, path, "cannot be read: "+strings.TrimPrefix(err.Error(), "open "+path+": "))
+	case strings.TrimSpace(string(data)) == "":
+		p.bad(key, path, "holds no token (the file is empty)")
 	}
 }
 

@@ -63,6 +63,9 @@ discovery:
 
 func TestSecurityProblems(t *testing.T) {
 	dir := touch(t, "s.crt", "s.key", "ca.pem", "token")
+	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	f := func(n string) string { return filepath.Join(dir, n) }
 	for name, tc := range map[string]struct {
 		file string
@@ -71,9 +74,13 @@ func TestSecurityProblems(t *testing.T) {
 	}{
 		"public admin without tls and token": {args: []string{"--admin.address", "0.0.0.0:19000"},
 			want: []string{"admin.address: 0.0.0.0:19000: is not a loopback address", "admin.allow_insecure: true"}},
-		"all interfaces": {args: []string{"--admin.address", ":19000"}, want: []string{"admin.address: :19000: is not a loopback address"}},
-		"public admin with a token but no tls": {args: []string{"--admin.address", "10.0.0.1:19000", "--admin.token_file", f("token")},
-			want: []string{"admin.address: 10.0.0.1:19000: is not a loopback"}},
+		"all interfaces":            {args: []string{"--admin.address", ":19000"}, want: []string{"admin.address: :19000: is not a loopback address"}},
+		"public admin with a token": {args: []string{"--admin.address", "10.0.0.1:19000", "--admin.token_file", f("token")}},
+		"public admin with client certificates": {args: []string{"--admin.address", "10.0.0.1:19000", "--admin.tls.cert_file", f("s.crt"),
+			"--admin.tls.key_file", f("s.key"), "--admin.tls.client_ca_file", f("ca.pem")}},
+		"public admin with tls but no token": {args: []string{"--admin.address", "10.0.0.1:19000", "--admin.tls.cert_file", f("s.crt"),
+			"--admin.tls.key_file", f("s.key")}, want: []string{"admin.address: 10.0.0.1:19000: is not a loopback"}},
+		"empty token file":                   {args: []string{"--admin.token_file", f("empty")}, want: []string{"admin.token_file: " + f("empty") + ": holds no token (the file is empty)"}},
 		"public admin, allowed":              {args: []string{"--admin.address", "0.0.0.0:19000", "--admin.allow_insecure"}},
 		"localhost admin":                    {args: []string{"--admin.address", "localhost:19000"}},
 		"ipv6 loopback admin":                {args: []string{"--admin.address", "[::1]:19000"}},

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -83,13 +84,14 @@ type authz struct {
 	rules  []AuthzRule
 	denied prometheus.Counter
 	log    *slog.Logger
+	logs   *logLimiter // one refusal line a second for all nodes, with a suppressed count
 
 	mu      sync.Mutex
 	streams map[streamKey]*streamAuth
 }
 
 func newAuthz(next serverv3.Callbacks, rules []AuthzRule, reg prometheus.Registerer, log *slog.Logger) *authz {
-	a := &authz{Callbacks: next, rules: rules, log: log, streams: map[streamKey]*streamAuth{},
+	a := &authz{Callbacks: next, rules: rules, log: log, logs: newLogLimiter(time.Second), streams: map[streamKey]*streamAuth{},
 		denied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_authz_denied_total",
 			Help: "xDS streams refused because no xds.authorization rule lets the client certificate claim the node.",
@@ -148,9 +150,12 @@ func (a *authz) check(k streamKey, n *core.Node) error {
 	if len(ids) > 0 {
 		who = "identity " + strings.Join(ids, ", ")
 	}
-	a.log.Warn("xDS stream refused: no authorization rule allows this node for the client certificate",
-		"node", id, "cluster", cluster, "identities", ids)
-	return status.Errorf(codes.PermissionDenied, "xds: %s may not claim node %q (cluster %q): no xds.authorization rule allows it", who, id, cluster)
+	if ok, suppressed := a.logs.allow("authz", "", time.Now()); ok {
+		a.log.Warn("xDS stream refused: no authorization rule allows this node for the client certificate",
+			"node", clip(id), "cluster", clip(cluster), "identities", ids, "suppressed", suppressed)
+	}
+	return status.Errorf(codes.PermissionDenied, "xds: %s may not claim node %q (cluster %q): no xds.authorization rule allows it",
+		who, clip(id), clip(cluster))
 }
 
 func (a *authz) OnStreamOpen(ctx context.Context, id int64, typ string) error {
@@ -173,7 +178,17 @@ func (a *authz) OnDeltaStreamClosed(id int64, n *core.Node) {
 	a.Callbacks.OnDeltaStreamClosed(id, n)
 }
 
+// passOn reports whether a request goes to the wrapped callbacks unchecked:
+// an undecodable one or one whose node is over a bound, which they refuse
+// with InvalidArgument (not PermissionDenied for an empty or huge node id).
+func passOn(typeURL string, n *core.Node) bool {
+	return malformed(typeURL) != nil || checkNode(n) != nil
+}
+
 func (a *authz) OnStreamRequest(id int64, req *discoverygrpc.DiscoveryRequest) error {
+	if passOn(req.GetTypeUrl(), req.GetNode()) {
+		return a.Callbacks.OnStreamRequest(id, req)
+	}
 	if err := a.check(streamKey{id: id}, req.GetNode()); err != nil {
 		return err
 	}
@@ -181,6 +196,9 @@ func (a *authz) OnStreamRequest(id int64, req *discoverygrpc.DiscoveryRequest) e
 }
 
 func (a *authz) OnStreamDeltaRequest(id int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
+	if passOn(req.GetTypeUrl(), req.GetNode()) {
+		return a.Callbacks.OnStreamDeltaRequest(id, req)
+	}
 	if err := a.check(streamKey{delta: true, id: id}, req.GetNode()); err != nil {
 		return err
 	}

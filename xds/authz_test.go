@@ -1,9 +1,11 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -62,5 +64,27 @@ func TestAuthzRefusesBeforeTheRegistry(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(a.denied); got != 1 {
 		t.Errorf("xds_authz_denied_total = %v, want 1", got)
+	}
+}
+
+// TestAuthzLeavesBoundsToTheCallbacks: a node over a bound is refused by
+// the wrapped callbacks (InvalidArgument), not by the rules; refusals'
+// log lines are clipped and limited to one a second.
+func TestAuthzLeavesBoundsToTheCallbacks(t *testing.T) {
+	next := &nopCallbacks{}
+	var logs bytes.Buffer
+	a := newAuthz(next, []AuthzRule{{Identities: []string{"*"}, NodeIDs: []string{"ok-*"}}}, nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	huge := strings.Repeat("x", 2<<20)
+	if err := a.OnStreamRequest(1, &discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: huge}}); err != nil || next.requests != 1 {
+		t.Errorf("a 2 MB node id: %v, passed on %d; want it passed on to the bounds check", err, next.requests)
+	}
+	for i := range 100 {
+		err := a.OnStreamRequest(int64(10+i), &discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: "bad-" + strings.Repeat("y", 1000)}})
+		if status.Code(err) != codes.PermissionDenied || len(status.Convert(err).Message()) > 1024 {
+			t.Fatalf("refusal %d: %v", i, err)
+		}
+	}
+	if n := strings.Count(logs.String(), "xDS stream refused"); n != 1 || logs.Len() > 2048 {
+		t.Errorf("100 refusals wrote %d lines, %d bytes; want 1 line under 2 KiB", n, logs.Len())
 	}
 }

@@ -59,7 +59,7 @@ func newBootstrapFlags(kind string) *pflag.FlagSet {
 	if kind == bootstrapEnvoy {
 		fs.String("tls-server-name", "", "name xds-server's certificate is verified for (and SNI); default: the host of --xds-address")
 	} else {
-		fs.String("tls-server-name", "", "not supported by grpc-go (it verifies the host of --xds-address); an error if set")
+		fs.String("tls-server-name", "", "accepted for symmetry with envoy bootstrap but ignored, with a warning: grpc-go's tls credentials verify the host of --xds-address, which xds-server's certificate must name")
 	}
 	fs.String("output", "", "write to this file instead of stdout")
 	return fs
@@ -82,12 +82,18 @@ func bootstrapCommand(kind string, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "xds-server %s bootstrap: %v (see --help)\n", kind, err)
+		fmt.Fprintf(stderr, "xds-server %s bootstrap: %v%s\nUsage: xds-server %s bootstrap --node-id ID --cluster NAME [flags]   (see --help)\n",
+			kind, err, flagHint(err, fs), kind)
 		return 2
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "xds-server %s bootstrap: unexpected arguments: %v\n", kind, fs.Args())
 		return 2
+	}
+	if name, _ := fs.GetString("tls-server-name"); kind == bootstrapGRPC && name != "" {
+		fmt.Fprintf(stderr, "xds-server grpc bootstrap: warning: --tls-server-name %q is ignored: grpc-go's tls channel credentials "+
+			"verify the host of --xds-address, so xds-server's certificate must name that host\n", name)
+		_ = fs.Set("tls-server-name", "")
 	}
 	out, err := renderBootstrap(kind, fs)
 	if err != nil {

@@ -37,7 +37,7 @@ func TestBootstrapCommand(t *testing.T) {
 			"--tls-cert", "/g.crt", "--tls-key", "/g.key"},
 			wantOut: []string{`"type": "tls"`, `"ca_certificate_file": "/ca.pem"`, `"certificate_file": "/g.crt"`, `"private_key_file": "/g.key"`}},
 		"grpc server name": {args: []string{"grpc", "bootstrap", "--node-id", "g", "--cluster", "c", "--tls-ca", "/ca.pem",
-			"--tls-server-name", "x"}, code: 2, wantErrOut: []string{"cannot override the server name"}},
+			"--tls-server-name", "x"}, code: 0, wantErrOut: []string{"warning: --tls-server-name \"x\" is ignored"}},
 		"key without cert": {args: []string{"envoy", "bootstrap", "--node-id", "e", "--cluster", "c", "--tls-ca", "/ca.pem",
 			"--tls-key", "/e.key"}, code: 2, wantErrOut: []string{"go together"}},
 	} {

@@ -73,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case bootstrapEnvoy, bootstrapGRPC:
 		switch {
 		case len(args) > 0 && args[0] == "bootstrap":
+		case wantsHelp(args):
+			return bootstrapCommand(cmd, []string{"--help"}, stdout, stderr)
 		case len(args) == 0 || strings.HasPrefix(args[0], "-"):
 			fmt.Fprintf(stderr, "xds-server %s: missing command (want: xds-server %s bootstrap --help)\n", cmd, cmd)
 			return 2
@@ -109,7 +111,7 @@ func serverCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 	}
 	flags := config.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		fmt.Fprintf(stderr, "xds-server %s: %v%s\n%s\n", cmd, err, flagHint(err), usageLine)
+		fmt.Fprintf(stderr, "xds-server %s: %v%s\n%s\n", cmd, err, flagHint(err, fs), usageLine)
 		return 2
 	}
 	if *showVersion {
@@ -148,14 +150,17 @@ func printUsage(w io.Writer) {
 	config.PrintFlags(w)
 }
 
-// flagHint is a did-you-mean hint for an unknown flag error.
-func flagHint(err error) string {
+// flagHint is a did-you-mean hint for an unknown flag error: the flag of
+// fs closest to the one given.
+func flagHint(err error, fs *pflag.FlagSet) string {
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return ""
 	}
 	name, _, _ = strings.Cut(name, "=")
-	return didYouMean(name, append(config.FlagNames(), "config", "version", "output"), "--")
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	return didYouMean(name, names, "--")
 }
 
 func didYouMean(name string, candidates []string, prefix string) string {

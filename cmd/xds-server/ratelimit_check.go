@@ -79,7 +79,7 @@ func rateLimitCheck(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		return rateLimitUsageError(stderr, fmt.Sprintf("%s: %v", name, err))
+		return rateLimitUsageError(stderr, fmt.Sprintf("%s: %v%s", name, err, flagHint(err, fs)))
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -75,7 +75,9 @@ func requireToken(next http.Handler, token *certs.File, unauthorized prometheus.
 			next.ServeHTTP(w, r)
 			return
 		}
-		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		scheme, given, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		ok = ok && strings.EqualFold(scheme, "Bearer") // the scheme is case-insensitive (RFC 9110)
+		given = strings.TrimSpace(given)
 		want := sha256.Sum256(token.Bytes())
 		got := sha256.Sum256([]byte(strings.TrimSpace(given)))
 		if !ok || subtle.ConstantTimeCompare(want[:], got[:]) != 1 {

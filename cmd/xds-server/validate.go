@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -55,9 +56,12 @@ func checkCatalog(cfg config.Config, routes []config.RouteService) config.Errors
 	var out config.Errors
 	for _, r := range routes {
 		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			out = append(out, config.FieldError{Key: r.Key, Value: r.Service, Warning: true,
+				Reason: fmt.Sprintf("not checked: Consul at %s did not answer within %v", cc.Address, catalogTimeout)})
 		case err != nil:
 			out = append(out, config.FieldError{Key: r.Key, Value: r.Service, Warning: true,
-				Reason: fmt.Sprintf("not checked: Consul at %s did not answer within %v (%v)", cc.Address, catalogTimeout, err)})
+				Reason: fmt.Sprintf("not checked: Consul at %s could not be asked: %v", cc.Address, err)})
 		case !catalog[strings.ToLower(r.Service)]:
 			out = append(out, config.FieldError{Key: r.Key, Value: r.Service, Warning: true,
 				Reason: fmt.Sprintf("is not in Consul's catalog at %s (yet): the route answers 503 until the service is registered", cc.Address)})
