@@ -21,6 +21,7 @@ type Config struct {
 	Subsetting SubsettingConfig         `mapstructure:"subsetting"`
 	Weights    WeightsConfig            `mapstructure:"weights"`
 	Drain      DrainConfig              `mapstructure:"drain"`
+	HA         HAConfig                 `mapstructure:"ha"`
 	RateLimit  RateLimitSection         `mapstructure:"ratelimit"`
 	Listeners  []ListenerConfig         `mapstructure:"-"` // file only; see listeners.go
 	Log        LogConfig                `mapstructure:"log"`
@@ -173,6 +174,7 @@ func (c Config) validate(p *problems) {
 	c.validateClusters(p)
 	c.validateWeights(p)
 	c.validateDrain(p)
+	c.validateHA(p)
 	c.validateRateLimit(p)
 	c.validateListeners(p)
 	c.validateSecurity(p)

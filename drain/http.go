@@ -30,7 +30,8 @@ type request struct {
 //	GET    /v1/drain                                              admin drains and every draining endpoint
 //
 // Answers are JSON; errors are {"error": "..."} with 400 (bad input), 404
-// (unknown service, endpoint or node) or 405.
+// (unknown service, endpoint or node), 405, or 503 (the drain store, Consul
+// KV with HA, could not record the change: nothing changed).
 func (s *Manager) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
@@ -125,8 +126,11 @@ func parseTTL(raw json.RawMessage) (time.Duration, error) {
 
 func writeError(w http.ResponseWriter, err error) {
 	code := http.StatusBadRequest
-	if errors.Is(err, ErrUnknownTarget) {
+	switch {
+	case errors.Is(err, ErrUnknownTarget):
 		code = http.StatusNotFound
+	case errors.Is(err, ErrUnavailable):
+		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }

@@ -32,6 +32,12 @@ type Config struct {
 	Emit       func(discovery.Snapshot)
 	Now        func() time.Time      // nil: time.Now
 	Registerer prometheus.Registerer // nil: no metrics
+	// Store, if set, keeps the admin drains (shared by replicas): Set and
+	// Delete write to it first and fail with ErrUnavailable when it
+	// cannot; Watch applies its content. Nothing is emitted before its
+	// first content arrives, so a restart never serves without the
+	// drains in force. nil: admin drains live in this Manager only.
+	Store Store
 }
 
 // Manager is the imperative shell around an Overlay: it takes discovery
@@ -49,6 +55,8 @@ type Manager struct {
 	have   bool
 	timer  *time.Timer
 	closed bool
+	wrote  uint64 // Store index of this Manager's last write
+	loaded bool   // the Store's content has arrived (always true without a Store)
 
 	orcaMu  sync.Mutex
 	pending map[[2]string]bool // ORCA lame-duck states not applied yet
@@ -63,7 +71,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Manager{cfg: cfg, d: NewOverlay(cfg.Policy), pending: map[[2]string]bool{}, kick: make(chan struct{}, 1),
+	s := &Manager{cfg: cfg, d: NewOverlay(cfg.Policy), loaded: cfg.Store == nil, pending: map[[2]string]bool{}, kick: make(chan struct{}, 1),
 		draining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_draining_endpoints",
 			Help: "Endpoints served as DRAINING, by service and drain source (an endpoint drained by two sources counts under both).",
@@ -131,15 +139,21 @@ func (s *Manager) Set(t Target, ttl time.Duration) (Admin, error) {
 		return Admin{}, fmt.Errorf("%w: ttl %v not in [0, %v]", ErrInvalid, ttl, MaxTTL)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.known(t); err != nil {
+		s.mu.Unlock()
 		return Admin{}, err
 	}
 	now := s.cfg.Now()
+	s.mu.Unlock()
 	a := Admin{Target: t, Since: now}
 	if ttl > 0 {
 		a.Until = now.Add(ttl)
 	}
+	if err := s.store(&a, Target{}); err != nil {
+		return Admin{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.d.SetAdmin(a)
 	s.applyLocked()
 	return a, nil
@@ -149,6 +163,9 @@ func (s *Manager) Set(t Target, ttl time.Duration) (Admin, error) {
 // deleting an absent drain is not an error (idempotent).
 func (s *Manager) Delete(t Target) (bool, error) {
 	if err := t.validate(); err != nil {
+		return false, err
+	}
+	if err := s.store(nil, t); err != nil {
 		return false, err
 	}
 	s.mu.Lock()
@@ -203,7 +220,7 @@ func (s *Manager) Close() {
 // applyLocked applies the drains to the latest snapshot, emits the result
 // and arms the timer for the next deadline. s.mu must be held.
 func (s *Manager) applyLocked() {
-	if s.closed || !s.have {
+	if s.closed || !s.have || !s.loaded {
 		return
 	}
 	now := s.cfg.Now()

@@ -1,0 +1,52 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHASettings(t *testing.T) {
+	cfg, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.HA; h.Enabled || h.Consul.Prefix != "xds-server/" || h.PublishInterval != 5*time.Second || h.LeaderLockDelay != 15*time.Second {
+		t.Errorf("ha defaults: %+v", h)
+	}
+	cfg, err = loadArgs(t, "--discovery.source=consul", "--ha.enabled", "--ha.consul.prefix=prod/xds",
+		"--ha.publish_interval=2s", "--ha.leader_lock_delay=5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := cfg.HAConfig()
+	if !cfg.HA.Enabled || hc.Prefix != "prod/xds/" || hc.PublishInterval != 2*time.Second || hc.LeaderLockDelay != 5*time.Second {
+		t.Errorf("ha: %+v, converted %+v", cfg.HA, hc)
+	}
+}
+
+func TestHAValidation(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		want []string
+	}{
+		"needs consul":       {args: []string{"--ha.enabled"}, want: []string{"ha.enabled: true: needs discovery.source: consul"}},
+		"zero interval":      {args: []string{"--ha.publish_interval=0s"}, want: []string{"ha.publish_interval: 0s: must be positive"}},
+		"lock delay too big": {args: []string{"--ha.leader_lock_delay=2m"}, want: []string{"ha.leader_lock_delay: 2m", "[0s, 1m]"}},
+		"empty prefix":       {args: []string{"--ha.consul.prefix="}, want: []string{"ha.consul.prefix"}},
+		"absolute prefix":    {args: []string{"--ha.consul.prefix=/x"}, want: []string{"ha.consul.prefix: /x"}},
+		"every problem":      {args: []string{"--ha.enabled", "--ha.publish_interval=-1s"}, want: []string{"ha.enabled", "ha.publish_interval"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := loadArgs(t, tc.args...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
