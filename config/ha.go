@@ -1,6 +1,11 @@
 package config
 
-import "time"
+import (
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/ha"
+)
 
 // HAConfig configures high availability (the ha: section): several
 // replicas sharing drains and weights through Consul KV.
@@ -32,4 +37,14 @@ func (c Config) validateHA(p *problems) {
 	if pre := h.Consul.Prefix; pre == "" || pre[0] == '/' {
 		p.bad("ha.consul.prefix", pre, "must be a non-empty KV path not starting with /")
 	}
+}
+
+// HAConfig is the ha.Config of the ha section (the prefix with a trailing
+// "/"); the replica id is left to ha.NewReplicaID.
+func (c Config) HAConfig() ha.Config {
+	prefix := c.HA.Consul.Prefix
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return ha.Config{Prefix: prefix, PublishInterval: c.HA.PublishInterval, LeaderLockDelay: c.HA.LeaderLockDelay}
 }

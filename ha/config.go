@@ -1,0 +1,85 @@
+package ha
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/drain"
+)
+
+// ErrInvalid is wrapped by Config.Validate.
+var ErrInvalid = errors.New("ha: invalid config")
+
+// Config is what every HA part shares (the ha: section).
+type Config struct {
+	Prefix          string        // KV prefix of every shared key; ends with "/"
+	PublishInterval time.Duration // at most one load summary per replica per this; > 0
+	LeaderLockDelay time.Duration // Consul lock-delay of the weights leader's session, in [0, 1m]
+	Replica         string        // this replica's id; "" = NewReplicaID()
+}
+
+// Validate checks c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Prefix == "" || strings.HasPrefix(c.Prefix, "/") || !strings.HasSuffix(c.Prefix, "/") {
+		errs = append(errs, fmt.Errorf("%w: prefix %q must be non-empty, not start with / and end with /", ErrInvalid, c.Prefix))
+	}
+	if c.PublishInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w: publish interval %v must be positive", ErrInvalid, c.PublishInterval))
+	}
+	if c.LeaderLockDelay < 0 || c.LeaderLockDelay > time.Minute {
+		errs = append(errs, fmt.Errorf("%w: leader lock delay %v not in [0s, 1m]", ErrInvalid, c.LeaderLockDelay))
+	}
+	return errors.Join(errs...)
+}
+
+// NewReplicaID returns an id for this process, unique among replicas and
+// stable for its life: hostname, pid and a random suffix (a restarted
+// replica is a new replica).
+func NewReplicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Layout names the keys under a prefix (see doc.go).
+type Layout struct {
+	Prefix string // ends with "/"
+}
+
+// Drains is the folder of the admin drains.
+func (l Layout) Drains() string { return l.Prefix + "drains/" }
+
+// Drain is the key of the admin drain of t.
+func (l Layout) Drain(t drain.Target) string {
+	switch {
+	case t.Node != "":
+		return l.Drains() + "node/" + url.PathEscape(t.Node)
+	case t.Endpoint != "":
+		return l.Drains() + "endpoint/" + url.PathEscape(t.Service) + "/" + url.PathEscape(t.Endpoint)
+	default:
+		return l.Drains() + "service/" + url.PathEscape(t.Service)
+	}
+}
+
+// Summaries is the folder of the replicas' load summaries.
+func (l Layout) Summaries() string { return l.Prefix + "weights/summaries/" }
+
+// Summary is the key of replica's load summary.
+func (l Layout) Summary(replica string) string { return l.Summaries() + url.PathEscape(replica) }
+
+// Table is the key of the weights leader's table.
+func (l Layout) Table() string { return l.Prefix + "weights/table" }
+
+// Leader is the key of the weights leader's lock.
+func (l Layout) Leader() string { return l.Prefix + "weights/leader" }

@@ -1,0 +1,32 @@
+// Package ha owns the Consul KV plumbing that lets several xds-server
+// replicas behind one address serve one truth (ha.enabled): the replica
+// id, the KV layout under ha.consul.prefix, a blocking-query watcher with
+// Consul's index rules and backoff, the HA metrics, the /debug/ha page,
+// and the admin drains kept in KV (DrainStore, the drain.Store of every
+// replica).
+//
+// KV layout, under the prefix P (default "xds-server/"):
+//
+//	P drains/service/<service>               an admin drain of a whole service
+//	P drains/endpoint/<service>/<endpoint>   an admin drain of one endpoint
+//	P drains/node/<node>                     an admin drain of a Consul node
+//	P weights/summaries/<replica>            a replica's load summary
+//	P weights/table                          the weights leader's table
+//	P weights/leader                         the weights leader's lock
+//
+// Path segments are escaped with url.PathEscape, so a "/" in a name never
+// splits a key. A drain's value is its JSON (drain.Admin: the target,
+// since, and until as an absolute expiry, or none); expired drains are
+// ignored by every replica and deleted (check-and-set) by whichever
+// replica sees them first.
+//
+// The weights summaries, table and leader are filled in by the weights
+// part of HA; this package defines their keys, their metrics
+// (xds_ha_leader, xds_ha_summary_age_seconds) and the page's slots for
+// them (DebugConfig.Leader, DebugConfig.Summaries).
+//
+// ha may import discovery (the model), drain (its types) and consul/api;
+// it must not import xds, envoy or cmd.
+//
+// imports_test.go enforces the import rules.
+package ha

@@ -1,0 +1,150 @@
+package ha
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Defaults of WatchConfig.
+const (
+	DefaultWait        = 5 * time.Minute
+	DefaultMinInterval = 50 * time.Millisecond
+	DefaultBackoffBase = 250 * time.Millisecond
+	DefaultBackoffMax  = 30 * time.Second
+)
+
+// WatchConfig configures Watch.
+type WatchConfig struct {
+	Op          string        // label of xds_ha_errors_total for a failed query
+	Wait        time.Duration // blocking wait of a query; 0: DefaultWait
+	MinInterval time.Duration // least time between two queries; 0: DefaultMinInterval
+	BackoffBase time.Duration // first retry delay after an error; 0: DefaultBackoffBase
+	BackoffMax  time.Duration // longest retry delay; 0: DefaultBackoffMax
+	Metrics     *Metrics      // nil: no metrics
+	Logger      *slog.Logger  // nil: slog.Default()
+}
+
+func (c WatchConfig) withDefaults() WatchConfig {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.Wait, DefaultWait}, {&c.MinInterval, DefaultMinInterval}, {&c.BackoffBase, DefaultBackoffBase}, {&c.BackoffMax, DefaultBackoffMax}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Fetch is one blocking query with q (WaitIndex, WaitTime and the
+// context set), e.g. a KV List; it returns the result and its meta.
+type Fetch[T any] func(q *api.QueryOptions) (T, *api.QueryMeta, error)
+
+// Watch runs blocking queries until ctx is done and calls apply with each
+// result that changed (and the first one), with its index. It follows
+// design.md §4 "Discovery (Consul)": an index that goes backwards resets
+// to a non-blocking read, an index of 0 counts as 1, queries are at least
+// MinInterval apart, and errors are retried with jittered exponential
+// backoff (reset on success), apply not being called meanwhile.
+func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply func(v T, index uint64)) {
+	cfg = cfg.withDefaults()
+	var index uint64
+	failures := 0
+	for ctx.Err() == nil {
+		start := time.Now()
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: cfg.Wait}).WithContext(ctx)
+		v, meta, err := fetch(q)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			cfg.failed(failures, err)
+			pause(ctx, backoff(failures, cfg.BackoffBase, cfg.BackoffMax, rand.Float64))
+			continue
+		}
+		if failures > 0 {
+			cfg.Logger.Info("consul watch resumed", "op", cfg.Op, "failures", failures)
+			failures = 0
+		}
+		var got uint64
+		if meta != nil {
+			got = meta.LastIndex
+		}
+		next, changed := nextIndex(index, got)
+		index = next
+		if changed {
+			apply(v, max(got, 1))
+		}
+		pause(ctx, cfg.MinInterval-time.Since(start))
+	}
+}
+
+// failed counts and logs a failed query: the first of a run at warn, the
+// next ones at debug (the backoff bounds them anyway).
+func (c WatchConfig) failed(n int, err error) {
+	if c.Metrics != nil {
+		c.Metrics.Errors.WithLabelValues(c.Op).Inc()
+	}
+	level := slog.LevelDebug
+	if n == 1 {
+		level = slog.LevelWarn
+	}
+	c.Logger.Log(context.Background(), level, "consul watch failed; retrying, keeping the last state", "op", c.Op, "failures", n, "error", err)
+}
+
+// pause waits d or until ctx is done.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// nextIndex applies Consul's blocking-query index rules. prev is the index
+// sent (0: a non-blocking read) and got the X-Consul-Index returned; it
+// returns the index to send next and whether the result must be applied:
+// got < prev (the index went backwards) is applied and the next query is a
+// non-blocking read; got < 1 counts as 1; got == prev is no change.
+func nextIndex(prev, got uint64) (next uint64, changed bool) {
+	switch {
+	case got < prev:
+		return 0, true
+	case got < 1:
+		got = 1
+	}
+	return got, prev == 0 || got != prev
+}
+
+// backoff returns the delay before retry number attempt (1 for the first)
+// with equal jitter: d = base·2^(attempt-1) capped at ceiling, the result
+// in [d/2, d]; rnd returns a number in [0, 1).
+func backoff(attempt int, base, ceiling time.Duration, rnd func() float64) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	ceiling = max(ceiling, base)
+	d := base
+	for i := 1; i < attempt && d < ceiling; i++ {
+		if d > ceiling/2 {
+			d = ceiling
+			break
+		}
+		d *= 2
+	}
+	half := d / 2
+	r := min(max(rnd(), 0), 1)
+	return half + time.Duration(r*float64(d-half))
+}
