@@ -55,7 +55,6 @@ type Manager struct {
 	have   bool
 	timer  *time.Timer
 	closed bool
-	wrote  uint64 // Store index of this Manager's last write
 	loaded bool   // the Store's content has arrived (always true without a Store)
 
 	orcaMu  sync.Mutex

@@ -19,22 +19,16 @@ const StoreTimeout = 5 * time.Second
 // replica (ha.DrainStore keeps them in Consul KV). Without a Store (the
 // default) admin drains live in Manager's memory.
 type Store interface {
-	// Put records an admin drain (replacing one of the same target) and
-	// returns the store's index after the write.
-	Put(ctx context.Context, a Admin) (uint64, error)
-	// Delete removes the admin drain of t, if any, and returns the
-	// store's index after the write.
-	Delete(ctx context.Context, t Target) (uint64, error)
-	// Watch calls apply with every admin drain in the store, first at
-	// once and then on every change, until ctx is done. A store it cannot
-	// read is retried; apply is not called then (the drains known stay).
-	Watch(ctx context.Context, apply func(Drains))
-}
-
-// Drains is the content of a Store at Index.
-type Drains struct {
-	Index  uint64  // the store's index of this content; higher is newer
-	Drains []Admin // every admin drain stored (expired ones included)
+	// Put records an admin drain, replacing one of the same target.
+	Put(ctx context.Context, a Admin) error
+	// Delete removes the admin drain of t, if any.
+	Delete(ctx context.Context, t Target) error
+	// Watch calls apply with every admin drain in the store (expired ones
+	// may be included), first as soon as it can read them and then on
+	// every change, until ctx is done. A content older than the Store's
+	// own last write is never passed on. A store it cannot read is
+	// retried; apply is not called then (the drains known stay).
+	Watch(ctx context.Context, apply func([]Admin))
 }
 
 // Watch applies the admin drains of cfg.Store until ctx is done (a no-op
@@ -47,46 +41,36 @@ func (s *Manager) Watch(ctx context.Context) {
 	s.cfg.Store.Watch(ctx, s.replace)
 }
 
-// replace makes the admin drains those of d, unless d is older than this
-// Manager's own last write (a watch answer in flight during the write).
-func (s *Manager) replace(d Drains) {
+// replace makes the admin drains those of list.
+func (s *Manager) replace(list []Admin) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d.Index < s.wrote {
-		return
-	}
 	first := !s.loaded
 	s.loaded = true
-	if s.d.ReplaceAdmin(d.Drains) || first {
+	if s.d.ReplaceAdmin(list) || first {
 		s.applyLocked()
 	}
 }
 
-// store records a Set or Delete in the Store (a no-op without one) and
-// notes its index, so that older watch answers are ignored. s.mu must not
-// be held: the write may wait for Consul.
+// store records a Set or Delete in the Store (a no-op without one). s.mu
+// must not be held: the write may wait for Consul.
 func (s *Manager) store(put *Admin, del Target) error {
 	if s.cfg.Store == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), StoreTimeout)
 	defer cancel()
-	var idx uint64
 	var err error
 	if put != nil {
-		idx, err = s.cfg.Store.Put(ctx, *put)
+		err = s.cfg.Store.Put(ctx, *put)
 	} else {
-		idx, err = s.cfg.Store.Delete(ctx, del)
+		err = s.cfg.Store.Delete(ctx, del)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	s.mu.Lock()
-	s.wrote = max(s.wrote, idx)
-	s.mu.Unlock()
 	return nil
 }
-
 // ReplaceAdmin makes the admin drains exactly list and reports whether
 // that changed any.
 func (d *Overlay) ReplaceAdmin(list []Admin) bool {

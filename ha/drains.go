@@ -35,8 +35,10 @@ type DrainStore struct {
 	cfg DrainStoreConfig
 	kv  *api.KV
 
-	mu   sync.Mutex
-	seen SeenDrains
+	mu    sync.Mutex
+	seen  SeenDrains
+	wrote uint64 // KV index after this replica's last write
+	last  uint64 // KV index of the last content read
 }
 
 // SeenDrains is the last content of the drains folder a watch read.
@@ -64,58 +66,114 @@ func NewDrainStore(cfg DrainStoreConfig) (*DrainStore, error) {
 	return &DrainStore{cfg: cfg, kv: cfg.Client.KV()}, nil
 }
 
-// Put writes the drain a (with its absolute expiry) and returns the KV
-// index after it.
-func (s *DrainStore) Put(ctx context.Context, a drain.Admin) (uint64, error) {
+// Put writes the drain a (with its absolute expiry).
+func (s *DrainStore) Put(ctx context.Context, a drain.Admin) error {
 	val, err := json.Marshal(a)
 	if err != nil {
-		return 0, fmt.Errorf("ha: drain: %w", err)
+		return fmt.Errorf("ha: drain: %w", err)
 	}
 	if _, err := s.kv.Put(&api.KVPair{Key: s.cfg.Layout.Drain(a.Target), Value: val}, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		s.cfg.Metrics.Errors.WithLabelValues("drain_put").Inc()
-		return 0, fmt.Errorf("ha: drain put: %w", err)
+		return fmt.Errorf("ha: drain put: %w", err)
 	}
 	s.cfg.Metrics.Writes.WithLabelValues("drain_put").Inc()
-	return s.indexAfterWrite(ctx), nil
+	s.wroteAt(ctx)
+	return nil
 }
 
-// Delete removes the drain of t and returns the KV index after it.
-func (s *DrainStore) Delete(ctx context.Context, t drain.Target) (uint64, error) {
+// Delete removes the drain of t.
+func (s *DrainStore) Delete(ctx context.Context, t drain.Target) error {
 	if _, err := s.kv.Delete(s.cfg.Layout.Drain(t), (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		s.cfg.Metrics.Errors.WithLabelValues("drain_delete").Inc()
-		return 0, fmt.Errorf("ha: drain delete: %w", err)
+		return fmt.Errorf("ha: drain delete: %w", err)
 	}
 	s.cfg.Metrics.Writes.WithLabelValues("drain_delete").Inc()
-	return s.indexAfterWrite(ctx), nil
+	s.wroteAt(ctx)
+	return nil
 }
 
-// indexAfterWrite reads the drains folder's index (a leader read, so it
-// includes the write just made; deletes count through their tombstones).
-// A failed read returns 0: the write is durable, only the index is
-// unknown.
-func (s *DrainStore) indexAfterWrite(ctx context.Context) uint64 {
+// wroteAt notes the drains folder's index after a write (a leader read,
+// so it includes the write; deletes count through their tombstones):
+// watch answers older than it are not passed on, as they would undo the
+// write the Manager has applied. A failed read notes nothing.
+func (s *DrainStore) wroteAt(ctx context.Context) {
 	_, meta, err := s.kv.Keys(s.cfg.Layout.Drains(), "", (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil || meta == nil {
-		return 0
+		return
 	}
-	return meta.LastIndex
+	s.mu.Lock()
+	s.wrote = max(s.wrote, meta.LastIndex)
+	s.mu.Unlock()
 }
 
 // Watch calls apply with every drain stored, at once and on every change,
 // until ctx is done; expired drains are deleted (check-and-set, so a
-// renewal in between wins).
-func (s *DrainStore) Watch(ctx context.Context, apply func(drain.Drains)) {
+// renewal in between wins). When the KV index goes backwards (Consul lost
+// its state), the drains known are written back (create-only) before
+// anything is applied, so they stay in force.
+func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 	list := func(q *api.QueryOptions) (api.KVPairs, *api.QueryMeta, error) {
 		return s.kv.List(s.cfg.Layout.Drains(), q)
 	}
 	Watch(ctx, s.cfg.Watch, list, func(pairs api.KVPairs, index uint64) {
-		d := drain.Drains{Index: index, Drains: s.decode(pairs)}
+		drains := s.decode(pairs)
+		if lost := s.next(index); lost != nil && s.restore(ctx, lost, drains) > 0 {
+			return // the restored drains come with the next answer
+		}
 		s.mu.Lock()
-		s.seen = SeenDrains{Index: index, Read: s.cfg.Now(), Drains: d.Drains}
+		stale := index < s.wrote
+		if !stale {
+			s.seen = SeenDrains{Index: index, Read: s.cfg.Now(), Drains: drains}
+		}
 		s.mu.Unlock()
-		apply(d)
-		s.expire(ctx, pairs, d.Drains)
+		if stale {
+			return
+		}
+		apply(drains)
+		s.expire(ctx, pairs, drains)
 	})
+}
+
+// next records the index of a content read; when it went backwards it
+// returns the drains known before (nil otherwise, or if none).
+func (s *DrainStore) next(index uint64) []drain.Admin {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reset := index < s.last
+	s.last = index
+	if !reset {
+		return nil
+	}
+	s.wrote = 0
+	return s.seen.Drains
+}
+
+// restore writes back (create-only) the drains known and still in force
+// that Consul no longer has, and returns how many it wrote.
+func (s *DrainStore) restore(ctx context.Context, known, have []drain.Admin) int {
+	now := s.cfg.Now()
+	in := map[drain.Target]bool{}
+	for _, a := range have {
+		in[a.Target] = true
+	}
+	n := 0
+	for _, a := range known {
+		if in[a.Target] || (!a.Until.IsZero() && !now.Before(a.Until)) {
+			continue
+		}
+		val, err := json.Marshal(a)
+		if err == nil {
+			_, _, err = s.kv.CAS(&api.KVPair{Key: s.cfg.Layout.Drain(a.Target), Value: val}, (&api.WriteOptions{}).WithContext(ctx))
+		}
+		if err != nil {
+			s.cfg.Metrics.Errors.WithLabelValues("drain_restore").Inc()
+			continue
+		}
+		s.cfg.Metrics.Writes.WithLabelValues("drain_restore").Inc()
+		n++
+	}
+	s.cfg.Logger.Warn("consul KV index went backwards (consul lost its state); drains known written back", "drains", n)
+	return n
 }
 
 // Seen returns the last content read.

@@ -52,7 +52,8 @@ type Fetch[T any] func(q *api.QueryOptions) (T, *api.QueryMeta, error)
 // design.md §4 "Discovery (Consul)": an index that goes backwards resets
 // to a non-blocking read, an index of 0 counts as 1, queries are at least
 // MinInterval apart, and errors are retried with jittered exponential
-// backoff (reset on success), apply not being called meanwhile.
+// backoff (reset on success), apply not being called meanwhile; the first
+// query after an error is a non-blocking read, whose result is applied.
 func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply func(v T, index uint64)) {
 	cfg = cfg.withDefaults()
 	var index uint64
@@ -66,6 +67,7 @@ func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply fu
 				return
 			}
 			failures++
+			index = 0 // after an outage, read at once: Consul may have lost its state
 			cfg.failed(failures, err)
 			pause(ctx, backoff(failures, cfg.BackoffBase, cfg.BackoffMax, rand.Float64))
 			continue
