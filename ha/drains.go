@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,10 +36,11 @@ type DrainStore struct {
 	cfg DrainStoreConfig
 	kv  *api.KV
 
-	mu    sync.Mutex
-	seen  SeenDrains
-	wrote uint64 // KV index after this replica's last write
-	last  uint64 // KV index of the last content read
+	mu       sync.Mutex
+	seen     SeenDrains
+	wrote    uint64 // KV index after this replica's last write
+	last     uint64 // KV index of the last content read
+	sawEpoch bool   // the epoch key was read at least once
 }
 
 // SeenDrains is the last content of the drains folder a watch read.
@@ -108,17 +110,25 @@ func (s *DrainStore) wroteAt(ctx context.Context) {
 
 // Watch calls apply with every drain stored, at once and on every change,
 // until ctx is done; expired drains are deleted (check-and-set, so a
-// renewal in between wins). When the KV index goes backwards (Consul lost
-// its state), the drains known are written back (create-only) before
-// anything is applied, so they stay in force.
+// renewal in between wins). The folder holds an epoch key, created once;
+// when it disappears (Consul lost its state, or the folder was deleted),
+// the drains known are written back (create-only) before anything is
+// applied, so they stay in force.
 func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 	list := func(q *api.QueryOptions) (api.KVPairs, *api.QueryMeta, error) {
 		return s.kv.List(s.cfg.Layout.Drains(), q)
 	}
 	Watch(ctx, s.cfg.Watch, list, func(pairs api.KVPairs, index uint64) {
 		drains := s.decode(pairs)
-		if lost := s.next(index); lost != nil && s.restore(ctx, lost, drains) > 0 {
-			return // the restored drains come with the next answer
+		epoch := slices.ContainsFunc(pairs, func(p *api.KVPair) bool { return p.Key == s.epochKey() })
+		if lost, restore := s.next(index, epoch); !epoch {
+			n := 0
+			if lost {
+				n = s.restore(ctx, restore, drains)
+			}
+			if s.writeEpoch(ctx) && lost || n > 0 {
+				return // what was written back comes with the next answer
+			}
 		}
 		s.mu.Lock()
 		stale := index < s.wrote
@@ -134,18 +144,39 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 	})
 }
 
-// next records the index of a content read; when it went backwards it
-// returns the drains known before (nil otherwise, or if none).
-func (s *DrainStore) next(index uint64) []drain.Admin {
+// epochKey marks the drains folder as written by a replica since Consul
+// last lost its state.
+func (s *DrainStore) epochKey() string { return s.cfg.Layout.Drains() + "_epoch" }
+
+// next records a content read at index, with or without the epoch key.
+// lost reports that the epoch key disappeared; restore is then the drains
+// known before. An index that goes backwards, or a lost epoch, forgets
+// the index of this replica's last write (indices started over).
+func (s *DrainStore) next(index uint64, epoch bool) (lost bool, restore []drain.Admin) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	reset := index < s.last
-	s.last = index
-	if !reset {
-		return nil
+	lost = !epoch && s.sawEpoch
+	if index < s.last || lost {
+		s.wrote = 0
 	}
-	s.wrote = 0
-	return s.seen.Drains
+	s.last = index
+	s.sawEpoch = s.sawEpoch || epoch
+	if lost {
+		restore = s.seen.Drains
+	}
+	return lost, restore
+}
+
+// writeEpoch creates the epoch key (create-only) and reports whether it
+// wrote it.
+func (s *DrainStore) writeEpoch(ctx context.Context) bool {
+	ok, _, err := s.kv.CAS(&api.KVPair{Key: s.epochKey(), Value: []byte(s.cfg.Now().UTC().Format(time.RFC3339))}, (&api.WriteOptions{}).WithContext(ctx))
+	if err != nil {
+		s.cfg.Metrics.Errors.WithLabelValues("drain_epoch").Inc()
+		return false
+	}
+	s.cfg.Metrics.Writes.WithLabelValues("drain_epoch").Inc()
+	return ok
 }
 
 // restore writes back (create-only) the drains known and still in force
@@ -172,7 +203,7 @@ func (s *DrainStore) restore(ctx context.Context, known, have []drain.Admin) int
 		s.cfg.Metrics.Writes.WithLabelValues("drain_restore").Inc()
 		n++
 	}
-	s.cfg.Logger.Warn("consul KV index went backwards (consul lost its state); drains known written back", "drains", n)
+	s.cfg.Logger.Warn("the drains folder lost its epoch key (consul lost its state); drains known written back", "drains", n)
 	return n
 }
 
@@ -188,6 +219,9 @@ func (s *DrainStore) Seen() SeenDrains {
 func (s *DrainStore) decode(pairs api.KVPairs) []drain.Admin {
 	out := make([]drain.Admin, 0, min(len(pairs), MaxDrains))
 	for _, p := range pairs {
+		if p.Key == s.epochKey() {
+			continue
+		}
 		a, err := decodeDrain(p.Value)
 		if err == nil && s.cfg.Layout.Drain(a.Target) != p.Key {
 			err = fmt.Errorf("key does not match target %+v", a.Target)
