@@ -85,7 +85,13 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg,
+	hap, err := newHA(cfg, log, reg)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
+	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg, Store: hap.drains,
 		Emit: func(snap discovery.Snapshot) { ws.Observe(snap); srv.Update(snap) }})
 	if err != nil {
 		xdsLis.Close()
@@ -110,6 +116,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/v1/drain", drains.Handler())
 		mux.Handle("/v1/ratelimit", rl.svc.HTTPHandler())
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
+		hap.debug(mux)
 	}
 	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI), reg)
 	if err != nil {
@@ -126,6 +133,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	wg.Go(func() { srv.Run(bg) })
 	wg.Go(func() { ws.Run(bg) })
 	wg.Go(func() { drains.Run(bg) })
+	wg.Go(func() { drains.Watch(bg) }) // a no-op without HA
 	wg.Go(func() {
 		if err := src.Run(bg, guard.Observe); err != nil {
 			errc <- fmt.Errorf("discovery: %w", err)
