@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// haArgs are the flags of the HA replicas: drains shared in Consul KV.
+func haArgs(prefix string) []string {
+	return []string{"--drain.window", ldDrainWindow.String(), "--ha.enabled", "--ha.consul.prefix", prefix,
+		"--xds.shutdown_grace", "0s"}
+}
+
+// TestHADrainAcrossReplicas is issue 15's drain test: three real
+// xds-server replicas share one real Consul (ha.enabled), the grpc-go xDS
+// clients and a raw ADS observer are connected to replica B only. A drain
+// through replica A's admin API makes B's nodes stop sending new RPCs to
+// the backend within 1 s (zero failed RPCs, in-flight ones finish); every
+// replica lists the drain; an undrain through replica C restores it. Then
+// a drain survives the restart of all three replicas.
+func TestHADrainAcrossReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	consul := harness.Consul(t)
+	args := haArgs("e2e-ha/")
+	srvs := []*harness.Server{startServer(t, consul, args...), startServer(t, consul, args...), startServer(t, consul, args...)}
+	a, b, c := srvs[0], srvs[1], srvs[2]
+	e := &lameDuckEnv{consul: consul, srv: b}
+	for i := range 3 {
+		e.backends = append(e.backends, e.startBackend(t, fmt.Sprintf("%s-%d", ldService, i+1)))
+	}
+	e.obs = startEDSObserver(t, b.XDSAddr, "ha-observer")
+	var ids []string
+	for _, be := range e.backends {
+		ids = append(ids, be.ID)
+	}
+	for i := range ldClients {
+		node := fmt.Sprintf("ha-grpc-%d", i+1)
+		conn := dialXDS(t, b.XDSAddr, node)
+		awaitAll(t, unaryCall(conn), ids, 30*time.Second)
+		e.nodes, e.conns = append(e.nodes, node), append(e.conns, conn)
+	}
+
+	victim := e.backends[1]
+	target := fmt.Sprintf(`{"service": %q, "endpoint": %q}`, ldService, victim.ID)
+	stats := &drainStats{}
+	defer stats.log(t)
+	p, last := e.drainCycle(t, victim,
+		func(t *testing.T) { haDrainCall(t, a, http.MethodPost, target, http.StatusOK) },
+		func(t *testing.T) {
+			for i, s := range srvs {
+				if got := haListed(t, s); got != victim.ID {
+					t.Errorf("replica %c lists drains %q, want %q", 'A'+i, got, victim.ID)
+				}
+			}
+			haDrainCall(t, c, http.MethodDelete, target, http.StatusOK)
+		})
+	stats.add(p, last)
+	if p > ldNewRPCLimit {
+		t.Errorf("drain through A reached B's nodes in %v, want within %v", p, ldNewRPCLimit)
+	}
+
+	// A drain survives the restart of every replica.
+	haDrainCall(t, a, http.MethodPost, target, http.StatusOK)
+	for _, s := range srvs {
+		if err := s.Stop(); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+	for i := range srvs {
+		s := startServer(t, consul, args...)
+		if got := haListed(t, s); got != victim.ID {
+			t.Errorf("restarted replica %c lists drains %q, want %q", 'A'+i, got, victim.ID)
+		}
+		if i == 1 {
+			e.srv, e.nodes = s, nil
+			e.obs = startEDSObserver(t, s.XDSAddr, "ha-observer-2")
+			e.awaitEDS(t, time.Now(), victim.ID+" DRAINING after the restart", endpointIs(victim.GRPCAddr, corev3.HealthStatus_DRAINING))
+		}
+	}
+}
+
+// haDrainCall calls srv's drain API and checks the status.
+func haDrainCall(t *testing.T, srv *harness.Server, method, body string, want int) {
+	t.Helper()
+	e := &lameDuckEnv{srv: srv}
+	if code, resp := e.drainAPI(t, method, "", body); code != want {
+		t.Fatalf("%s /v1/drain on %s = %d %s, want %d", method, srv.AdminAddr, code, resp, want)
+	}
+}
+
+// haListed returns the endpoints of the admin drains srv lists, joined.
+func haListed(t *testing.T, srv *harness.Server) string {
+	t.Helper()
+	st := (&lameDuckEnv{srv: srv}).drainState(t)
+	var eps []string
+	for _, d := range st.Drains {
+		eps = append(eps, d.Endpoint)
+	}
+	return strings.Join(eps, ",")
+}
