@@ -76,15 +76,58 @@ func TestHADrainAcrossReplicas(t *testing.T) {
 		}
 	}
 	for i := range srvs {
-		s := startServer(t, consul, args...)
-		if got := haListed(t, s); got != victim.ID {
+		srvs[i] = startServer(t, consul, args...)
+		if got := haListed(t, srvs[i]); got != victim.ID {
 			t.Errorf("restarted replica %c lists drains %q, want %q", 'A'+i, got, victim.ID)
 		}
-		if i == 1 {
-			e.srv, e.nodes = s, nil
-			e.obs = startEDSObserver(t, s.XDSAddr, "ha-observer-2")
-			e.awaitEDS(t, time.Now(), victim.ID+" DRAINING after the restart", endpointIs(victim.GRPCAddr, corev3.HealthStatus_DRAINING))
+	}
+	a, b, c = srvs[0], srvs[1], srvs[2]
+	e.srv, e.nodes = b, nil
+	e.obs = startEDSObserver(t, b.XDSAddr, "ha-observer-2")
+	e.awaitEDS(t, time.Now(), victim.ID+" DRAINING after the restart", endpointIs(victim.GRPCAddr, corev3.HealthStatus_DRAINING))
+	var page struct {
+		Replica string `json:"replica"`
+		Drains  struct {
+			Drains []struct {
+				Endpoint string `json:"endpoint"`
+			} `json:"drains"`
+		} `json:"drains"`
+	}
+	getJSON(t, a.AdminURL("/debug/ha"), &page)
+	if page.Replica == "" || len(page.Drains.Drains) != 1 || page.Drains.Drains[0].Endpoint != victim.ID {
+		t.Errorf("/debug/ha of A = %+v, want its replica id and the drain", page)
+	}
+
+	// Consul down: a drain call answers 503 and changes nothing; the drain
+	// in force stays. Consul back: drain calls work again.
+	consul.Stop()
+	haDrainCall(t, a, http.MethodDelete, target, http.StatusServiceUnavailable)
+	if got := haListed(t, b); got != victim.ID {
+		t.Errorf("during the outage B lists %q, want %q", got, victim.ID)
+	}
+	if cla, _, _ := e.obs.latest(); endpointHealth(cla)[victim.GRPCAddr] != corev3.HealthStatus_DRAINING {
+		t.Errorf("during the outage B serves %v, want %s still DRAINING", endpointHealth(cla), victim.ID)
+	}
+	consul.Start()
+	haAwaitDrainCall(t, c, http.MethodDelete, target)
+	e.awaitEDS(t, time.Now(), victim.ID+" serving after Consul came back", endpointIs(victim.GRPCAddr, corev3.HealthStatus_HEALTHY))
+}
+
+// haAwaitDrainCall retries a drain call until it answers 200 (Consul is
+// coming back; its readiness as seen by xds-server is not observable).
+func haAwaitDrainCall(t *testing.T, srv *harness.Server, method, body string) {
+	t.Helper()
+	e := &lameDuckEnv{srv: srv}
+	deadline := time.Now().Add(ldWait)
+	for {
+		code, resp := e.drainAPI(t, method, "", body)
+		if code == http.StatusOK {
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s /v1/drain on %s = %d %s within %v, want 200", method, srv.AdminAddr, code, resp, ldWait)
+		}
+		time.Sleep(100 * time.Millisecond) // polling an external process
 	}
 }
 

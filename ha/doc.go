@@ -10,7 +10,7 @@
 //	P drains/service/<service>               an admin drain of a whole service
 //	P drains/endpoint/<service>/<endpoint>   an admin drain of one endpoint
 //	P drains/node/<node>                     an admin drain of a Consul node
-//	P drains/_epoch                          created once; gone means Consul lost its state
+//	P drains/_epoch                          created once; missing means a fresh Consul or lost state
 //	P weights/summaries/<replica>            a replica's load summary
 //	P weights/table                          the weights leader's table
 //	P weights/leader                         the weights leader's lock
@@ -19,9 +19,12 @@
 // splits a key. A drain's value is its JSON (drain.Admin: the target,
 // since, and until as an absolute expiry, or none); expired drains are
 // ignored by every replica and deleted (check-and-set) by whichever
-// replica sees them first. When the epoch key disappears (Consul lost its
-// state: a -dev agent restarted, a cluster rebuilt), every replica writes
-// back, create-only, the drains it knew, so they stay in force.
+// replica sees them first. When the epoch key is missing (Consul lost its
+// state: a -dev agent restarted, a cluster rebuilt), the first replica to
+// notice writes it back with the drains it knew, in one transaction that
+// checks the key is still missing, so the drains stay in force; drain
+// writes are refused until a replica has read the folder with its epoch
+// again after a failure, so an undrain is never undone by a restore.
 //
 // The weights summaries, table and leader are filled in by the weights
 // part of HA; this package defines their keys, their metrics

@@ -36,11 +36,11 @@ type DrainStore struct {
 	cfg DrainStoreConfig
 	kv  *api.KV
 
-	mu       sync.Mutex
-	seen     SeenDrains
-	wrote    uint64 // KV index after this replica's last write
-	last     uint64 // KV index of the last content read
-	sawEpoch bool   // the epoch key was read at least once
+	mu     sync.Mutex
+	seen   SeenDrains
+	wrote  uint64 // KV index after this replica's last write
+	last   uint64 // KV index of the last content read
+	synced bool   // the watch read the folder (with its epoch) since its last failure
 }
 
 // SeenDrains is the last content of the drains folder a watch read.
@@ -70,6 +70,9 @@ func NewDrainStore(cfg DrainStoreConfig) (*DrainStore, error) {
 
 // Put writes the drain a (with its absolute expiry).
 func (s *DrainStore) Put(ctx context.Context, a drain.Admin) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
 	val, err := json.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("ha: drain: %w", err)
@@ -85,6 +88,9 @@ func (s *DrainStore) Put(ctx context.Context, a drain.Admin) error {
 
 // Delete removes the drain of t.
 func (s *DrainStore) Delete(ctx context.Context, t drain.Target) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
 	if _, err := s.kv.Delete(s.cfg.Layout.Drain(t), (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		s.cfg.Metrics.Errors.WithLabelValues("drain_delete").Inc()
 		return fmt.Errorf("ha: drain delete: %w", err)
@@ -111,29 +117,31 @@ func (s *DrainStore) wroteAt(ctx context.Context) {
 // Watch calls apply with every drain stored, at once and on every change,
 // until ctx is done; expired drains are deleted (check-and-set, so a
 // renewal in between wins). The folder holds an epoch key, created once;
-// when it disappears (Consul lost its state, or the folder was deleted),
-// the drains known are written back (create-only) before anything is
-// applied, so they stay in force.
+// when it is missing (a fresh Consul, or one that lost its state), this
+// replica writes it back together with the drains it knew, in one
+// transaction that only succeeds if the key is still missing, so exactly
+// one replica restores and no undrain made since is undone. Writes are
+// refused (ErrUnavailable) until the watch has read the folder with its
+// epoch after a failure.
 func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 	list := func(q *api.QueryOptions) (api.KVPairs, *api.QueryMeta, error) {
 		return s.kv.List(s.cfg.Layout.Drains(), q)
 	}
-	Watch(ctx, s.cfg.Watch, list, func(pairs api.KVPairs, index uint64) {
+	wc := s.cfg.Watch
+	wc.Failed = func() { s.setSynced(false) }
+	Watch(ctx, wc, list, func(pairs api.KVPairs, index uint64) {
 		drains := s.decode(pairs)
 		epoch := slices.ContainsFunc(pairs, func(p *api.KVPair) bool { return p.Key == s.epochKey() })
-		if lost, restore := s.next(index, epoch); !epoch {
-			n := 0
-			if lost {
-				n = s.restore(ctx, restore, drains)
-			}
-			if s.writeEpoch(ctx) && lost || n > 0 {
-				return // what was written back comes with the next answer
-			}
+		known := s.next(index, epoch)
+		if !epoch {
+			s.restore(ctx, known, drains)
+			return // what was written (here or by another replica) comes with the next answer
 		}
 		s.mu.Lock()
 		stale := index < s.wrote
 		if !stale {
 			s.seen = SeenDrains{Index: index, Read: s.cfg.Now(), Drains: drains}
+			s.synced = true
 		}
 		s.mu.Unlock()
 		if stale {
@@ -144,48 +152,60 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 	})
 }
 
+func (s *DrainStore) setSynced(v bool) {
+	s.mu.Lock()
+	s.synced = v
+	s.mu.Unlock()
+}
+
+// writable fails when the watch has not read the folder since a failure.
+func (s *DrainStore) writable() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.synced {
+		return errors.New("ha: drains not in sync with consul yet (reconnecting)")
+	}
+	return nil
+}
+
 // epochKey marks the drains folder as written by a replica since Consul
 // last lost its state.
 func (s *DrainStore) epochKey() string { return s.cfg.Layout.Drains() + "_epoch" }
 
-// next records a content read at index, with or without the epoch key.
-// lost reports that the epoch key disappeared; restore is then the drains
-// known before. An index that goes backwards, or a lost epoch, forgets
-// the index of this replica's last write (indices started over).
-func (s *DrainStore) next(index uint64, epoch bool) (lost bool, restore []drain.Admin) {
+// next records a content read at index, with or without the epoch key,
+// and returns the drains known before when the epoch key is missing. An
+// index that goes backwards, or a missing epoch, forgets the index of
+// this replica's last write (indices started over).
+func (s *DrainStore) next(index uint64, epoch bool) []drain.Admin {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lost = !epoch && s.sawEpoch
-	if index < s.last || lost {
+	if index < s.last || !epoch {
 		s.wrote = 0
+		s.synced = false
 	}
 	s.last = index
-	s.sawEpoch = s.sawEpoch || epoch
-	if lost {
-		restore = s.seen.Drains
+	if epoch {
+		return nil
 	}
-	return lost, restore
+	return s.seen.Drains
 }
 
-// writeEpoch creates the epoch key (create-only) and reports whether it
-// wrote it.
-func (s *DrainStore) writeEpoch(ctx context.Context) bool {
-	ok, _, err := s.kv.CAS(&api.KVPair{Key: s.epochKey(), Value: []byte(s.cfg.Now().UTC().Format(time.RFC3339))}, (&api.WriteOptions{}).WithContext(ctx))
-	if err != nil {
-		s.cfg.Metrics.Errors.WithLabelValues("drain_epoch").Inc()
-		return false
-	}
-	s.cfg.Metrics.Writes.WithLabelValues("drain_epoch").Inc()
-	return ok
-}
+// maxTxnOps is Consul's limit of operations in one transaction.
+const maxTxnOps = 64
 
-// restore writes back (create-only) the drains known and still in force
-// that Consul no longer has, and returns how many it wrote.
-func (s *DrainStore) restore(ctx context.Context, known, have []drain.Admin) int {
+// restore writes the epoch key and the drains known (still in force, and
+// missing from have) in transactions of at most maxTxnOps operations; the
+// first one checks that the epoch key is still missing, the others create
+// only.
+func (s *DrainStore) restore(ctx context.Context, known, have []drain.Admin) {
 	now := s.cfg.Now()
 	in := map[drain.Target]bool{}
 	for _, a := range have {
 		in[a.Target] = true
+	}
+	ops := api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCheckNotExists, Key: s.epochKey()}},
+		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: s.epochKey(), Value: []byte(now.UTC().Format(time.RFC3339))}},
 	}
 	n := 0
 	for _, a := range known {
@@ -193,18 +213,27 @@ func (s *DrainStore) restore(ctx context.Context, known, have []drain.Admin) int
 			continue
 		}
 		val, err := json.Marshal(a)
-		if err == nil {
-			_, _, err = s.kv.CAS(&api.KVPair{Key: s.cfg.Layout.Drain(a.Target), Value: val}, (&api.WriteOptions{}).WithContext(ctx))
-		}
 		if err != nil {
-			s.cfg.Metrics.Errors.WithLabelValues("drain_restore").Inc()
 			continue
 		}
-		s.cfg.Metrics.Writes.WithLabelValues("drain_restore").Inc()
+		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.cfg.Layout.Drain(a.Target), Value: val, Index: 0}})
 		n++
 	}
-	s.cfg.Logger.Warn("the drains folder lost its epoch key (consul lost its state); drains known written back", "drains", n)
-	return n
+	for i := 0; i < len(ops); i += maxTxnOps {
+		ok, _, _, err := s.cfg.Client.Txn().Txn(ops[i:min(i+maxTxnOps, len(ops))], (&api.QueryOptions{}).WithContext(ctx))
+		if err != nil {
+			s.cfg.Metrics.Errors.WithLabelValues("drain_restore").Inc()
+			s.cfg.Logger.Warn("could not write the drains epoch back to consul", "error", err)
+			return
+		}
+		s.cfg.Metrics.Writes.WithLabelValues("drain_restore").Inc()
+		if !ok {
+			return // another replica restored first (or a drain exists): its writes stand
+		}
+	}
+	if len(known) > 0 {
+		s.cfg.Logger.Warn("consul had lost the drains (no epoch key); the drains known were written back", "drains", n)
+	}
 }
 
 // Seen returns the last content read.

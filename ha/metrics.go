@@ -10,11 +10,11 @@ import (
 // parts (drains here, the weights summaries and leader elsewhere).
 type Metrics struct {
 	// Writes counts Consul KV writes (a transaction counts once) by
-	// kind: drain_put, drain_delete, drain_expire, drain_restore, drain_epoch, and the weights
+	// kind: drain_put, drain_delete, drain_expire, drain_restore (a transaction), and the weights
 	// part's own kinds.
 	Writes *prometheus.CounterVec
 	// Errors counts failed Consul operations by op: drain_put,
-	// drain_delete, drain_expire, drain_restore, drain_epoch, watch_drains, decode_drain, and the
+	// drain_delete, drain_expire, drain_restore, watch_drains, decode_drain, and the
 	// weights part's own ops.
 	Errors *prometheus.CounterVec
 	// Leader is 1 while this replica is the weights leader, else 0.

@@ -25,6 +25,7 @@ type WatchConfig struct {
 	BackoffBase time.Duration // first retry delay after an error; 0: DefaultBackoffBase
 	BackoffMax  time.Duration // longest retry delay; 0: DefaultBackoffMax
 	Metrics     *Metrics      // nil: no metrics
+	Failed      func()        // called after each failed query; nil: none
 	Logger      *slog.Logger  // nil: slog.Default()
 }
 
@@ -94,6 +95,9 @@ func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply fu
 func (c WatchConfig) failed(n int, err error) {
 	if c.Metrics != nil {
 		c.Metrics.Errors.WithLabelValues(c.Op).Inc()
+	}
+	if c.Failed != nil {
+		c.Failed()
 	}
 	level := slog.LevelDebug
 	if n == 1 {
