@@ -11,7 +11,10 @@
 // starts nothing. The Manager (manager.go) is the shell around it: it
 // takes discovery snapshots, admin drains and ORCA lame-duck states,
 // emits the result, arms the timers and exports xds_draining_endpoints.
-// http.go serves the admin API.
+// http.go serves the admin API. store.go is the Store interface: with HA
+// (ha.DrainStore), admin drains are written to Consul KV first (503 when
+// that fails: nothing changes) and every replica applies the store's
+// content; without a Store they live in the Manager.
 //
 // drain may import discovery (the model); it must not import xds or envoy.
 //

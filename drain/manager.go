@@ -164,6 +164,9 @@ func (s *Manager) Delete(t Target) (bool, error) {
 	if err := t.validate(); err != nil {
 		return false, err
 	}
+	s.mu.Lock()
+	had := s.d.hasAdmin(t, s.cfg.Now()) // the store's watch may remove it before we do
+	s.mu.Unlock()
 	if err := s.store(nil, t); err != nil {
 		return false, err
 	}
@@ -173,7 +176,7 @@ func (s *Manager) Delete(t Target) (bool, error) {
 	if ok {
 		s.applyLocked()
 	}
-	return ok, nil
+	return ok || had, nil
 }
 
 // Draining is an endpoint served as DRAINING, and why.

@@ -86,3 +86,9 @@ func (d *Overlay) ReplaceAdmin(list []Admin) bool {
 	d.admin = next
 	return changed
 }
+
+// hasAdmin reports whether an admin drain of t is in force at now.
+func (d *Overlay) hasAdmin(t Target, now time.Time) bool {
+	a, ok := d.admin[t]
+	return ok && (a.Until.IsZero() || now.Before(a.Until))
+}

@@ -151,8 +151,8 @@ func TestDrainsSharedThroughConsul(t *testing.T) {
 		t.Fatal(err)
 	}
 	r1.await(t, "b", discovery.HealthDraining, drainPropagation)
-	if _, err := r2.m.Delete(drain.Target{Service: "api", Endpoint: "a"}); err != nil {
-		t.Fatal(err)
+	if deleted, err := r2.m.Delete(drain.Target{Service: "api", Endpoint: "a"}); err != nil || !deleted {
+		t.Fatalf("Delete through r2 = %v, %v; want true (r1's drain)", deleted, err)
 	}
 	r1.await(t, "a", discovery.HealthHealthy, drainPropagation)
 
