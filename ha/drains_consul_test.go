@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -235,5 +236,50 @@ func TestDrainsConsulOutage(t *testing.T) {
 	keys, _, err := agent.Client().KV().Keys(prefix+"drains/", "", nil)
 	if err != nil || strings.Join(keys, ",") != prefix+"drains/_epoch,"+prefix+"drains/endpoint/api/a,"+prefix+"drains/endpoint/api/b" {
 		t.Errorf("KV after Consul came back = %v (%v), want both drains", keys, err)
+	}
+}
+
+// TestDrainPropagation measures how long a drain (and an undrain) through
+// one of three replicas takes to be applied by the two others, against a
+// real Consul, and checks the p99 against issue 15's 1 s.
+func TestDrainPropagation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real Consul")
+	}
+	agent := harness.Consul(t)
+	const prefix = "propagation/"
+	rs := []*replica{startReplica(t, agent.Client(), prefix), startReplica(t, agent.Client(), prefix), startReplica(t, agent.Client(), prefix)}
+	for _, r := range rs {
+		r.await(t, "a", discovery.HealthHealthy, testWait)
+	}
+	const rounds = 25
+	var took []time.Duration
+	tgt := drain.Target{Service: "api", Endpoint: "a"}
+	for i := range rounds {
+		from, others := rs[i%3], []*replica{rs[(i+1)%3], rs[(i+2)%3]}
+		for _, step := range []struct {
+			call func() error
+			want discovery.Health
+		}{
+			{func() error { _, err := from.m.Set(tgt, time.Hour); return err }, discovery.HealthDraining},
+			{func() error { _, err := from.m.Delete(tgt); return err }, discovery.HealthHealthy},
+		} {
+			start := time.Now()
+			if err := step.call(); err != nil {
+				t.Fatal(err)
+			}
+			var slowest time.Duration
+			for _, o := range others {
+				o.await(t, "a", step.want, testWait)
+				slowest = max(slowest, time.Since(start))
+			}
+			took = append(took, slowest)
+		}
+	}
+	slices.Sort(took)
+	p50, p99 := took[len(took)/2], took[(len(took)*99+99)/100-1]
+	t.Logf("drain/undrain through one replica applied by the two others: n=%d p50=%v p99=%v max=%v", len(took), p50, p99, took[len(took)-1])
+	if p99 > drainPropagation {
+		t.Errorf("p99 %v, want under %v", p99, drainPropagation)
 	}
 }
