@@ -55,7 +55,7 @@ type Manager struct {
 	have   bool
 	timer  *time.Timer
 	closed bool
-	loaded bool   // the Store's content has arrived (always true without a Store)
+	loaded bool // the Store's content has arrived (always true without a Store)
 
 	orcaMu  sync.Mutex
 	pending map[[2]string]bool // ORCA lame-duck states not applied yet

@@ -71,6 +71,7 @@ func (s *Manager) store(put *Admin, del Target) error {
 	}
 	return nil
 }
+
 // ReplaceAdmin makes the admin drains exactly list and reports whether
 // that changed any.
 func (d *Overlay) ReplaceAdmin(list []Admin) bool {
