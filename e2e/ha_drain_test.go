@@ -20,9 +20,10 @@ func haArgs(prefix string) []string {
 
 // TestHADrainAcrossReplicas is issue 15's drain test: three real
 // xds-server replicas share one real Consul (ha.enabled), the grpc-go xDS
-// clients and a raw ADS observer are connected to replica B only. A drain
-// through replica A's admin API makes B's nodes stop sending new RPCs to
-// the backend within 1 s (zero failed RPCs, in-flight ones finish); every
+// clients and a raw ADS observer are connected to replica B, another raw
+// ADS observer to replica C. A drain through replica A's admin API makes
+// B's nodes stop sending new RPCs to the backend within 1 s (zero failed
+// RPCs, in-flight ones finish) and C's node get it DRAINING; every
 // replica lists the drain; an undrain through replica C restores it. Then
 // a drain survives the restart of all three replicas.
 func TestHADrainAcrossReplicas(t *testing.T) {
@@ -51,10 +52,20 @@ func TestHADrainAcrossReplicas(t *testing.T) {
 
 	victim := e.backends[1]
 	target := fmt.Sprintf(`{"service": %q, "endpoint": %q}`, ldService, victim.ID)
+	onC := startEDSObserver(t, c.XDSAddr, "ha-observer-on-c") // a node of replica C
 	stats := &drainStats{}
 	defer stats.log(t)
 	p, last := e.drainCycle(t, victim,
-		func(t *testing.T) { haDrainCall(t, a, http.MethodPost, target, http.StatusOK) },
+		func(t *testing.T) {
+			drainAt := time.Now()
+			haDrainCall(t, a, http.MethodPost, target, http.StatusOK)
+			// C's node, awaited on its own updates (events, not polls).
+			took := awaitObserved(t, onC, drainAt, victim.GRPCAddr, corev3.HealthStatus_DRAINING)
+			t.Logf("C's node got %s DRAINING %v after the drain call through A", victim.ID, took)
+			if took > ldNewRPCLimit {
+				t.Errorf("C's node got the drain %v after the call, want within %v", took, ldNewRPCLimit)
+			}
+		},
 		func(t *testing.T) {
 			for i, s := range srvs {
 				if got := haListed(t, s); got != victim.ID {
@@ -149,4 +160,23 @@ func haListed(t *testing.T, srv *harness.Server) string {
 		eps = append(eps, d.Endpoint)
 	}
 	return strings.Join(eps, ",")
+}
+
+// awaitObserved waits until o's node has addr with health h and returns
+// how long after since the update that brought it arrived.
+func awaitObserved(t *testing.T, o *edsObserver, since time.Time, addr string, h corev3.HealthStatus) time.Duration {
+	t.Helper()
+	deadline := time.NewTimer(ldWait)
+	defer deadline.Stop()
+	for {
+		cla, at, changed := o.latest()
+		if cla != nil && endpointHealth(cla)[addr] == h {
+			return max(at.Sub(since), 0)
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s: %s not %v within %v (has %v)", o.node, addr, h, ldWait, endpointHealth(cla))
+		}
+	}
 }
