@@ -64,19 +64,30 @@ func (l Layout) Drains() string { return l.Prefix + "drains/" }
 func (l Layout) Drain(t drain.Target) string {
 	switch {
 	case t.Node != "":
-		return l.Drains() + "node/" + url.PathEscape(t.Node)
+		return l.Drains() + "node/" + segment(t.Node)
 	case t.Endpoint != "":
-		return l.Drains() + "endpoint/" + url.PathEscape(t.Service) + "/" + url.PathEscape(t.Endpoint)
+		return l.Drains() + "endpoint/" + segment(t.Service) + "/" + segment(t.Endpoint)
 	default:
-		return l.Drains() + "service/" + url.PathEscape(t.Service)
+		return l.Drains() + "service/" + segment(t.Service)
 	}
+}
+
+// segment escapes a name into one key segment: url.PathEscape, and the
+// dot segments "." and ".." (which an HTTP path could resolve) escaped
+// too.
+func segment(name string) string {
+	e := url.PathEscape(name)
+	if e == "." || e == ".." {
+		return strings.ReplaceAll(e, ".", "%2E")
+	}
+	return e
 }
 
 // Summaries is the folder of the replicas' load summaries.
 func (l Layout) Summaries() string { return l.Prefix + "weights/summaries/" }
 
 // Summary is the key of replica's load summary.
-func (l Layout) Summary(replica string) string { return l.Summaries() + url.PathEscape(replica) }
+func (l Layout) Summary(replica string) string { return l.Summaries() + segment(replica) }
 
 // Table is the key of the weights leader's table.
 func (l Layout) Table() string { return l.Prefix + "weights/table" }

@@ -56,6 +56,7 @@ func TestLayout(t *testing.T) {
 		{drain.Target{Service: "api"}, "xds-server/drains/service/api"},
 		{drain.Target{Service: "api", Endpoint: "a/b"}, "xds-server/drains/endpoint/api/a%2Fb"},
 		{drain.Target{Node: "n 1"}, "xds-server/drains/node/n%201"},
+		{drain.Target{Service: "..", Endpoint: "."}, "xds-server/drains/endpoint/%2E%2E/%2E"},
 	} {
 		if got := l.Drain(tc.t); got != tc.want {
 			t.Errorf("Drain(%+v) = %q, want %q", tc.t, got, tc.want)

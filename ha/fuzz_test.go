@@ -1,0 +1,48 @@
+package ha
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeDrain feeds arbitrary KV values (anyone with KV write access
+// to the prefix can write them) to the drain decoder: it never panics, and
+// what it accepts is a valid target that encodes and decodes to itself
+// under a key of the drains folder.
+func FuzzDecodeDrain(f *testing.F) {
+	for _, seed := range []string{
+		`{"service":"api","endpoint":"a","since":"2026-01-02T03:04:05Z","until":"2026-01-02T04:04:05Z"}`,
+		`{"node":"n1","since":"2026-01-02T03:04:05Z"}`, `{"service":"a/b"}`, `{}`, `null`, `[`, `{"node":"n","endpoint":"e"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	l := Layout{Prefix: "xds-server/"}
+	f.Fuzz(func(t *testing.T, val []byte) {
+		a, err := decodeDrain(val)
+		if err != nil {
+			return
+		}
+		if (a.Node == "") == (a.Service == "") || (a.Node != "" && a.Endpoint != "") {
+			t.Fatalf("accepted an invalid target %+v", a.Target)
+		}
+		key := l.Drain(a.Target)
+		rest, ok := strings.CutPrefix(key, l.Drains())
+		if !ok || strings.Count(rest, "/") > 2 {
+			t.Fatalf("key %q of %+v leaves the drains folder or splits a name", key, a.Target)
+		}
+		for _, seg := range strings.Split(rest, "/") {
+			if seg == "" || seg == "." || seg == ".." {
+				t.Fatalf("key %q of %+v has the segment %q", key, a.Target, seg)
+			}
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeDrain(b)
+		if err != nil || again.Target != a.Target {
+			t.Fatalf("round trip of %+v: %+v, %v", a.Target, again.Target, err)
+		}
+	})
+}
