@@ -33,10 +33,12 @@ type Config struct {
 	Now        func() time.Time      // nil: time.Now
 	Registerer prometheus.Registerer // nil: no metrics
 	// Store, if set, keeps the admin drains (shared by replicas): Set and
-	// Delete write to it first and fail with ErrUnavailable when it
-	// cannot; Watch applies its content. Nothing is emitted before its
-	// first content arrives, so a restart never serves without the
-	// drains in force. nil: admin drains live in this Manager only.
+	// Delete only write to it (ErrUnavailable when it cannot: nothing
+	// changed), and Watch applies its content, here as on every replica
+	// (the Store's Put and Delete return once that content includes the
+	// write, so a GET right after a POST shows it). Nothing is emitted
+	// before its first content arrives, so a restart never serves without
+	// the drains in force. nil: admin drains live in this Manager only.
 	Store Store
 }
 
@@ -148,8 +150,8 @@ func (s *Manager) Set(t Target, ttl time.Duration) (Admin, error) {
 	if ttl > 0 {
 		a.Until = now.Add(ttl)
 	}
-	if err := s.store(&a, Target{}); err != nil {
-		return Admin{}, err
+	if s.cfg.Store != nil {
+		return a, s.store(&a, Target{}) // applied from the store's content, as on every replica
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -164,11 +166,11 @@ func (s *Manager) Delete(t Target) (bool, error) {
 	if err := t.validate(); err != nil {
 		return false, err
 	}
-	s.mu.Lock()
-	had := s.d.hasAdmin(t, s.cfg.Now()) // the store's watch may remove it before we do
-	s.mu.Unlock()
-	if err := s.store(nil, t); err != nil {
-		return false, err
+	if s.cfg.Store != nil {
+		s.mu.Lock()
+		had := s.d.hasAdmin(t, s.cfg.Now())
+		s.mu.Unlock()
+		return had, s.store(nil, t) // applied from the store's content, as on every replica
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -176,7 +178,7 @@ func (s *Manager) Delete(t Target) (bool, error) {
 	if ok {
 		s.applyLocked()
 	}
-	return ok || had, nil
+	return ok, nil
 }
 
 // Draining is an endpoint served as DRAINING, and why.

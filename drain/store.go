@@ -19,9 +19,11 @@ const StoreTimeout = 5 * time.Second
 // replica (ha.DrainStore keeps them in Consul KV). Without a Store (the
 // default) admin drains live in Manager's memory.
 type Store interface {
-	// Put records an admin drain, replacing one of the same target.
+	// Put records an admin drain, replacing one of the same target; it
+	// returns once Watch has passed on a content that includes it (or ctx
+	// is done: the write stands, it is applied when the watch catches up).
 	Put(ctx context.Context, a Admin) error
-	// Delete removes the admin drain of t, if any.
+	// Delete removes the admin drain of t, if any; it returns as Put does.
 	Delete(ctx context.Context, t Target) error
 	// Watch calls apply with every admin drain in the store (expired ones
 	// may be included), first as soon as it can read them and then on

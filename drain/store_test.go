@@ -95,8 +95,12 @@ func TestStoreWritesFirst(t *testing.T) {
 	if _, ok := st.drains[tgt]; !ok {
 		t.Fatal("drain not written to the store")
 	}
+	if h, _, _ := drainOf((*got)[len(*got)-1], "a"); h != discovery.HealthHealthy {
+		t.Error("drain applied before the store's content brought it")
+	}
+	s.replace(st.content()) // the store's watch
 	if h, _, _ := drainOf((*got)[len(*got)-1], "a"); h != discovery.HealthDraining {
-		t.Error("drain not applied at once")
+		t.Error("drain in the store's content not applied")
 	}
 
 	st.down = true

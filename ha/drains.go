@@ -41,6 +41,9 @@ type DrainStore struct {
 	wrote  uint64 // KV index after this replica's last write
 	last   uint64 // KV index of the last content read
 	synced bool   // the watch read the folder (with its epoch) since its last failure
+
+	applied   uint64        // KV index of the last content passed on
+	appliedCh chan struct{} // closed and replaced whenever applied grows
 }
 
 // SeenDrains is the last content of the drains folder a watch read.
@@ -65,7 +68,7 @@ func NewDrainStore(cfg DrainStoreConfig) (*DrainStore, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Watch.Op, cfg.Watch.Metrics, cfg.Watch.Logger = "watch_drains", cfg.Metrics, cfg.Logger
-	return &DrainStore{cfg: cfg, kv: cfg.Client.KV()}, nil
+	return &DrainStore{cfg: cfg, kv: cfg.Client.KV(), appliedCh: make(chan struct{})}, nil
 }
 
 // Put writes the drain a (with its absolute expiry).
@@ -82,7 +85,7 @@ func (s *DrainStore) Put(ctx context.Context, a drain.Admin) error {
 		return fmt.Errorf("ha: drain put: %w", err)
 	}
 	s.cfg.Metrics.Writes.WithLabelValues("drain_put").Inc()
-	s.wroteAt(ctx)
+	s.awaitApplied(ctx, s.wroteAt(ctx))
 	return nil
 }
 
@@ -96,22 +99,41 @@ func (s *DrainStore) Delete(ctx context.Context, t drain.Target) error {
 		return fmt.Errorf("ha: drain delete: %w", err)
 	}
 	s.cfg.Metrics.Writes.WithLabelValues("drain_delete").Inc()
-	s.wroteAt(ctx)
+	s.awaitApplied(ctx, s.wroteAt(ctx))
 	return nil
 }
 
-// wroteAt notes the drains folder's index after a write (a leader read,
-// so it includes the write; deletes count through their tombstones):
-// watch answers older than it are not passed on, as they would undo the
-// write the Manager has applied. A failed read notes nothing.
-func (s *DrainStore) wroteAt(ctx context.Context) {
+// wroteAt notes and returns the drains folder's index after a write (a
+// leader read, so it includes the write; deletes count through their
+// tombstones): watch answers older than it are not passed on. A failed
+// read returns 0.
+func (s *DrainStore) wroteAt(ctx context.Context) uint64 {
 	_, meta, err := s.kv.Keys(s.cfg.Layout.Drains(), "", (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil || meta == nil {
-		return
+		return 0
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.wrote = max(s.wrote, meta.LastIndex)
-	s.mu.Unlock()
+	return meta.LastIndex
+}
+
+// awaitApplied waits until the watch has passed on a content at index or
+// later, or ctx is done (the write stands either way).
+func (s *DrainStore) awaitApplied(ctx context.Context, index uint64) {
+	for {
+		s.mu.Lock()
+		done, ch := s.applied >= index, s.appliedCh
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // Watch calls apply with every drain stored, at once and on every change,
@@ -148,6 +170,11 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 			return
 		}
 		apply(drains)
+		s.mu.Lock()
+		s.applied = index
+		close(s.appliedCh)
+		s.appliedCh = make(chan struct{})
+		s.mu.Unlock()
 		s.expire(ctx, pairs, drains)
 	})
 }
@@ -180,7 +207,7 @@ func (s *DrainStore) next(index uint64, epoch bool) []drain.Admin {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if index < s.last || !epoch {
-		s.wrote = 0
+		s.wrote, s.applied = 0, 0
 		s.synced = false
 	}
 	s.last = index
