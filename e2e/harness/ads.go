@@ -47,11 +47,11 @@ type ADSConfig struct {
 	Conn    *grpc.ClientConn
 	NodeID  string
 	Cluster string
-	Agent   string   // node user_agent_name; "" means "xds-server-harness"
+	Agent   string // node user_agent_name; "" means "xds-server-harness"
 	// Metadata is the node's metadata; nil sends none.
 	Metadata *structpb.Struct
-	Delta   bool     // incremental (delta) protocol instead of state of the world
-	Types   []string // type URLs to subscribe to, as wildcards
+	Delta    bool     // incremental (delta) protocol instead of state of the world
+	Types    []string // type URLs to subscribe to, as wildcards
 	// Resume, by type URL, makes the first request of a type resume from
 	// what the node already has (see Resume); nil starts from nothing.
 	Resume map[string]Resume
