@@ -255,3 +255,109 @@ func lbEndpoints(t *testing.T, a *anypb.Any) int {
 	}
 	return n
 }
+
+// resumeFrom is what a node that got s tells the next server it has.
+func resumeFrom(s served) map[string]harness.Resume {
+	out := make(map[string]harness.Resume, len(s))
+	for url, u := range s {
+		out[url] = harness.Resume{Version: u.Version, Versions: u.Versions}
+	}
+	return out
+}
+
+// quietAfterResume opens cfg's stream to f, waits until f has registered
+// the node, and reports the responses that arrive within window: a
+// response to a request goes out at once, so window bounds the wait.
+func quietAfterResume(t *testing.T, f *fixture, cfg harness.ADSConfig, window time.Duration) []harness.ADSUpdate {
+	t.Helper()
+	_, got := resumeOn(t, f, cfg, window)
+	return got
+}
+
+// resumeOn is quietAfterResume that also returns the client.
+func resumeOn(t *testing.T, f *fixture, cfg harness.ADSConfig, window time.Duration) (*harness.ADSClient, []harness.ADSUpdate) {
+	t.Helper()
+	c := f.client(t, cfg)
+	eventually(t, func() bool {
+		for _, n := range f.srv.Nodes() {
+			if n.ID == cfg.NodeID && n.Streams > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	var got []harness.ADSUpdate
+	timeout := time.After(window)
+	for {
+		select {
+		case u := <-c.Updates():
+			got = append(got, u)
+		case <-timeout:
+			return c, got
+		}
+	}
+}
+
+// TestReplicaResumeSendsNothing: a node that got its config from replica
+// a and reconnects to replica b with its last versions (SotW version_info,
+// delta initial_resource_versions) gets no response from b; one that
+// resumes with versions b does not have gets its config at once. (A delta
+// type the node has none of still gets go-control-plane's empty first
+// answer, which a new Envoy needs to finish initializing.)
+func TestReplicaResumeSendsNothing(t *testing.T) {
+	consul := harness.Consul(t)
+	a := replica(t, consul, "a", "xds-server/subsetting")
+	b := replica(t, consul, "b", "xds-server/subsetting")
+	for _, f := range []*fixture{a, b} {
+		f.srv.Update(haWorld(nil, true))
+		f.srv.Reconcile()
+	}
+	const window = 500 * time.Millisecond
+	for _, n := range haNodes() {
+		for _, delta := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/delta=%v", n.id, delta), func(t *testing.T) {
+				cfg := n.config(delta)
+				cfg.Resume = resumeFrom(fetchAll(t, a, cfg))
+				for _, u := range quietAfterResume(t, b, cfg, window) {
+					// A delta type the node has nothing of cannot be told
+					// from a new subscription: it gets its (empty) answer.
+					if delta && len(cfg.Resume[u.TypeURL].Versions) == 0 && len(u.Resources) == 0 && len(u.Removed) == 0 {
+						continue
+					}
+					t.Errorf("replica b answered a resumed node: %s version %q, %d resources, %d removed", typeShort(u.TypeURL), u.Version, len(u.Resources), len(u.Removed))
+				}
+			})
+		}
+	}
+	t.Run("a resumed node gets later changes", func(t *testing.T) {
+		for _, delta := range []bool{false, true} {
+			b.srv.Update(haWorld(nil, true)) // as a has it again
+			b.srv.Reconcile()
+			cfg := haNodes()[3].config(delta)
+			cfg.NodeID = fmt.Sprint("later-", delta)
+			cfg.Resume = resumeFrom(fetchAll(t, a, cfg))
+			c, _ := resumeOn(t, b, cfg, 0)
+			world := haWorld(nil, true)
+			world.Services = append(world.Services, discovery.Service{Name: fmt.Sprint("svc-new-", delta), Endpoints: []discovery.Endpoint{{
+				ID: "n", Address: "127.0.0.3", Port: 1, Health: discovery.HealthHealthy, Meta: map[string]string{}}}})
+			b.srv.Update(world)
+			b.srv.Reconcile()
+			if u := next(t, c, resource.ClusterType); u.Resources[fmt.Sprint("svc-new-", delta)] == nil {
+				t.Errorf("delta=%v: the cluster update lacks the new service: %v", delta, names(u))
+			}
+		}
+	})
+	t.Run("stale versions are answered", func(t *testing.T) {
+		for _, delta := range []bool{false, true} {
+			cfg := haNodes()[0].config(delta)
+			cfg.NodeID = fmt.Sprint("stale-", delta)
+			cfg.Resume = map[string]harness.Resume{}
+			for _, url := range allTypes {
+				cfg.Resume[url] = harness.Resume{Version: "stale", Versions: map[string]string{"svc-0": "stale"}}
+			}
+			if got := quietAfterResume(t, b, cfg, window); len(got) < len(allTypes) {
+				t.Errorf("delta=%v: a node resuming from stale versions got %d responses within %v, want one per type", delta, len(got), window)
+			}
+		}
+	})
+}
