@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -227,4 +230,117 @@ func lbEndpointCount(t *testing.T, u harness.ADSUpdate) int {
 		n += len(l.GetLbEndpoints())
 	}
 	return n
+}
+
+// nodeVersions reads the versions /debug/config of srv shows for node id,
+// by short type name.
+func nodeVersions(t *testing.T, srv *harness.Server, id string) map[string]string {
+	t.Helper()
+	var cfg struct {
+		Resources map[string]struct {
+			Version string `json:"version"`
+		} `json:"resources"`
+	}
+	getJSON(t, srv.AdminURL("/debug/config?node="+url.QueryEscape(id)), &cfg)
+	out := make(map[string]string, len(cfg.Resources))
+	for k, v := range cfg.Resources {
+		out[k] = v.Version
+	}
+	return out
+}
+
+// replicaResolver registers, under a scheme of its own, a resolver that
+// gives grpc-go the addresses of every replica, as a DNS name or an L4
+// balancer in front of them would; pick_first uses the first that answers.
+func replicaResolver(t *testing.T, srvs []*harness.Server) string {
+	t.Helper()
+	scheme := fmt.Sprintf("xds-replicas-%d", time.Now().UnixNano())
+	r := manual.NewBuilderWithScheme(scheme)
+	var addrs []resolver.Address
+	for _, s := range srvs {
+		addrs = append(addrs, resolver.Address{Addr: s.XDSAddr})
+	}
+	r.InitialState(resolver.State{Addresses: addrs})
+	resolver.Register(r)
+	return scheme + ":///xds-server"
+}
+
+// TestHAFailoverKeepsConfigAndIndex: a grpc-go xDS client reaches two real
+// replicas through one name; kill -9 of the replica it is connected to
+// moves it to the other, where it has the same client index and the same
+// config (versions of every type), and its RPCs keep reaching the same
+// subset with none failing.
+func TestHAFailoverKeepsConfigAndIndex(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	consul := harness.Consul(t)
+	registerEcho(t, consul, startEcho(t, 6), "")
+	srvs := startHAReplicas(t, consul, 2)
+	a, b := srvs[0], srvs[1]
+	// Other nodes take indices first, through both replicas, so the
+	// client's index is not simply 0.
+	for i, s := range []*harness.Server{a, b, a} {
+		adsFetch(t, s, harness.ADSConfig{NodeID: fmt.Sprint("other-", i), Cluster: "e2e"})
+	}
+
+	const id = "failover-node"
+	call := dialGRPCXDSAs(t, replicaResolver(t, srvs), id)
+	before := reached(t, call, 40)
+	if len(before) != 2 {
+		t.Fatalf("the client reached %v, want its subset of 2", before)
+	}
+	onA := awaitConnected(t, a, id, 10*time.Second)
+	versionsA := nodeVersions(t, a, id)
+	if onA.Source != "consul" || onA.Index < 3 {
+		t.Errorf("on a: index %d from %q, want >= 3 from consul", onA.Index, onA.Source)
+	}
+
+	killed := time.Now()
+	a.Kill(t)
+	deadline := time.Now().Add(60 * time.Second)
+	var onB debugNode
+	for failures := 0; ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if _, err := call(ctx); err != nil {
+			failures++
+			t.Errorf("RPC %d after the kill failed: %v", failures, err)
+		}
+		cancel()
+		if n, ok := findNode(t, b, id); ok && n.Streams > 0 {
+			onB = n
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client did not reach replica b within 60s of the kill")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("failover: the client was connected to b %v after a was killed", time.Since(killed).Round(time.Millisecond))
+	if onB.Index != onA.Index || onB.Source != "consul" {
+		t.Errorf("index on b: %d from %q, on a it was %d", onB.Index, onB.Source, onA.Index)
+	}
+	if vb := nodeVersions(t, b, id); !maps.Equal(vb, versionsA) {
+		t.Errorf("config versions on b %v, on a they were %v", vb, versionsA)
+	}
+	if after := reached(t, call, 40); !maps.Equal(after, before) {
+		t.Errorf("after failover RPCs reached %v, before %v", after, before)
+	}
+}
+
+// reached makes n RPCs (each must succeed) and returns the backends that
+// served them.
+func reached(t *testing.T, call callFunc, n int) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		id, err := call(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("RPC: %v", err)
+		}
+		out[id] = true
+	}
+	return out
 }
