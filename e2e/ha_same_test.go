@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/xds"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -138,9 +140,9 @@ func awaitConnected(t *testing.T, srv *harness.Server, id string, limit time.Dur
 	}
 }
 
-// TestHAResumeOnAnotherReplica runs two real xds-server replicas sharing a
-// real Consul. Envoy-like and proxyless nodes, over SotW and delta, get
-// byte-identical resources with identical versions from both; a node that
+// TestHAResumeOnAnotherReplica runs three real xds-server replicas sharing
+// a real Consul. Envoy-like and proxyless nodes, over SotW and delta, get
+// byte-identical resources with identical versions from all; a node that
 // got its config from a and reconnects to b with its last versions
 // (version_info; initial_resource_versions) gets no response from b, once
 // b has registered it and within a window in which a response would have
@@ -151,8 +153,8 @@ func TestHAResumeOnAnotherReplica(t *testing.T) {
 	}
 	consul := harness.Consul(t)
 	registerEcho(t, consul, startEcho(t, 6), "")
-	srvs := startHAReplicas(t, consul, 2)
-	a, b := srvs[0], srvs[1]
+	srvs := startHAReplicas(t, consul, 3)
+	a, b, c := srvs[0], srvs[1], srvs[2]
 	const window = 2 * time.Second
 	for _, agent := range []string{"envoy", "grpc-go/1.85.0"} {
 		for _, delta := range []bool{false, true} {
@@ -176,13 +178,15 @@ func TestHAResumeOnAnotherReplica(t *testing.T) {
 					t.Errorf("replica b answered the resumed node: %s version %q (%d resources)", u.TypeURL, u.Version, len(u.Resources))
 				}
 				_ = cb.Close()
-				// Without resuming, b sends exactly what a sent.
+				// Without resuming, b and c send exactly what a sends.
 				cfg.Resume = nil
 				cfg.NodeID += "-fresh"
 				_, freshA := adsFetch(t, a, cfg)
-				_, freshB := adsFetch(t, b, cfg)
-				if d := sameUpdates(freshA, freshB); d != "" {
-					t.Errorf("replicas differ: %s", d)
+				for name, other := range map[string]*harness.Server{"b": b, "c": c} {
+					_, fresh := adsFetch(t, other, cfg)
+					if d := sameUpdates(freshA, fresh); d != "" {
+						t.Errorf("replicas a and %s differ: %s", name, d)
+					}
 				}
 			})
 		}
@@ -233,20 +237,29 @@ func lbEndpointCount(t *testing.T, u harness.ADSUpdate) int {
 }
 
 // nodeVersions reads the versions /debug/config of srv shows for node id,
-// by short type name.
+// by short type name, polling (an external process: no event to await)
+// until the node has been given a version of every type.
 func nodeVersions(t *testing.T, srv *harness.Server, id string) map[string]string {
 	t.Helper()
-	var cfg struct {
-		Resources map[string]struct {
-			Version string `json:"version"`
-		} `json:"resources"`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var cfg struct {
+			Resources map[string]struct {
+				Version string `json:"version"`
+			} `json:"resources"`
+		}
+		getJSON(t, srv.AdminURL("/debug/config?node="+url.QueryEscape(id)), &cfg)
+		out := make(map[string]string, len(cfg.Resources))
+		for k, v := range cfg.Resources {
+			if v.Version != "" {
+				out[k] = v.Version
+			}
+		}
+		if len(out) == len(haTypes) || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	getJSON(t, srv.AdminURL("/debug/config?node="+url.QueryEscape(id)), &cfg)
-	out := make(map[string]string, len(cfg.Resources))
-	for k, v := range cfg.Resources {
-		out[k] = v.Version
-	}
-	return out
 }
 
 // replicaResolver registers, under a scheme of its own, a resolver that
@@ -265,15 +278,28 @@ func replicaResolver(t *testing.T, srvs []*harness.Server) string {
 	return scheme + ":///xds-server"
 }
 
-// TestHAFailoverKeepsConfigAndIndex: a grpc-go xDS client reaches two real
-// replicas through one name; kill -9 of the replica it is connected to
-// moves it to the other, where it has the same client index and the same
-// config (versions of every type), and its RPCs keep reaching the same
-// subset with none failing.
+// TestHAFailoverKeepsConfigAndIndex: a grpc-go xDS client of two real
+// replicas, connected to a, is moved to b by kill -9 of a; there it has
+// the same client index and the same config (versions of every type), and
+// its RPCs keep reaching the same subset with none failing. Two ways to
+// reach the replicas:
+//   - one name for all replicas (as a DNS name or an L4 balancer gives):
+//     grpc-go reconnects to b at once;
+//   - a bootstrap listing both in xds_servers (gRFC A71): grpc-go keeps
+//     its cached config while a is gone and falls back to b only when it
+//     needs a resource it does not have (here: a new channel's target).
 func TestHAFailoverKeepsConfigAndIndex(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
+	for _, both := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one name", true: "bootstrap lists both"}[both], func(t *testing.T) {
+			failover(t, both)
+		})
+	}
+}
+
+func failover(t *testing.T, bootstrapBoth bool) {
 	consul := harness.Consul(t)
 	registerEcho(t, consul, startEcho(t, 6), "")
 	srvs := startHAReplicas(t, consul, 2)
@@ -285,7 +311,12 @@ func TestHAFailoverKeepsConfigAndIndex(t *testing.T) {
 	}
 
 	const id = "failover-node"
-	call := dialGRPCXDSAs(t, replicaResolver(t, srvs), id)
+	servers := []string{replicaResolver(t, srvs)}
+	if bootstrapBoth {
+		servers = []string{a.XDSAddr, b.XDSAddr}
+	}
+	rb := xdsResolver(t, servers, id)
+	call := unaryCall(dialWith(t, rb, "xds:///echo"))
 	before := reached(t, call, 40)
 	if len(before) != 2 {
 		t.Fatalf("the client reached %v, want its subset of 2", before)
@@ -298,24 +329,14 @@ func TestHAFailoverKeepsConfigAndIndex(t *testing.T) {
 
 	killed := time.Now()
 	a.Kill(t)
-	deadline := time.Now().Add(60 * time.Second)
-	var onB debugNode
-	for failures := 0; ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if _, err := call(ctx); err != nil {
-			failures++
-			t.Errorf("RPC %d after the kill failed: %v", failures, err)
+	if bootstrapBoth {
+		// Everything cached: grpc-go stays with a (retrying) and keeps its config.
+		if got := reached(t, call, 20); !maps.Equal(got, before) {
+			t.Errorf("with a gone, RPCs reached %v, before %v", got, before)
 		}
-		cancel()
-		if n, ok := findNode(t, b, id); ok && n.Streams > 0 {
-			onB = n
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the client did not reach replica b within 60s of the kill")
-		}
-		time.Sleep(50 * time.Millisecond)
+		dialWith(t, rb, "xds:///echo-new").Connect() // a resource not cached: fallback
 	}
+	onB := awaitFailover(t, call, b, id, 60*time.Second)
 	t.Logf("failover: the client was connected to b %v after a was killed", time.Since(killed).Round(time.Millisecond))
 	if onB.Index != onA.Index || onB.Source != "consul" {
 		t.Errorf("index on b: %d from %q, on a it was %d", onB.Index, onB.Source, onA.Index)
@@ -326,6 +347,56 @@ func TestHAFailoverKeepsConfigAndIndex(t *testing.T) {
 	if after := reached(t, call, 40); !maps.Equal(after, before) {
 		t.Errorf("after failover RPCs reached %v, before %v", after, before)
 	}
+}
+
+// awaitFailover makes RPCs (each must succeed) until node id has a stream
+// open on b and its client index there.
+func awaitFailover(t *testing.T, call callFunc, b *harness.Server, id string, limit time.Duration) debugNode {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for failures := 0; ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if _, err := call(ctx); err != nil {
+			failures++
+			t.Errorf("RPC %d after the kill failed: %v", failures, err)
+		}
+		cancel()
+		if n, ok := findNode(t, b, id); ok && n.Streams > 0 && n.Source != "" {
+			return n // connected and placed
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client did not reach replica b within %v of the kill", limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// xdsResolver is grpc-go's xDS resolver with a bootstrap of its own: node
+// id (cluster e2e, zone zone-0), management servers in order.
+func xdsResolver(t *testing.T, servers []string, id string) resolver.Builder {
+	t.Helper()
+	var list []string
+	for _, s := range servers {
+		list = append(list, fmt.Sprintf(`{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}`, s))
+	}
+	bootstrap := fmt.Sprintf(`{"xds_servers": [%s], "node": {"id": %q, "cluster": "e2e", "locality": {"zone": "zone-0"}}}`,
+		strings.Join(list, ","), id)
+	rb, err := xds.NewXDSResolverWithConfigForTesting([]byte(bootstrap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rb
+}
+
+// dialWith returns a channel to target through rb, closed at cleanup.
+func dialWith(t *testing.T, rb resolver.Builder, target string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(rb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // reached makes n RPCs (each must succeed) and returns the backends that
