@@ -210,6 +210,11 @@ func TestReplicasServeIdenticalResources(t *testing.T) {
 	b := replica(t, consul, "b", "xds-server/subsetting")
 	b.srv.Update(haWorld(rand.New(rand.NewPCG(1, 2)), true))
 	b.srv.Reconcile()
+	// The same global weights table (as every replica serves the leader's).
+	for _, f := range []*fixture{a, b} {
+		f.srv.SetWeights(map[string]map[string]uint32{"svc-3": {"svc-3-0": 70, "svc-3-4": 5}, "svc-0": {"svc-0-extra": 9}})
+		f.srv.Reconcile()
+	}
 
 	nodes := haNodes()
 	for i, n := range nodes {
@@ -231,12 +236,33 @@ func TestReplicasServeIdenticalResources(t *testing.T) {
 				if got := len(fromA[resource.ClusterType].Resources); got < 4 {
 					t.Errorf("only %d clusters served", got)
 				}
+				if w := endpointWeight(t, fromA[resource.EndpointType].Resources["svc-3"], 10300); w != 70 {
+					t.Errorf("svc-3-0 has weight %d, want the table's 70", w)
+				}
 				if got := lbEndpoints(t, fromA[resource.EndpointType].Resources["svc-0"]); got == 0 || got >= 9 {
 					t.Errorf("svc-0: %d endpoints served, want a subset of 3 (plus replacements)", got)
 				}
 			})
 		}
 	}
+}
+
+// endpointWeight is the weight of the endpoint on port in a serialized
+// ClusterLoadAssignment (0 if absent).
+func endpointWeight(t *testing.T, a *anypb.Any, port uint32) uint32 {
+	t.Helper()
+	var cla endpointv3.ClusterLoadAssignment
+	if err := a.UnmarshalTo(&cla); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range cla.GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			if e.GetEndpoint().GetAddress().GetSocketAddress().GetPortValue() == port {
+				return e.GetLoadBalancingWeight().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // lbEndpoints counts the endpoints of a serialized ClusterLoadAssignment.
