@@ -21,19 +21,37 @@ import (
 
 var haTypes = []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
 
+// haConfig: subsets of 2 for every service, and a listener with routes
+// and a rate limit (so Envoy nodes get LDS, RDS and the RLS cluster).
+const haConfig = `
+services:
+  "*": { subset_size: 2 }
+listeners:
+  - name: ingress
+    address: 127.0.0.1:10000
+    routes:
+      - { prefix: /grpc.testing.TestService/UnaryCall, service: echo, timeout: 2s }
+      - { prefix: /, service: echo }
+    ratelimit:
+      domain: edge
+      actions: [[{ remote_address: {} }]]
+`
+
 // startHAReplicas runs n xds-server replicas sharing consul for discovery
-// and for client indices and endpoint slots (subset_size 2 for every
-// service), and waits until each is ready.
+// and for client indices and endpoint slots (haConfig), and waits until
+// each is ready.
 func startHAReplicas(t *testing.T, consul *harness.ConsulAgent, n int) []*harness.Server {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
-	if err := os.WriteFile(cfg, []byte("services:\n  \"*\": { subset_size: 2 }\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(haConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srvs := harness.StartReplicas(t, n,
 		"--config", cfg, "--discovery.source", "consul", "--discovery.consul.address", consul.Addr(),
 		"--discovery.consul.min_interval", "10ms", "--xds.debounce", "10ms",
-		"--subsetting.index_source", "consul", "--subsetting.index_ttl", "10m")
+		"--subsetting.index_source", "consul", "--subsetting.index_ttl", "10m",
+		// One address for every replica's RLS, as a Service or VIP in front of them.
+		"--ratelimit.advertise_address", "ratelimit.xds-server.internal:18081")
 	for _, s := range srvs {
 		s.WaitReady(t)
 	}
@@ -159,6 +177,9 @@ func TestHAResumeOnAnotherReplica(t *testing.T) {
 				_ = ca.Close()
 				if n := lbEndpointCount(t, fromA[resource.EndpointType]); n != 2 {
 					t.Errorf("echo: %d endpoints served, want a subset of 2", n)
+				}
+				if fromA[resource.ListenerType].Resources["ingress"] == nil || fromA[resource.RouteType].Resources["ingress"] == nil {
+					t.Errorf("the configured listener or its route is missing: %v", fromA)
 				}
 				cfg.Resume = map[string]harness.Resume{}
 				for url, u := range fromA {
