@@ -355,6 +355,24 @@ func TestReplicaResumeSendsNothing(t *testing.T) {
 			})
 		}
 	}
+	t.Run("named SotW requests", func(t *testing.T) {
+		// Envoy (ADS) names every resource it has: nothing to send. A
+		// proxyless node names what it uses now, which may be more than it
+		// had under that version: it gets its answer.
+		for _, agent := range []string{"envoy", "grpc-go/1.85.0"} {
+			cfg := harness.ADSConfig{NodeID: "named-" + agent[:4], Cluster: "app", Agent: agent}
+			got := fetchAll(t, a, cfg)
+			cfg.Resume = map[string]harness.Resume{}
+			for url, u := range got {
+				cfg.Resume[url] = harness.Resume{Version: u.Version, Names: slices.Sorted(maps.Keys(u.Resources))}
+			}
+			// Envoy names nothing for a type it has none of (a wildcard).
+			n := len(quietAfterResume(t, b, cfg, window))
+			if want := map[string]int{"envoy": 0, "grpc-go/1.85.0": len(allTypes)}[agent]; n != want {
+				t.Errorf("%s: %d responses to a resume with names, want %d", agent, n, want)
+			}
+		}
+	})
 	t.Run("a resumed node gets later changes", func(t *testing.T) {
 		for _, delta := range []bool{false, true} {
 			b.srv.Update(haWorld(nil, true)) // as a has it again
