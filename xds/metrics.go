@@ -23,6 +23,7 @@ type metrics struct {
 	nacksIgnored  prometheus.Counter
 	logSuppressed prometheus.Counter
 	swept         prometheus.Counter
+	slotsHealed   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -86,6 +87,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line and one NACK line per node per 10s, and one line per 10s for all refused streams.",
 		}),
+		slotsHealed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_subset_slots_healed_total", Help: "Endpoint slots taken from this process's table while the shared one failed, moved back to the shared table.",
+		}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_subset_reservations_swept_total", Help: "Expired client index and endpoint slot reservations freed from this process's tables.",
 		}),
@@ -93,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
 			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
-			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept)
+			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed)
 	}
 	return m
 }
