@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/xds-server/xds-server/nodeindex"
 )
 
 // Endpoint slots taken from this process's table while the shared one
@@ -113,4 +115,65 @@ func (r *reconciler) healSlots() {
 		r.log.Info("endpoint slots moved back to the shared table", "services", changed)
 		r.redo(func() {})
 	}
+}
+
+// Client indices have the same problem: a node placed by this process's
+// table (index source "fallback") would keep that index for as long as it
+// stays connected, possibly the index another replica's node holds in the
+// shared table. healIndices gives such nodes their shared index once the
+// shared table answers again.
+
+// healIndices retries the shared table for connected nodes whose index
+// came from this process's table; it returns whether any node moved (its
+// snapshot must then be rebuilt). It stops at the first failure: the
+// shared table is still down.
+func (x *indexer) healIndices(reg *registry) bool {
+	if x.cfg.Table == nodeindex.Table(x.fallback) {
+		return false
+	}
+	moved := false
+	for _, n := range reg.list() {
+		if n.IndexSource != indexFallback || n.Streams == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
+		i, err := x.cfg.Table.Acquire(ctx, n.Group, n.ID)
+		cancel()
+		if err != nil {
+			x.m.indexErrors.WithLabelValues("acquire").Inc()
+			return moved
+		}
+		if !reg.healIndex(n.ID, n.Group, i, x.tableName()) {
+			// The node left (or was placed anew) meanwhile: give it back.
+			x.releaseFrom(x.cfg.Table, n.Group, n.ID)
+			continue
+		}
+		x.releaseFrom(x.fallback, n.Group, n.ID)
+		x.m.indicesHealed.Inc()
+		x.log.Info("node index moved back to the shared table", "node", clip(n.ID), "group", clip(n.Group), "from", n.Index, "to", i)
+		moved = true
+	}
+	return moved
+}
+
+func (x *indexer) releaseFrom(t nodeindex.Table, group, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
+	defer cancel()
+	if err := t.Release(ctx, group, id); err != nil {
+		x.m.indexErrors.WithLabelValues("release").Inc()
+		x.log.Error("client index release failed; it expires with the table's own rules", "node", clip(id), "group", clip(group), "error", err)
+	}
+}
+
+// healIndex gives a connected node placed by this process's table its
+// index from source, unless it left or was placed anew meanwhile.
+func (r *registry) healIndex(id, group string, index int, source string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	node, ok := r.nodes[id]
+	if !ok || node.Streams == 0 || node.IndexSource != indexFallback || node.Group != group {
+		return false
+	}
+	node.Index, node.IndexSource = index, source
+	return true
 }

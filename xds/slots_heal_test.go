@@ -36,9 +36,10 @@ func replicaVia(t *testing.T, client *api.Client, name string) (*fixture, *nodei
 // TestReplicaSlotsHealAfterPartition: replica a, cut off from Consul
 // while it learns a catalog, gives the endpoints of a steady-subset
 // service slots from its own table; replica b, which reaches Consul, gives
-// them the shared ones. Once a reaches Consul again, its periodic Expire
-// moves the slots to the shared table, and a sends every node what b
-// sends.
+// them the shared ones; nodes connecting to a meanwhile get indices from
+// a's own table too. Once a reaches Consul again, its periodic Expire
+// moves slots and indices to the shared table, and a sends every node what
+// b sends.
 func TestReplicaSlotsHealAfterPartition(t *testing.T) {
 	consul := harness.Consul(t)
 	proxy := harness.StartProxy(t, consul.Addr())
@@ -54,14 +55,16 @@ func TestReplicaSlotsHealAfterPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	nodes := haNodes()[4:] // the app nodes: subsets of svc-0, no listeners
 	proxy.Cut()
 	a.srv.Update(haWorld(nil, true))
 	a.srv.Reconcile()
 	b.srv.Update(haWorld(nil, true))
 	b.srv.Reconcile()
+	for _, n := range nodes { // connected to a through the partition: indices from a's own table
+		firstOfEach(t, a.client(t, n.config(false)), allTypes)
+	}
 	proxy.Heal()
-
-	nodes := haNodes()[4:] // the app nodes: subsets of svc-0, no listeners
 	differ := func() string {
 		for _, n := range nodes {
 			if d := fetchAll(t, a, n.config(false)).diff(fetchAll(t, b, n.config(false))); d != "" {
@@ -78,16 +81,40 @@ func TestReplicaSlotsHealAfterPartition(t *testing.T) {
 	if d := differ(); d != "" {
 		t.Errorf("after healing, replicas still differ: %s", d)
 	}
-	// svc-0 has 9 endpoints (subsets of 3: slotted); svc-1 is classic.
-	if got, err := testutil.GatherAndCount(a.reg, "xds_subset_slots_healed_total"); err != nil || got != 1 {
-		t.Fatalf("healed metric: %d series, %v", got, err)
-	}
-	mfs, _ := a.reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "xds_subset_slots_healed_total" {
-			if v := mf.GetMetric()[0].GetCounter().GetValue(); v != 9 {
-				t.Errorf("xds_subset_slots_healed_total = %v, want 9 (svc-0's endpoints)", v)
-			}
+	for _, n := range nodes {
+		if na, nb := nodeOf(a.srv, n.id), nodeOf(b.srv, n.id); na.IndexSource != "consul" || na.Index != nb.Index {
+			t.Errorf("%s: index %d from %q on a, %d from %q on b", n.id, na.Index, na.IndexSource, nb.Index, nb.IndexSource)
 		}
 	}
+	if v := counterValue(t, a, "xds_subset_indices_healed_total"); v != float64(len(nodes)) {
+		t.Errorf("xds_subset_indices_healed_total = %v, want %d", v, len(nodes))
+	}
+	// svc-0 has 9 endpoints (subsets of 3: slotted); svc-1 is classic.
+	if v := counterValue(t, a, "xds_subset_slots_healed_total"); v != 9 {
+		t.Errorf("xds_subset_slots_healed_total = %v, want 9 (svc-0's endpoints)", v)
+	}
+}
+
+func nodeOf(srv *xds.Server, id string) xds.Node {
+	for _, n := range srv.Nodes() {
+		if n.ID == id {
+			return n
+		}
+	}
+	return xds.Node{}
+}
+
+// counterValue reads an unlabeled counter from f's registry.
+func counterValue(t *testing.T, f *fixture, name string) float64 {
+	t.Helper()
+	if n, err := testutil.GatherAndCount(f.reg, name); err != nil || n != 1 {
+		t.Fatalf("%s: %d series, %v", name, n, err)
+	}
+	mfs, _ := f.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }
