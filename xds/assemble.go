@@ -3,6 +3,8 @@ package xds
 import (
 	"cmp"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/xds-server/xds-server/discovery"
@@ -31,9 +33,19 @@ type SettingsFunc func(service string) ServiceSettings
 // registered endpoint, with its discovery health mapped to an EDS health
 // status, and its weight from weights (endpoint id -> EDS weight, from
 // utilization reports) where it has one, else from discovery.
+//
+// Endpoints come out sorted by id whatever their input order (sources
+// emit them sorted; this makes sure), so replicas whose discovery listed
+// them differently still send byte-identical load assignments.
 func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint32) envoy.Service {
-	eps := make([]envoy.Endpoint, 0, len(svc.Endpoints))
-	for _, ep := range svc.Endpoints {
+	src := svc.Endpoints
+	byID := func(a, b discovery.Endpoint) int { return strings.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(src, byID) {
+		src = slices.Clone(src)
+		slices.SortStableFunc(src, byID)
+	}
+	eps := make([]envoy.Endpoint, 0, len(src))
+	for _, ep := range src {
 		eps = append(eps, envoy.Endpoint{
 			ID:      ep.ID,
 			Address: ep.Address,

@@ -43,13 +43,18 @@ func (c *nodeCaches) of(agent string) cache.SnapshotCache {
 }
 
 // CreateWatch implements cache.ConfigWatcher.
+// A node resuming with the versions it has gets no answer unless
+// something differs (see resumeSotW).
 func (c *nodeCaches) CreateWatch(req *cache.Request, sub cache.Subscription, out chan cache.Response) (func(), error) {
-	return c.of(req.GetNode().GetUserAgentName()).CreateWatch(req, sub, out)
+	sc := c.of(req.GetNode().GetUserAgentName())
+	return sc.CreateWatch(req, resumeSotW(sc, sc == c.envoy, req, sub), out)
 }
 
 // CreateDeltaWatch implements cache.ConfigWatcher.
+// A node resuming with initial_resource_versions gets no answer unless
+// something differs (see resumeDelta).
 func (c *nodeCaches) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
-	return c.of(req.GetNode().GetUserAgentName()).CreateDeltaWatch(req, sub, out)
+	return c.of(req.GetNode().GetUserAgentName()).CreateDeltaWatch(resumeDelta(req), sub, out)
 }
 
 // Fetch implements cache.ConfigFetcher.

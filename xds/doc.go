@@ -19,6 +19,15 @@
 // snapshot. Envoy nodes are served from an ADS-ordered cache, the others
 // from one that answers requests naming only some resources (caches.go).
 //
+// Replicas: for the same node (id, cluster, metadata, client index) every
+// replica sharing the Consul tables sends byte-identical resources under
+// identical versions; nothing replica-local (input order, history, clocks)
+// reaches a resource or a version. A node that reconnects with the
+// versions it has (SotW version_info, delta initial_resource_versions) is
+// sent nothing unless something differs (resume.go). Slots and indices
+// taken from this process's table while Consul failed move back to the
+// shared table when it answers again (slots_heal.go).
+//
 // Memory per node is kept low on the gRPC side too (server.go, codec.go):
 // small read buffers, a write buffer shared between writes, and encoded
 // responses over 32 KiB in buffers of their own size rather than pooled

@@ -23,6 +23,8 @@ type metrics struct {
 	nacksIgnored  prometheus.Counter
 	logSuppressed prometheus.Counter
 	swept         prometheus.Counter
+	slotsHealed   prometheus.Counter
+	indicesHealed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -86,6 +88,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line and one NACK line per node per 10s, and one line per 10s for all refused streams.",
 		}),
+		slotsHealed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_subset_slots_healed_total", Help: "Endpoint slots taken from this process's table while the shared one failed, moved back to the shared table.",
+		}),
+		indicesHealed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_subset_indices_healed_total", Help: "Client indices of connected nodes taken from this process's table while the shared one failed, moved back to the shared table.",
+		}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_subset_reservations_swept_total", Help: "Expired client index and endpoint slot reservations freed from this process's tables.",
 		}),
@@ -93,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
 			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
-			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept)
+			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed)
 	}
 	return m
 }

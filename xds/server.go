@@ -227,8 +227,11 @@ func (s *Server) Run(ctx context.Context) {
 }
 
 // Expire drops the snapshots of nodes disconnected for longer than the
-// grace period (with their subsetting group membership and log state)
-// and sweeps the expired index reservations of this process's tables.
+// grace period (with their subsetting group membership and log state),
+// sweeps the expired index reservations of this process's tables, and
+// moves endpoint slots and connected nodes' indices taken from this
+// process's table during an outage of the shared one back to the shared
+// one (see slots_heal.go).
 // Run calls it periodically; tests call it after moving their clock.
 func (s *Server) Expire() {
 	for _, id := range s.reg.expire(s.cfg.Now(), s.cfg.NodeGrace) {
@@ -239,6 +242,10 @@ func (s *Server) Expire() {
 		s.cfg.Logger.Info("node expired", "node", clip(id), "grace", s.cfg.NodeGrace)
 	}
 	s.m.swept.Add(float64(s.idx.sweep()))
+	s.rec.healSlots()
+	if s.idx.healIndices(s.reg) {
+		s.rec.redo(func() {})
+	}
 }
 
 // Serve accepts xDS streams on lis until Shutdown.

@@ -18,6 +18,7 @@ import (
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // ADSUpdate is one response an ADSClient accepted.
@@ -26,7 +27,18 @@ type ADSUpdate struct {
 	Version   string // SotW version_info, or delta system_version_info
 	Resources map[string]*anypb.Any
 	Removed   []string // delta only
-	At        time.Time
+	// Versions are the delta resource versions (name -> version); nil for SotW.
+	Versions map[string]string
+	At       time.Time
+}
+
+// Resume is what a node that reconnects tells the server it already has of
+// one type: SotW sends Version as version_info with Names as resource
+// names (nil: wildcard); delta sends Versions as initial_resource_versions.
+type Resume struct {
+	Version  string
+	Names    []string
+	Versions map[string]string
 }
 
 // ADSConfig configures a raw ADS client: a plain gRPC stream, as a node
@@ -35,9 +47,14 @@ type ADSConfig struct {
 	Conn    *grpc.ClientConn
 	NodeID  string
 	Cluster string
-	Agent   string   // node user_agent_name; "" means "xds-server-harness"
-	Delta   bool     // incremental (delta) protocol instead of state of the world
-	Types   []string // type URLs to subscribe to, as wildcards
+	Agent   string // node user_agent_name; "" means "xds-server-harness"
+	// Metadata is the node's metadata; nil sends none.
+	Metadata *structpb.Struct
+	Delta    bool     // incremental (delta) protocol instead of state of the world
+	Types    []string // type URLs to subscribe to, as wildcards
+	// Resume, by type URL, makes the first request of a type resume from
+	// what the node already has (see Resume); nil starts from nothing.
+	Resume map[string]Resume
 	// Reject, if set, decides whether to NACK a response (with that error).
 	Reject func(ADSUpdate) error
 }
@@ -61,7 +78,7 @@ func StartADS(ctx context.Context, cfg ADSConfig) (*ADSClient, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &ADSClient{cfg: cfg, updates: make(chan ADSUpdate, 64), cancel: cancel, done: make(chan error, 1)}
 	cli := discoverygrpc.NewAggregatedDiscoveryServiceClient(cfg.Conn)
-	node := &core.Node{Id: cfg.NodeID, Cluster: cfg.Cluster, UserAgentName: cmp.Or(cfg.Agent, "xds-server-harness")}
+	node := &core.Node{Id: cfg.NodeID, Cluster: cfg.Cluster, UserAgentName: cmp.Or(cfg.Agent, "xds-server-harness"), Metadata: cfg.Metadata}
 	if cfg.Delta {
 		st, err := cli.DeltaAggregatedResources(ctx)
 		if err != nil {
@@ -69,7 +86,8 @@ func StartADS(ctx context.Context, cfg ADSConfig) (*ADSClient, error) {
 			return nil, fmt.Errorf("harness: open delta stream: %w", err)
 		}
 		for i, t := range cfg.Types {
-			req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: t, ResourceNamesSubscribe: []string{"*"}}
+			req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: t, ResourceNamesSubscribe: []string{"*"},
+				InitialResourceVersions: cfg.Resume[t].Versions}
 			if i == 0 {
 				req.Node = node
 			}
@@ -87,7 +105,8 @@ func StartADS(ctx context.Context, cfg ADSConfig) (*ADSClient, error) {
 		return nil, fmt.Errorf("harness: open stream: %w", err)
 	}
 	for i, t := range cfg.Types {
-		req := &discoverygrpc.DiscoveryRequest{TypeUrl: t}
+		r := cfg.Resume[t]
+		req := &discoverygrpc.DiscoveryRequest{TypeUrl: t, VersionInfo: r.Version, ResourceNames: r.Names}
 		if i == 0 {
 			req.Node = node
 		}
@@ -116,6 +135,9 @@ func (c *ADSClient) Close() error {
 
 func (c *ADSClient) runSotW(st discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient) error {
 	versions := map[string]string{}
+	for t, r := range c.cfg.Resume {
+		versions[t] = r.Version
+	}
 	for {
 		resp, err := st.Recv()
 		if err != nil {
@@ -152,9 +174,11 @@ func (c *ADSClient) runDelta(st discoverygrpc.AggregatedDiscoveryService_DeltaAg
 			return err
 		}
 		u := ADSUpdate{TypeURL: resp.GetTypeUrl(), Version: resp.GetSystemVersionInfo(), At: time.Now(),
-			Resources: make(map[string]*anypb.Any, len(resp.GetResources())), Removed: resp.GetRemovedResources()}
+			Resources: make(map[string]*anypb.Any, len(resp.GetResources())), Removed: resp.GetRemovedResources(),
+			Versions: make(map[string]string, len(resp.GetResources()))}
 		for _, r := range resp.GetResources() {
 			u.Resources[r.GetName()] = r.GetResource()
+			u.Versions[r.GetName()] = r.GetVersion()
 		}
 		ack := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: u.TypeURL, ResponseNonce: resp.GetNonce()}
 		if c.cfg.Reject != nil {

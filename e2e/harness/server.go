@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,6 +81,7 @@ type Server struct {
 	logs    *syncBuffer
 	exited  chan struct{}
 	exitErr error
+	killed  atomic.Bool // Kill ended it: its exit status is expected
 }
 
 // StartServer runs xds-server with the given extra flags on free loopback
@@ -151,6 +153,9 @@ func (s *Server) Logs() string { return s.logs.String() }
 func (s *Server) Stop() error {
 	select {
 	case <-s.exited:
+		if s.killed.Load() {
+			return nil
+		}
 		return s.exitErr
 	default:
 	}

@@ -1,0 +1,54 @@
+package xds
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/xds-server/xds-server/discovery"
+)
+
+// TestServiceIgnoresEndpointOrder: the load assignment (bytes and hash)
+// does not depend on the order discovery listed the endpoints in, so
+// replicas whose sources listed them differently agree; the input is not
+// modified.
+func TestServiceIgnoresEndpointOrder(t *testing.T) {
+	svc := discovery.Service{Name: "s"}
+	for i := range 12 {
+		svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{
+			ID: string(rune('a' + i)), Address: "10.0.0.1", Port: 1000 + i, Health: discovery.HealthHealthy,
+			Locality: discovery.Locality{Zone: []string{"z1", "z2"}[i%2]}, Meta: map[string]string{"k": "v", "a": "b"},
+		})
+	}
+	want, err := translateEDS(Service(svc, ServiceSettings{}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 20 {
+		shuffled := svc
+		shuffled.Endpoints = slices.Clone(svc.Endpoints)
+		rng.Shuffle(len(shuffled.Endpoints), func(i, j int) {
+			shuffled.Endpoints[i], shuffled.Endpoints[j] = shuffled.Endpoints[j], shuffled.Endpoints[i]
+		})
+		before := slices.Clone(shuffled.Endpoints)
+		got, err := translateEDS(Service(shuffled, ServiceSettings{}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.hash != want.hash {
+			t.Fatalf("order %v: hash %s, sorted input gives %s", ids(shuffled.Endpoints), got.hash, want.hash)
+		}
+		if !slices.EqualFunc(before, shuffled.Endpoints, func(a, b discovery.Endpoint) bool { return a.ID == b.ID }) {
+			t.Fatal("Service reordered its input")
+		}
+	}
+}
+
+func ids(eps []discovery.Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.ID
+	}
+	return out
+}
