@@ -28,6 +28,10 @@ func (c Config) validateHA(p *problems) {
 	if h.Enabled && c.Discovery.Source != "consul" {
 		p.bad("ha.enabled", h.Enabled, "needs discovery.source: consul (replicas share their state in Consul KV)")
 	}
+	if h.Enabled && c.Subsetting.IndexSource == "local" {
+		p.bad("subsetting.index_source", c.Subsetting.IndexSource, "with ha.enabled, replicas need one table of client indices "+
+			"and endpoint slots, or they send the same node different subsets: use consul (or metadata)")
+	}
 	if h.PublishInterval <= 0 {
 		p.bad("ha.publish_interval", h.PublishInterval, "must be positive")
 	}

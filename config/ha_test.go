@@ -14,7 +14,7 @@ func TestHASettings(t *testing.T) {
 	if h := cfg.HA; h.Enabled || h.Consul.Prefix != "xds-server/" || h.PublishInterval != 5*time.Second || h.LeaderLockDelay != 15*time.Second {
 		t.Errorf("ha defaults: %+v", h)
 	}
-	cfg, err = loadArgs(t, "--discovery.source=consul", "--ha.enabled", "--ha.consul.prefix=prod/xds",
+	cfg, err = loadArgs(t, "--discovery.source=consul", "--subsetting.index_source=consul", "--ha.enabled", "--ha.consul.prefix=prod/xds",
 		"--ha.publish_interval=2s", "--ha.leader_lock_delay=5s")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,9 @@ func TestHAValidation(t *testing.T) {
 		args []string
 		want []string
 	}{
-		"needs consul":       {args: []string{"--ha.enabled"}, want: []string{"ha.enabled: true: needs discovery.source: consul"}},
+		"needs consul": {args: []string{"--ha.enabled"}, want: []string{"ha.enabled: true: needs discovery.source: consul"}},
+		"needs shared indices": {args: []string{"--ha.enabled", "--discovery.source", "consul"},
+			want: []string{"subsetting.index_source: local: with ha.enabled, replicas need one table"}},
 		"zero interval":      {args: []string{"--ha.publish_interval=0s"}, want: []string{"ha.publish_interval: 0s: must be positive"}},
 		"lock delay too big": {args: []string{"--ha.leader_lock_delay=2m"}, want: []string{"ha.leader_lock_delay: 2m", "[0s, 1m]"}},
 		"empty prefix":       {args: []string{"--ha.consul.prefix="}, want: []string{"ha.consul.prefix"}},

@@ -15,6 +15,7 @@ import (
 // haArgs are the flags of the HA replicas: drains shared in Consul KV.
 func haArgs(prefix string) []string {
 	return []string{"--drain.window", ldDrainWindow.String(), "--ha.enabled", "--ha.consul.prefix", prefix,
+		"--subsetting.index_source", "consul", "--subsetting.consul.prefix", prefix + "subsetting",
 		"--xds.shutdown_grace", "0s"}
 }
 
