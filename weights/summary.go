@@ -35,7 +35,7 @@ type ServiceSummary struct {
 // informational only, are left out).
 type BackendLoad struct {
 	E   int     `json:"e"` // position in ServiceSummary.Endpoints
-	At  int64   `json:"t"` // measured at, unix ms
+	Age int64   `json:"t"` // Summary.At minus when measured, ms
 	QPS float64 `json:"q,omitempty"`
 	EPS float64 `json:"x,omitempty"`
 	CPU float64 `json:"c,omitempty"`
@@ -51,10 +51,10 @@ type GroupLoad struct {
 }
 
 // ClientLoad is one endpoint's load from a group of nodes: rates summed,
-// utilization the largest any node reported, At the latest report.
+// utilization the largest any node reported, Age that of the latest.
 type ClientLoad struct {
 	E    int     `json:"e"`
-	At   int64   `json:"t"`
+	Age  int64   `json:"t"` // Summary.At minus the latest report, ms
 	QPS  float64 `json:"q,omitempty"`
 	EPS  float64 `json:"x,omitempty"`
 	Util float64 `json:"u,omitempty"`
@@ -115,7 +115,7 @@ func BuildSummary(replica string, now time.Time, svcs []ServiceReports, subsets 
 		ss := ServiceSummary{Name: sr.Name, Endpoints: sr.Endpoints}
 		for _, id := range sr.Endpoints {
 			if r, ok := sr.Backend[id]; ok {
-				ss.Backend = append(ss.Backend, BackendLoad{E: pos[id], At: r.At.UnixMilli(),
+				ss.Backend = append(ss.Backend, BackendLoad{E: pos[id], Age: sum.At - r.At.UnixMilli(),
 					QPS: round5(r.QPS), EPS: round5(r.EPS), CPU: round5(r.CPU), App: round5(r.App)})
 			}
 		}
@@ -123,14 +123,14 @@ func BuildSummary(replica string, now time.Time, svcs []ServiceReports, subsets 
 		if len(sr.Nodes) > 0 && subsets != nil {
 			subs = subsets(sr.Name)
 		}
-		ss.Groups = groupNodes(sr.Nodes, subs, pos)
+		ss.Groups = groupNodes(sr.Nodes, subs, pos, sum.At)
 		sum.Services = append(sum.Services, ss)
 	}
 	return sum
 }
 
 // groupNodes aggregates the nodes' client reports per distinct subset.
-func groupNodes(nodes map[string]map[string]Report, subsets map[string][]string, pos map[string]int) []GroupLoad {
+func groupNodes(nodes map[string]map[string]Report, subsets map[string][]string, pos map[string]int, at int64) []GroupLoad {
 	type acc struct {
 		members []int
 		loads   map[int]*ClientLoad
@@ -163,12 +163,12 @@ func groupNodes(nodes map[string]map[string]Report, subsets map[string][]string,
 			}
 			l := g.loads[i]
 			if l == nil {
-				l = &ClientLoad{E: i}
+				l = &ClientLoad{E: i, Age: math.MaxInt64}
 				g.loads[i] = l
 			}
 			l.QPS, l.EPS = l.QPS+r.QPS, l.EPS+r.EPS
 			l.Util = max(l.Util, r.Utilization())
-			l.At = max(l.At, r.At.UnixMilli())
+			l.Age = min(l.Age, at-r.At.UnixMilli())
 		}
 	}
 	out := make([]GroupLoad, 0, len(groups))

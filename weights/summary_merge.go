@@ -45,14 +45,14 @@ func (m *Merger) Feed(t *Tracker, sums []Summary, now time.Time) Merged {
 	}
 	for _, s := range sums {
 		for _, ss := range s.Services {
-			m.feedService(s.Replica, ss, observe, &out)
+			m.feedService(s.Replica, s.At, ss, observe, &out)
 		}
 	}
 	m.fed = seen
 	return out
 }
 
-func (m *Merger) feedService(replica string, ss ServiceSummary, observe func(string, Report), out *Merged) {
+func (m *Merger) feedService(replica string, at int64, ss ServiceSummary, observe func(string, Report), out *Merged) {
 	id := func(i int) (string, bool) {
 		if i < 0 || i >= len(ss.Endpoints) {
 			return "", false
@@ -62,7 +62,7 @@ func (m *Merger) feedService(replica string, ss ServiceSummary, observe func(str
 	prefix := replica + "\x00" + ss.Name + "\x00"
 	for _, b := range ss.Backend {
 		if ep, ok := id(b.E); ok {
-			observe(prefix+ep, Report{Service: ss.Name, Endpoint: ep, At: time.UnixMilli(b.At),
+			observe(prefix+ep, Report{Service: ss.Name, Endpoint: ep, At: time.UnixMilli(at - b.Age),
 				QPS: b.QPS, EPS: b.EPS, CPU: b.CPU, App: b.App})
 		}
 	}
@@ -81,7 +81,7 @@ func (m *Merger) feedService(replica string, ss ServiceSummary, observe func(str
 		for _, l := range g.Loads {
 			if ep, ok := id(l.E); ok {
 				observe(prefix+node+"\x00"+ep, Report{Service: ss.Name, Endpoint: ep, Node: node,
-					At: time.UnixMilli(l.At), QPS: l.QPS, EPS: l.EPS, CPU: l.Util})
+					At: time.UnixMilli(at - l.Age), QPS: l.QPS, EPS: l.EPS, CPU: l.Util})
 			}
 		}
 	}

@@ -37,7 +37,7 @@ func TestBuildSummaryGroupsNodesBySubset(t *testing.T) {
 		t.Fatalf("group members %v", g.Members)
 	}
 	a, b := g.Loads[0], g.Loads[1]
-	if a.QPS != 15 || a.Util != 0.4 || a.At != t0.Add(time.Second).UnixMilli() || b.QPS != 27 || b.EPS != 1 {
+	if a.QPS != 15 || a.Util != 0.4 || a.Age != 1000 || b.QPS != 27 || b.EPS != 1 {
 		t.Fatalf("group loads %+v", g.Loads)
 	}
 	if h := ss.Groups[1]; len(h.Loads) != 1 || h.Loads[0].E != 2 || h.Loads[0].QPS != 3 {
@@ -109,7 +109,7 @@ func TestMergerFeedsOnlyNewerLoads(t *testing.T) {
 		t.Fatalf("capacity %v, want %v (one smoothing step)", got, want)
 	}
 	if got := m.Feed(merged, []Summary{{Replica: "r9", Services: []ServiceSummary{{Name: "s", Endpoints: []string{"zz"},
-		Backend: []BackendLoad{{E: 0, At: t0.UnixMilli(), QPS: 1, CPU: 1}, {E: 7, At: t0.UnixMilli()}}}}}}, t0); got.Rejected != 1 {
+		Backend: []BackendLoad{{E: 0, QPS: 1, CPU: 1}, {E: 7}}}}, At: t0.UnixMilli()}}, t0); got.Rejected != 1 {
 		t.Fatalf("unknown endpoint: rejected %d, want 1 (and out of range ignored)", got.Rejected)
 	}
 }
@@ -117,9 +117,9 @@ func TestMergerFeedsOnlyNewerLoads(t *testing.T) {
 func TestMergedSubsetsArePerReplicaAndSubset(t *testing.T) {
 	sums := []Summary{
 		{Replica: "r1", Services: []ServiceSummary{{Name: "s", Endpoints: []string{"a", "b"},
-			Groups: []GroupLoad{{Members: []int{0, 1}, Loads: []ClientLoad{{E: 0, At: 1, QPS: 5}}}}}}},
+			Groups: []GroupLoad{{Members: []int{0, 1}, Loads: []ClientLoad{{E: 0, QPS: 5}}}}}}, At: 1},
 		{Replica: "r2", Services: []ServiceSummary{{Name: "s", Endpoints: []string{"a", "b"},
-			Groups: []GroupLoad{{Members: []int{0, 1}, Loads: []ClientLoad{{E: 1, At: 1, QPS: 7}}}, {Members: []int{1}}}}}},
+			Groups: []GroupLoad{{Members: []int{0, 1}, Loads: []ClientLoad{{E: 1, QPS: 7}}}, {Members: []int{1}}}}}, At: 1},
 	}
 	tr := newTestTracker(t, nil, "a", "b")
 	got := NewMerger().Feed(tr, sums, time.UnixMilli(2))
