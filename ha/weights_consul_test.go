@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -78,30 +79,41 @@ type replica struct {
 	p      *weights.Pipeline
 	rec    *recorder
 	url    string
+	lrs    string // host:port of its gRPC server (LRS)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 var testEndpoints = []string{"a", "b", "c"}
 
-func startReplica(t *testing.T, client *api.Client, id string, mode string, grpcSrv *grpc.Server) *replica {
+// startReplica starts a replica sharing its weights through Consul
+// (client nil: a lone replica without HA, the reference).
+func startReplica(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string) *replica {
 	t.Helper()
-	w, err := NewWeights(WeightsConfig{Client: client, Prefix: "xds-test/", Replica: id,
-		PublishInterval: testInterval, LockDelay: testLockDelay, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
+	var w *Weights
+	var ha *weights.HAConfig
+	if client != nil {
+		var err error
+		w, err = NewWeights(WeightsConfig{Client: client, Prefix: "xds-test/", Replica: id,
+			PublishInterval: testInterval, LockDelay: testLockDelay, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ha = &weights.HAConfig{Replica: id, Summaries: w, Tables: w}
 	}
 	tc := weights.DefaultConfig()
 	tc.BlackoutPeriod = 0
-	rec := &recorder{}
-	if grpcSrv == nil {
-		grpcSrv = grpc.NewServer()
+	rec := &recorder{subsets: subsets}
+	grpcSrv := grpc.NewServer()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
 	p, err := weights.NewPipeline(weights.PipelineConfig{Tracker: tc, Solve: weights.DefaultSolveConfig(),
 		Services: func(string) weights.ServiceConfig {
 			return weights.ServiceConfig{Enabled: true, Mode: mode, Sources: []string{weights.SourceHTTP, weights.SourceLRS}}
 		},
-		Publisher: rec, GRPC: grpcSrv, HA: &weights.HAConfig{Replica: id, Summaries: w, Tables: w},
+		Publisher: rec, GRPC: grpcSrv, HA: ha,
 		UpdatePeriod: 100 * time.Millisecond, MinPushInterval: 100 * time.Millisecond,
 		ORCAInterval: time.Second, LRSInterval: 200 * time.Millisecond, Registerer: prometheus.NewRegistry()})
 	if err != nil {
@@ -116,13 +128,19 @@ func startReplica(t *testing.T, client *api.Client, id string, mode string, grpc
 	p.Handlers(mux)
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{id: id, w: w, p: p, rec: rec, url: srv.URL, cancel: cancel, done: make(chan struct{})}
+	r := &replica{id: id, w: w, p: p, rec: rec, url: srv.URL, lrs: lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
+	go func() { _ = grpcSrv.Serve(lis) }()
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); w.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		if w != nil {
+			w.Run(ctx)
+		}
+	}()
 	go func() { defer wg.Done(); p.Run(ctx) }()
 	go func() { wg.Wait(); close(r.done) }()
-	t.Cleanup(func() { r.stop(); srv.Close() })
+	t.Cleanup(func() { r.stop(); p.StopLRS(); grpcSrv.Stop(); srv.Close() })
 	return r
 }
 
@@ -134,13 +152,22 @@ func (r *replica) stop() {
 // post sends backend reports (capacity = qps/utilization) to r.
 func (r *replica) post(t *testing.T, util map[string]float64) {
 	t.Helper()
+	qps := map[string]float64{}
+	for _, e := range testEndpoints {
+		qps[e] = 100
+	}
+	r.postLoad(t, qps, util)
+}
+
+func (r *replica) postLoad(t *testing.T, qps, util map[string]float64) {
+	t.Helper()
 	var b bytes.Buffer
 	b.WriteString(`{"reports": [`)
 	for i, e := range testEndpoints {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `{"service": "api", "endpoint": %q, "qps": 100, "utilization": %v}`, e, util[e])
+		fmt.Fprintf(&b, `{"service": "api", "endpoint": %q, "qps": %v, "utilization": %v}`, e, qps[e], util[e])
 	}
 	b.WriteString(`]}`)
 	resp, err := http.Post(r.url+"/v1/load", "application/json", &b)
