@@ -70,6 +70,7 @@ type haState struct {
 	subsets map[string]map[string][]string // service -> pseudo node -> subset
 	served  uint64                         // sequence of the table last served
 	servedT bool
+	led     bool // this replica led at the last step
 	last    Summary // last summary built
 }
 
@@ -93,7 +94,45 @@ func (p *Pipeline) haStep(now time.Time) {
 	if m.Rejected > 0 {
 		p.log.Debug("weights: ha: loads of unknown endpoints left out", "count", m.Rejected)
 	}
+	p.takeOver()
 	p.serveShared()
+}
+
+// takeOver writes, on becoming the leader, the table last computed if the
+// one in the store differs from it by more than the push policy tolerates
+// (or there is none): the runner's own push policy ran while it was not
+// leading, and so wrote nothing.
+func (p *Pipeline) takeOver() {
+	h := p.ha
+	lead := h.cfg.Tables.Leader()
+	h.mu.Lock()
+	first := lead && !h.led
+	h.led = lead
+	h.mu.Unlock()
+	t := p.runner.Table()
+	if !first || t.At.IsZero() {
+		return
+	}
+	mine := t.Map()
+	if cur, _, ok := h.cfg.Tables.Table(); ok && !tablesDiffer(cur.Weights, mine, p.runner.cfg.MinChange) {
+		return
+	}
+	h.cfg.Tables.WriteTable(SharedTable{At: t.At.UnixMilli(), Weights: mine})
+}
+
+// tablesDiffer reports whether two weight maps differ in their services,
+// their endpoints, or some endpoint's share by more than minChange.
+func tablesDiffer(a, b map[string]map[string]uint32, minChange float64) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	for name, wa := range a {
+		wb, ok := b[name]
+		if !ok || sharesMoved(wa, wb, minChange) {
+			return true
+		}
+	}
+	return false
 }
 
 // serveShared hands the leader's table to the publisher when it changed.

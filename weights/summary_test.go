@@ -139,3 +139,24 @@ func TestRound5(t *testing.T) {
 		}
 	}
 }
+
+func TestTablesDiffer(t *testing.T) {
+	base := map[string]map[string]uint32{"s": {"a": 100, "b": 200}}
+	for _, c := range []struct {
+		name string
+		b    map[string]map[string]uint32
+		want bool
+	}{
+		{"same", map[string]map[string]uint32{"s": {"a": 100, "b": 200}}, false},
+		{"scaled", map[string]map[string]uint32{"s": {"a": 50, "b": 100}}, false},
+		{"small move", map[string]map[string]uint32{"s": {"a": 101, "b": 200}}, false},
+		{"large move", map[string]map[string]uint32{"s": {"a": 200, "b": 200}}, true},
+		{"other endpoint", map[string]map[string]uint32{"s": {"a": 100, "c": 200}}, true},
+		{"other service", map[string]map[string]uint32{"t": {"a": 100, "b": 200}}, true},
+		{"more services", map[string]map[string]uint32{"s": {"a": 100, "b": 200}, "t": {"x": 1}}, true},
+	} {
+		if got := tablesDiffer(base, c.b, 0.05); got != c.want {
+			t.Errorf("%s: tablesDiffer = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
