@@ -70,7 +70,7 @@ type haState struct {
 	subsets map[string]map[string][]string // service -> pseudo node -> subset
 	served  uint64                         // sequence of the table last served
 	servedT bool
-	led     bool // this replica led at the last step
+	led     bool    // this replica led at the last step
 	last    Summary // last summary built
 }
 
