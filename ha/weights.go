@@ -120,7 +120,9 @@ func NewWeights(cfg WeightsConfig) (*Weights, error) {
 }
 
 // Run publishes, watches and campaigns for the lead until ctx is done;
-// then it gives the lead up (no lock delay for a clean release).
+// then it gives the lead up (no lock delay for a clean release) and
+// deletes its summary (the others keep what they merged of it until it
+// expires, as when reports stop).
 func (w *Weights) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, f := range []func(context.Context){w.publishLoop, w.watchLoop, w.leadLoop} {
@@ -128,6 +130,11 @@ func (w *Weights) Run(ctx context.Context) {
 		go func() { defer wg.Done(); f(ctx) }()
 	}
 	wg.Wait()
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := w.kv.Delete(w.key("summaries/"+w.cfg.Replica), (&api.WriteOptions{}).WithContext(dctx)); err != nil {
+		w.countError("delete_summary", err)
+	}
 }
 
 func (w *Weights) key(rest string) string { return w.cfg.Prefix + "weights/" + rest }

@@ -88,7 +88,7 @@ var testEndpoints = []string{"a", "b", "c"}
 
 // startReplica starts a replica sharing its weights through Consul
 // (client nil: a lone replica without HA, the reference).
-func startReplica(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string) *replica {
+func startReplica(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, tweak ...func(*weights.Config)) *replica {
 	t.Helper()
 	var w *Weights
 	var ha *weights.HAConfig
@@ -103,6 +103,9 @@ func startReplica(t *testing.T, client *api.Client, id string, mode string, subs
 	}
 	tc := weights.DefaultConfig()
 	tc.BlackoutPeriod = 0
+	for _, f := range tweak {
+		f(&tc)
+	}
 	rec := &recorder{subsets: subsets}
 	grpcSrv := grpc.NewServer()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -323,5 +326,31 @@ func TestWeightsSharedAcrossReplicasAndLeaderFailover(t *testing.T) {
 				t.Errorf("%s served the fallback %v (publication %d after the crash)", r.id, w, i)
 			}
 		}
+	}
+}
+
+// When reports stop, every replica falls back to the discovery weights
+// once they expire, as a lone replica does.
+func TestSharedWeightsExpireToFallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: real Consul")
+	}
+	agent := harness.Consul(t)
+	const expiry = 1500 * time.Millisecond
+	short := func(c *weights.Config) { c.ExpirationPeriod = expiry }
+	rs := []*replica{startReplica(t, agent.Client(), "xds-1", weights.ModeGlobal, nil, short),
+		startReplica(t, agent.Client(), "xds-2", weights.ModeGlobal, nil, short)}
+	leaderOf(t, rs, 10*time.Second)
+	stop := reporter(t, func() *replica { return rs[1] }, func() map[string]float64 {
+		return map[string]float64{"a": 0.4, "b": 0.2, "c": 0.8}
+	})
+	waitSame(t, rs, 10*time.Second, ratio241)
+	stop()
+	stopped := time.Now()
+	tab, _ := waitSame(t, rs, 10*time.Second, isFallback)
+	took := time.Since(stopped)
+	t.Logf("reports stopped: both replicas serve the fallback %v after %v (expiration %v, publish interval %v)", tab, took, expiry, testInterval)
+	if took < expiry-testInterval {
+		t.Errorf("fallback after %v, before the reports expired (%v)", took, expiry)
 	}
 }
