@@ -72,7 +72,8 @@ type Weights struct {
 	tableSeq  uint64 // ModifyIndex of the table key; 0: none
 	session   string // leader session, when leading
 	leading   bool
-	leaderID  string // replica id in the leader key; "" if none
+	leaderID  string               // replica id in the leader key; "" if none
+	logged    map[string]time.Time // op -> last error logged
 
 	leaderGauge prometheus.Gauge
 	ages        *prometheus.GaugeVec
@@ -101,7 +102,7 @@ func NewWeights(cfg WeightsConfig) (*Weights, error) {
 		cfg.Now = time.Now
 	}
 	w := &Weights{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "ha-weights"),
-		kv: cfg.Client.KV(), sums: map[string]weights.Summary{},
+		kv: cfg.Client.KV(), sums: map[string]weights.Summary{}, logged: map[string]time.Time{},
 		leaderGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "xds_ha_leader", Help: "1 while this replica is the weights leader (it solves and writes the global weight table), else 0.",
 		}),
@@ -212,12 +213,25 @@ func (w *Weights) countWrite(kind string) {
 	}
 }
 
+// countError counts a failure and logs it, at most once per op per
+// errorLogEvery (an outage fails every loop each round).
 func (w *Weights) countError(op string, err error) {
 	if w.cfg.CountError != nil {
 		w.cfg.CountError(op)
 	}
-	w.log.Warn("ha: weights: Consul "+op+" failed", "error", err)
+	now := w.cfg.Now()
+	w.mu.Lock()
+	quiet := now.Sub(w.logged[op]) < errorLogEvery
+	if !quiet {
+		w.logged[op] = now
+	}
+	w.mu.Unlock()
+	if !quiet {
+		w.log.Warn("ha: weights: Consul "+op+" failed (logged at most every 30s)", "error", err)
+	}
 }
+
+const errorLogEvery = 30 * time.Second
 
 // weightsSleep waits d or until ctx is done; false if ctx is done.
 func weightsSleep(ctx context.Context, d time.Duration) bool {

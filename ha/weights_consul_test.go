@@ -354,3 +354,52 @@ func TestSharedWeightsExpireToFallback(t *testing.T) {
 		t.Errorf("fallback after %v, before the reports expired (%v)", took, expiry)
 	}
 }
+
+// Consul stopped: every replica keeps serving its last table (never the
+// fallback); Consul back, empty (a dev agent keeps no state): a leader is
+// elected again, writes its table, and the replicas follow the reports
+// again without a restart.
+func TestSharedWeightsSurviveConsulOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: real Consul")
+	}
+	agent := harness.Consul(t)
+	client := agent.Client()
+	rs := []*replica{startReplica(t, client, "xds-1", weights.ModeGlobal, nil),
+		startReplica(t, client, "xds-2", weights.ModeGlobal, nil)}
+	leaderOf(t, rs, 10*time.Second)
+	var mu sync.Mutex
+	util := map[string]float64{"a": 0.4, "b": 0.2, "c": 0.8}
+	stop := reporter(t, func() *replica { return rs[0] }, func() map[string]float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(util)
+	})
+	defer stop()
+	before, _ := waitSame(t, rs, 10*time.Second, ratio241)
+	agent.Stop()
+	mu.Lock()
+	util["c"] = 0.2 // changes while Consul is down reach no other replica
+	mu.Unlock()
+	down := time.Now()
+	for time.Since(down) < 3*time.Second {
+		for _, r := range rs[1:] {
+			if got := r.rec.last(); !maps.Equal(got, before) {
+				t.Fatalf("%s serves %v with Consul down, want the last table %v", r.id, got, before)
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // sampling what is served over the outage
+	}
+	agent.Start()
+	tab, took := waitSame(t, rs, 30*time.Second, func(w map[string]uint32) bool {
+		return near(float64(w["c"])/float64(w["b"]), 1) && near(float64(w["b"])/float64(w["a"]), 2)
+	})
+	t.Logf("Consul back after 3s down: both replicas serve %v %v later", tab, took)
+	for _, r := range rs {
+		for _, w := range r.rec.history() {
+			if isFallback(w) {
+				t.Errorf("%s served the fallback %v", r.id, w)
+			}
+		}
+	}
+}
