@@ -65,24 +65,7 @@ func (w *Weights) publishOnce(ctx context.Context) {
 	sum, tab, session, last := w.pending, w.pendTable, w.session, w.written
 	w.pendTable = nil
 	w.mu.Unlock()
-	var ops api.TxnOps
-	var content []byte
-	var size int
-	if sum != nil {
-		content, _ = json.Marshal(sum.Services)
-		if !bytes.Equal(content, last) {
-			val, err := encodeGzipJSON(sum)
-			switch {
-			case err != nil:
-				w.countError("encode", err)
-			case len(val) > MaxWeightsValueBytes:
-				w.countError("summary_too_large", fmt.Errorf("summary of %d bytes over %d", len(val), MaxWeightsValueBytes))
-			default:
-				size = len(val)
-				ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.key("summaries/" + w.cfg.Replica), Value: val}})
-			}
-		}
-	}
+	ops, content, size := w.summaryOps(sum, last)
 	nsum := len(ops)
 	if tab != nil && session != "" {
 		if val, err := encodeGzipJSON(tab); err != nil || len(val) > MaxWeightsValueBytes {
@@ -117,6 +100,29 @@ func (w *Weights) publishOnce(ctx context.Context) {
 		w.written, w.lastPub, w.lastBytes = content, w.cfg.Now(), size
 	}
 	w.mu.Unlock()
+}
+
+// summaryOps is the write of sum, unless its content is last (the
+// content written last time) or it is too large; with its content and
+// size.
+func (w *Weights) summaryOps(sum *weights.Summary, last []byte) (api.TxnOps, []byte, int) {
+	if sum == nil {
+		return nil, nil, 0
+	}
+	content, _ := json.Marshal(sum.Services)
+	if bytes.Equal(content, last) {
+		return nil, content, 0
+	}
+	val, err := encodeGzipJSON(sum)
+	switch {
+	case err != nil:
+		w.countError("encode", err)
+	case len(val) > MaxWeightsValueBytes:
+		w.countError("summary_too_large", fmt.Errorf("summary of %d bytes over %d", len(val), MaxWeightsValueBytes))
+	default:
+		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.key("summaries/" + w.cfg.Replica), Value: val}}}, content, len(val)
+	}
+	return nil, content, 0
 }
 
 func cmpErr(err, otherwise error) error {
