@@ -37,8 +37,9 @@ type WeightsConfig struct {
 	// Consul invalidates its session (TTL to 2 x TTL), then LockDelay.
 	SessionTTL time.Duration
 	// CountWrite and CountError, optional, count Consul writes by kind
-	// ("weights_summary", "weights_table") and failures by op (the
-	// owner of xds_ha_consul_writes_total and xds_ha_errors_total).
+	// ("weights": one transaction with the summary and/or the table) and
+	// failures by op ("publish", "watch", "lock", "session", ...): the
+	// owner of xds_ha_consul_writes_total and xds_ha_errors_total.
 	CountWrite func(kind string)
 	CountError func(op string)
 	Now        func() time.Time      // nil: time.Now

@@ -54,6 +54,7 @@ func (w *Weights) publishLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			w.publishOnce(ctx)
+			w.refreshAges()
 		}
 	}
 }
@@ -94,7 +95,7 @@ func (w *Weights) publishOnce(ctx context.Context) {
 		}
 		return
 	}
-	w.countWrite("weights_txn")
+	w.countWrite("weights")
 	w.mu.Lock()
 	if nsum > 0 {
 		w.written, w.lastPub, w.lastBytes = content, w.cfg.Now(), size
@@ -189,7 +190,6 @@ func (w *Weights) apply(pairs api.KVPairs) {
 			leader = string(p.Value)
 		}
 	}
-	now := w.cfg.Now()
 	w.mu.Lock()
 	for r := range w.sums {
 		if _, ok := sums[r]; !ok {
@@ -201,7 +201,15 @@ func (w *Weights) apply(pairs api.KVPairs) {
 		w.table, w.tableSeq = table, seq
 	} // a table key gone (or unreadable) keeps the last one served
 	w.mu.Unlock()
-	for r, s := range sums {
+	w.refreshAges()
+}
+
+// refreshAges sets xds_ha_summary_age_seconds from the summaries seen.
+func (w *Weights) refreshAges() {
+	now := w.cfg.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for r, s := range w.sums {
 		w.ages.WithLabelValues(r).Set(now.Sub(time.UnixMilli(s.At)).Seconds())
 	}
 }
