@@ -36,6 +36,12 @@ type WeightsConfig struct {
 	// means 10s. A replica killed without a goodbye loses the lead when
 	// Consul invalidates its session (TTL to 2 x TTL), then LockDelay.
 	SessionTTL time.Duration
+	// SessionChecks, optional, are Consul health check ids (besides the
+	// agent's serfHealth) whose going critical invalidates this replica's
+	// leader session: with an HTTP or gRPC check on this replica, a kill
+	// -9 loses the lead within the check interval (then LockDelay), not
+	// the session TTL.
+	SessionChecks []string
 	// CountWrite and CountError, optional, count Consul writes by kind
 	// ("weights": one transaction with the summary and/or the table) and
 	// failures by op ("publish", "watch", "lock", "session", ...): the

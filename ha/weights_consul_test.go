@@ -90,11 +90,17 @@ var testEndpoints = []string{"a", "b", "c"}
 // (client nil: a lone replica without HA, the reference).
 func startReplica(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, tweak ...func(*weights.Config)) *replica {
 	t.Helper()
+	return startReplicaWith(t, client, id, mode, subsets, nil, tweak...)
+}
+
+// startReplicaWith is startReplica with checks for the leader session.
+func startReplicaWith(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, checks []string, tweak ...func(*weights.Config)) *replica {
+	t.Helper()
 	var w *Weights
 	var ha *weights.HAConfig
 	if client != nil {
 		var err error
-		w, err = NewWeights(WeightsConfig{Client: client, Prefix: "xds-test/", Replica: id,
+		w, err = NewWeights(WeightsConfig{Client: client, Prefix: "xds-test/", Replica: id, SessionChecks: checks,
 			PublishInterval: testInterval, LockDelay: testLockDelay, Registerer: prometheus.NewRegistry()})
 		if err != nil {
 			t.Fatal(err)

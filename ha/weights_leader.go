@@ -15,6 +15,7 @@ func (w *Weights) leadLoop(ctx context.Context) {
 		sid, _, err := w.cfg.Client.Session().Create(&api.SessionEntry{
 			Name: "xds-server weights leader " + w.cfg.Replica, TTL: w.cfg.SessionTTL.String(),
 			LockDelay: w.cfg.LockDelay, Behavior: api.SessionBehaviorRelease,
+			Checks: append([]string{"serfHealth"}, w.cfg.SessionChecks...),
 		}, (&api.WriteOptions{}).WithContext(ctx))
 		if err != nil {
 			if ctx.Err() == nil {
