@@ -79,6 +79,7 @@ type haState struct {
 // merged tracker, and serves the leader's table when it changed.
 func (p *Pipeline) haStep(now time.Time) {
 	h := p.ha
+	p.tracker.Prune(now)
 	own := BuildSummary(h.cfg.Replica, now, p.tracker.Reports(now), p.cfg.Publisher.NodeSubsets)
 	h.cfg.Summaries.PublishSummary(own)
 	sums := []Summary{own}

@@ -97,6 +97,22 @@ func (t *Tracker) Reports(now time.Time) []ServiceReports {
 	return out
 }
 
+// Prune drops the reports that are no longer fresh at now, as Update
+// does; in HA mode nothing else updates the replica's own tracker.
+func (t *Tracker) Prune(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.services {
+		for _, e := range s.endpoints {
+			for node, r := range e.nodes {
+				if !t.fresh(r.At, now) {
+					delete(e.nodes, node)
+				}
+			}
+		}
+	}
+}
+
 // BuildSummary summarizes a replica's fresh reports at now. subsets
 // returns a service's connected nodes' subsets (Publisher.NodeSubsets); a
 // reporting node without a subset is grouped by the endpoints it

@@ -160,3 +160,13 @@ func TestTablesDiffer(t *testing.T) {
 		}
 	}
 }
+
+func TestTrackerPrune(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tr := newTestTracker(t, nil, "a")
+	observe(t, tr, t0, client("n1", "a", t0, 1, 0, 0), client("n2", "a", t0.Add(-2*time.Minute), 1, 0, 0))
+	tr.Prune(t0.Add(90 * time.Second)) // n2's report is 3.5 minutes old: expired
+	if n := len(tr.services["s"].endpoints["a"].nodes); n != 1 {
+		t.Fatalf("%d node reports kept, want 1", n)
+	}
+}
