@@ -36,6 +36,11 @@ type WeightsConfig struct {
 	// means 10s. A replica killed without a goodbye loses the lead when
 	// Consul invalidates its session (TTL to 2 x TTL), then LockDelay.
 	SessionTTL time.Duration
+	// SummaryTTL is how old (by its build time) another replica's
+	// summary may get before the leader deletes it (a replica killed
+	// without a goodbye); 0 means 10m. Its loads expired long before
+	// (weights' expiration period, 3m by default).
+	SummaryTTL time.Duration
 	// SessionChecks, optional, are Consul health check ids (besides the
 	// agent's serfHealth) whose going critical invalidates this replica's
 	// leader session: with an HTTP or gRPC check on this replica, a kill
@@ -96,7 +101,7 @@ func NewWeights(cfg WeightsConfig) (*Weights, error) {
 	if cfg.Replica == "" || strings.Contains(cfg.Replica, "/") {
 		errs = append(errs, fmt.Errorf("replica id %q is empty or has a /", cfg.Replica))
 	}
-	if cfg.PublishInterval < 0 || cfg.LockDelay < 0 || cfg.SessionTTL < 0 {
+	if cfg.PublishInterval < 0 || cfg.LockDelay < 0 || cfg.SessionTTL < 0 || cfg.SummaryTTL < 0 {
 		errs = append(errs, errors.New("negative interval"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -104,6 +109,7 @@ func NewWeights(cfg WeightsConfig) (*Weights, error) {
 	}
 	cfg.PublishInterval = cmp.Or(cfg.PublishInterval, 5*time.Second)
 	cfg.LockDelay = cmp.Or(cfg.LockDelay, 15*time.Second)
+	cfg.SummaryTTL = cmp.Or(cfg.SummaryTTL, 10*time.Minute)
 	cfg.SessionTTL = max(cmp.Or(cfg.SessionTTL, 10*time.Second), 10*time.Second)
 	if cfg.Now == nil {
 		cfg.Now = time.Now

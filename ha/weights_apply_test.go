@@ -55,6 +55,16 @@ func TestWeightsApply(t *testing.T) {
 	if st := w.Status(); st.Leader != "xds-2" || st.IsLeader || st.SummaryAge["xds-2"] != 10 {
 		t.Fatalf("status %+v", st)
 	}
+	if ops := w.staleOps("session"); len(ops) != 0 {
+		t.Fatalf("deletes %v of a 10s old summary", ops)
+	}
+	now = now.Add(10 * time.Minute) // xds-2's summary is now older than SummaryTTL (10m)
+	if ops := w.staleOps(""); len(ops) != 0 {
+		t.Fatal("a replica that does not lead deletes summaries")
+	}
+	if ops := w.staleOps("session"); len(ops) != 1 || ops[0].KV.Verb != api.KVDelete || ops[0].KV.Key != "p/weights/summaries/xds-2" {
+		t.Fatalf("stale ops %+v, want xds-2's summary deleted", ops)
+	}
 	w.apply(api.KVPairs{}) // everything gone: the last table stays served
 	if got, seq, ok := w.Table(); !ok || seq != 7 || got.Weights["api"]["a"] != 3 {
 		t.Fatalf("table %v %d %v, want the last one kept", got, seq, ok)

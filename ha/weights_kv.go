@@ -68,13 +68,16 @@ func (w *Weights) publishOnce(ctx context.Context) {
 	w.mu.Unlock()
 	ops, content, size := w.summaryOps(sum, last)
 	nsum := len(ops)
+	fenced := w.staleOps(session)
 	if tab != nil && session != "" {
 		if val, err := encodeGzipJSON(tab); err != nil || len(val) > MaxWeightsValueBytes {
 			w.countError("table_too_large", fmt.Errorf("table of %d bytes (limit %d): %v", len(val), MaxWeightsValueBytes, err))
 		} else {
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: w.key("leader"), Session: session}},
-				&api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.key("table"), Value: val}})
+			fenced = append(fenced, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.key("table"), Value: val}})
 		}
+	}
+	if len(fenced) > 0 {
+		ops = append(append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: w.key("leader"), Session: session}}), fenced...)
 	}
 	if len(ops) == 0 {
 		return
@@ -101,6 +104,24 @@ func (w *Weights) publishOnce(ctx context.Context) {
 		w.written, w.lastPub, w.lastBytes = content, w.cfg.Now(), size
 	}
 	w.mu.Unlock()
+}
+
+// staleOps deletes, when this replica leads (session set), the summaries
+// of other replicas older than SummaryTTL.
+func (w *Weights) staleOps(session string) api.TxnOps {
+	if session == "" {
+		return nil
+	}
+	now := w.cfg.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ops api.TxnOps
+	for r, s := range w.sums {
+		if r != w.cfg.Replica && now.Sub(time.UnixMilli(s.At)) > w.cfg.SummaryTTL {
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: w.key("summaries/" + r)}})
+		}
+	}
+	return ops
 }
 
 // summaryOps is the write of sum, unless its content is last (the
