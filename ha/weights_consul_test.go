@@ -86,6 +86,9 @@ type replica struct {
 
 var testEndpoints = []string{"a", "b", "c"}
 
+// modeBalanced is global mode with weights.balance on (test only).
+const modeBalanced = "balanced"
+
 // startReplica starts a replica sharing its weights through Consul
 // (client nil: a lone replica without HA, the reference).
 func startReplica(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, tweak ...func(*weights.Config)) *replica {
@@ -107,6 +110,11 @@ func startReplicaWith(t *testing.T, client *api.Client, id string, mode string, 
 		}
 		ha = &weights.HAConfig{Replica: id, Summaries: w, Tables: w}
 	}
+	var balance *weights.BalanceConfig
+	if mode == modeBalanced {
+		b := weights.DefaultBalanceConfig()
+		balance, mode = &b, weights.ModeGlobal
+	}
 	tc := weights.DefaultConfig()
 	tc.BlackoutPeriod = 0
 	for _, f := range tweak {
@@ -122,7 +130,7 @@ func startReplicaWith(t *testing.T, client *api.Client, id string, mode string, 
 		Services: func(string) weights.ServiceConfig {
 			return weights.ServiceConfig{Enabled: true, Mode: mode, Sources: []string{weights.SourceHTTP, weights.SourceLRS}}
 		},
-		Publisher: rec, GRPC: grpcSrv, HA: ha,
+		Publisher: rec, GRPC: grpcSrv, HA: ha, Balance: balance,
 		UpdatePeriod: 100 * time.Millisecond, MinPushInterval: 100 * time.Millisecond,
 		ORCAInterval: time.Second, LRSInterval: 200 * time.Millisecond, Registerer: prometheus.NewRegistry()})
 	if err != nil {

@@ -2,6 +2,7 @@ package ha
 
 import (
 	"context"
+	"maps"
 	"math"
 	"testing"
 	"time"
@@ -165,4 +166,60 @@ func shareDiff(a, b map[string]float64) float64 {
 		d = max(d, math.Abs(a[e]-b[e]))
 	}
 	return d
+}
+
+// TestBalancedWeightsAcrossReplicas: global balancing (weights.balance)
+// over two replicas' nodes, each replica knowing only its own, gives the
+// table one replica computes for the same fleet: the leader balances over
+// the summaries' groups (one pseudo node per replica and subset).
+func TestBalancedWeightsAcrossReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: real Consul")
+	}
+	agent := harness.Consul(t)
+	sub1, sub2 := []string{"a", "b"}, []string{"b", "c"}
+	r1 := startReplica(t, agent.Client(), "xds-1", modeBalanced, map[string][]string{"n1": sub1})
+	r2 := startReplica(t, agent.Client(), "xds-2", modeBalanced, map[string][]string{"n2": sub2})
+	ref := startReplica(t, nil, "ref", modeBalanced, map[string][]string{"n1": sub1, "n2": sub2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ha := []*simNode{{id: "n1", subset: sub1, rate: 120, rep: r1}, {id: "n2", subset: sub2, rate: 180, rep: r2}}
+	one := []*simNode{{id: "n1", subset: sub1, rate: 120, rep: ref}, {id: "n2", subset: sub2, rate: 180, rep: ref}}
+	for _, n := range append(append([]*simNode{}, ha...), one...) {
+		openNode(t, ctx, n)
+	}
+	start, tick := time.Now(), time.NewTicker(200*time.Millisecond)
+	defer tick.Stop()
+	var convergedAt time.Time
+	for stable := 0; stable < 15; {
+		if time.Since(start) > 60*time.Second {
+			t.Fatalf("no convergence within 60s: HA %v / %v, one replica %v", r1.rec.last(), r2.rec.last(), ref.rec.last())
+		}
+		<-tick.C
+		fleetTick(t, ha, r1)
+		fleetTick(t, one, ref)
+		w1, w2, wr := r1.rec.last(), r2.rec.last(), ref.rec.last()
+		balanced := wr != nil && wr["a"] > wr["b"] // capacity weights would give b twice a
+		if balanced && maps.Equal(w1, w2) && shareDiff(shares(w1), shares(wr)) <= 0.05 {
+			if stable == 0 {
+				convergedAt = time.Now()
+			}
+			stable++
+		} else {
+			stable = 0
+		}
+	}
+	t.Logf("balanced global weights: both replicas serve %v, one replica %v, after %v = %.1f publish intervals",
+		r1.rec.last(), ref.rec.last(), convergedAt.Sub(start), convergedAt.Sub(start).Seconds()/testInterval.Seconds())
+}
+
+func shares(w map[string]uint32) map[string]float64 {
+	out, sum := map[string]float64{}, 0.0
+	for _, v := range w {
+		sum += float64(v)
+	}
+	for e, v := range w {
+		out[e] = float64(v) / sum
+	}
+	return out
 }
