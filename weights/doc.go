@@ -144,5 +144,35 @@
 // 1.68-1.85, per-node weights 1.001 (TestSolveBalancesRandomFleet); with
 // damping 0.5 from round robin, 1.05 is reached in five solves.
 //
+// # Several replicas (PipelineConfig.HA)
+//
+// With HA set (ha.enabled), each replica still ingests what reaches it
+// (ORCA, LRS, POST /v1/load) into its own tracker, but solves from a second,
+// merged tracker. Every Step it builds its Summary (summary.go): per
+// service, the latest fresh backend report per endpoint and its nodes'
+// client load aggregated per distinct subset (one GroupLoad per subset,
+// never a row per node; report times as ages from the summary's time,
+// rates to 5 significant digits) and hands it to a SummaryExchange (the ha
+// package writes it to Consul at most every ha.publish_interval). The
+// Merger feeds every replica's latest summary (its own fresh) into the
+// merged tracker: a backend load is a backend report, a group's load a
+// client report from the pseudo node "~<replica>/<subset hash>", and only
+// loads newer than last time count, so the smoothing steps with reports,
+// not with publications. So the merged tracker computes what one replica
+// receiving every report would: the same measurements, the same formula
+// (TestMergedSummariesSolveLikeOneReplica); balancing sees the pseudo
+// nodes and their subsets, which is all Balance needs.
+//
+// Every replica runs the runner over the merged tracker (so a new leader
+// starts warm), but only the weights leader (TableExchange.Leader) writes
+// its table, when the push policy says it changed, and on taking the lead
+// when the stored table differs by more than MinChange; every replica,
+// the leader included, serves the table from the store, so all send the
+// same weights. per_node services are planned locally: the merged table
+// gives the capacities and each endpoint's total load, this replica's
+// tracker its own nodes' rates, so the other replicas' load is background
+// (NewProblem), and the fleet converges like a Gauss-Seidel sweep across
+// replicas. When no leader writes, replicas keep the last table.
+//
 // imports_test.go enforces the import rules.
 package weights

@@ -67,6 +67,9 @@ type PipelineConfig struct {
 	// service takes ORCA reports for weights (the lame-duck drain source).
 	// It must not block.
 	ORCASink func(Report)
+	// HA, optional, shares reports and the global table with the other
+	// replicas (ha.enabled); nil: this replica alone (as without HA).
+	HA *HAConfig
 
 	UpdatePeriod    time.Duration // recompute this often (RunnerConfig)
 	MinChange       float64       // relative share change that warrants a push, in [0, 1)
@@ -91,6 +94,9 @@ func (c PipelineConfig) Validate() error {
 	if c.GRPC == nil {
 		errs = append(errs, errors.New("weights: pipeline: no gRPC server for LRS"))
 	}
+	if err := c.HA.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -108,6 +114,7 @@ type Pipeline struct {
 	lrs     *LRS
 	push    http.Handler
 	perNode *PerNode
+	ha      *haState // nil unless cfg.HA
 
 	mu      sync.Mutex
 	perSvc  map[string]bool              // services in per_node mode
@@ -137,7 +144,7 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 	if p.perNode, err = NewPerNode(cfg.Solve, cfg.MinChange); err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
-	if p.runner, err = NewRunner(RunnerConfig{Tracker: tr, Registerer: cfg.Registerer,
+	rc := RunnerConfig{Tracker: tr, Registerer: cfg.Registerer,
 		Publish:      func(t Table) { cfg.Publisher.SetWeights(t.Map()) },
 		PublishNodes: p.publishNodes,
 		Adjust:       p.balance,
@@ -145,7 +152,13 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 			return p.perNode.Debug(service, node)
 		},
 		UpdatePeriod: cfg.UpdatePeriod, MinChange: cfg.MinChange, MinPushInterval: cfg.MinPushInterval,
-	}); err != nil {
+	}
+	if cfg.HA != nil {
+		merged, _ := NewTracker(cfg.Tracker) // the same config NewTracker took above
+		p.ha = &haState{cfg: *cfg.HA, merged: merged, merger: NewMerger()}
+		rc.Tracker, rc.Publish, rc.BeforeStep = merged, p.haPublish, p.haStep
+	}
+	if p.runner, err = NewRunner(rc); err != nil {
 		return nil, err
 	}
 	if p.orca, err = NewORCA(ORCAConfig{Sink: p.sink(SourceORCA), Interval: cfg.ORCAInterval,

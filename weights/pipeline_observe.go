@@ -43,11 +43,17 @@ func (p *Pipeline) Observe(s discovery.Snapshot) {
 		if err := p.tracker.SetEndpoints(svc.Name, eps); err != nil {
 			p.log.Error("weights: endpoints rejected", "service", svc.Name, "error", err)
 		}
+		if p.ha != nil {
+			_ = p.ha.merged.SetEndpoints(svc.Name, eps) // the same endpoints: the same verdict
+		}
 	}
 	p.mu.Lock()
 	for name := range p.known {
 		if !seen[name] {
 			_ = p.tracker.SetEndpoints(name, nil) // the service left, or its weights were turned off
+			if p.ha != nil {
+				_ = p.ha.merged.SetEndpoints(name, nil)
+			}
 		}
 	}
 	p.known, p.addrs, p.sources, p.perSvc = seen, addrs, sources, perSvc
@@ -117,7 +123,8 @@ func (p *Pipeline) balance(t Table) Table {
 		if !global[st.Name] {
 			continue
 		}
-		b, ok, err := BalanceService(st, p.cfg.Publisher.NodeSubsets(st.Name), p.tracker.NodeRates(st.Name, t.At), *p.cfg.Balance)
+		subsets, rates := p.fleet(st.Name, t.At)
+		b, ok, err := BalanceService(st, subsets, rates, *p.cfg.Balance)
 		if err != nil {
 			p.log.Error("weights: balancing failed; the formula's weights stay", "service", st.Name, "error", err)
 			continue

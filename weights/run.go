@@ -22,6 +22,9 @@ type RunnerConfig struct {
 	// It is called at every Step once MinPushInterval has passed since the
 	// last publication, whether or not the global weights changed.
 	PublishNodes func(Table) bool
+	// BeforeStep, optional, runs at the start of every Step (HA: summaries
+	// in, the shared table out).
+	BeforeStep func(now time.Time)
 	// Adjust, optional, rewrites each computed table before the push
 	// policy sees it (global balancing: BalanceService).
 	Adjust func(Table) Table
@@ -129,6 +132,9 @@ func (r *Runner) Run(ctx context.Context) {
 // publishes it if it changed enough (and the per-node weights through
 // PublishNodes, if set); it reports whether it published anything.
 func (r *Runner) Step(now time.Time) bool {
+	if r.cfg.BeforeStep != nil {
+		r.cfg.BeforeStep(now)
+	}
 	t := r.cfg.Tracker.Update(now)
 	if r.cfg.Adjust != nil {
 		t = r.cfg.Adjust(t)
