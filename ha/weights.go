@@ -56,6 +56,11 @@ type WeightsConfig struct {
 	Now        func() time.Time      // nil: time.Now
 	Logger     *slog.Logger          // nil: slog.Default()
 	Registerer prometheus.Registerer // nil: no metrics
+	// Leader and SummaryAge, when set, are xds_ha_leader and
+	// xds_ha_summary_age_seconds already registered (ha.Metrics): they
+	// are used instead of new ones, and Registerer is not used for them.
+	Leader     prometheus.Gauge
+	SummaryAge *prometheus.GaugeVec
 }
 
 // Weights shares the weight pipeline's state across replicas through
@@ -123,7 +128,9 @@ func NewWeights(cfg WeightsConfig) (*Weights, error) {
 			Name: "xds_ha_summary_age_seconds", Help: "Age of the latest weight summary seen from each replica (this one included).",
 		}, []string{"replica"}),
 	}
-	if cfg.Registerer != nil {
+	if cfg.Leader != nil && cfg.SummaryAge != nil {
+		w.leaderGauge, w.ages = cfg.Leader, cfg.SummaryAge
+	} else if cfg.Registerer != nil {
 		for _, c := range []prometheus.Collector{w.leaderGauge, w.ages} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("ha: weights: metrics: %w", err)

@@ -50,19 +50,19 @@ func TestLeaderLostWithItsHealthCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1 := startReplicaWith(t, c1, "xds-1", weights.ModeGlobal, nil, []string{"xds-1-alive"})
-	leaderOf(t, []*replica{r1}, 10*time.Second)
-	r2 := startReplica(t, agent.Client(), "xds-2", weights.ModeGlobal, nil)
-	stop := reporter(t, func() *replica { return r2 }, func() map[string]float64 {
+	r1 := startWReplicaWith(t, c1, "xds-1", weights.ModeGlobal, nil, []string{"xds-1-alive"})
+	leaderOf(t, []*wReplica{r1}, 10*time.Second)
+	r2 := startWReplica(t, agent.Client(), "xds-2", weights.ModeGlobal, nil)
+	stop := reporter(t, func() *wReplica { return r2 }, func() map[string]float64 {
 		return map[string]float64{"a": 0.4, "b": 0.2, "c": 0.8}
 	})
 	defer stop()
-	waitSame(t, []*replica{r1, r2}, 10*time.Second, ratio241)
+	waitSame(t, []*wReplica{r1, r2}, 10*time.Second, ratio241)
 	mark := len(r2.rec.history()) - 1
 	ct.cut.Store(true)
 	alive.Close()
 	died := time.Now()
-	leaderOf(t, []*replica{r2}, testLockDelay+10*time.Second)
+	leaderOf(t, []*wReplica{r2}, testLockDelay+10*time.Second)
 	took := time.Since(died)
 	t.Logf("leader xds-1 died (check every %v, lock delay %v): xds-2 leads after %v (session TTL 10s)", checkEvery, testLockDelay, took)
 	if took > testLockDelay+checkEvery+testInterval+2*time.Second {

@@ -73,7 +73,7 @@ func (r *recorder) history() []map[string]uint32 {
 
 // replica is one in-process xds-server's weights: a pipeline, its HA
 // exchange over the shared Consul, its POST /v1/load.
-type replica struct {
+type wReplica struct {
 	id     string
 	w      *Weights
 	p      *weights.Pipeline
@@ -89,15 +89,15 @@ var testEndpoints = []string{"a", "b", "c"}
 // modeBalanced is global mode with weights.balance on (test only).
 const modeBalanced = "balanced"
 
-// startReplica starts a replica sharing its weights through Consul
+// startWReplica starts a replica sharing its weights through Consul
 // (client nil: a lone replica without HA, the reference).
-func startReplica(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, tweak ...func(*weights.Config)) *replica {
+func startWReplica(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, tweak ...func(*weights.Config)) *wReplica {
 	t.Helper()
-	return startReplicaWith(t, client, id, mode, subsets, nil, tweak...)
+	return startWReplicaWith(t, client, id, mode, subsets, nil, tweak...)
 }
 
-// startReplicaWith is startReplica with checks for the leader session.
-func startReplicaWith(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, checks []string, tweak ...func(*weights.Config)) *replica {
+// startWReplicaWith is startWReplica with checks for the leader session.
+func startWReplicaWith(t *testing.T, client *api.Client, id string, mode string, subsets map[string][]string, checks []string, tweak ...func(*weights.Config)) *wReplica {
 	t.Helper()
 	var w *Weights
 	var ha *weights.HAConfig
@@ -145,7 +145,7 @@ func startReplicaWith(t *testing.T, client *api.Client, id string, mode string, 
 	p.Handlers(mux)
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &replica{id: id, w: w, p: p, rec: rec, url: srv.URL, lrs: lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
+	r := &wReplica{id: id, w: w, p: p, rec: rec, url: srv.URL, lrs: lis.Addr().String(), cancel: cancel, done: make(chan struct{})}
 	go func() { _ = grpcSrv.Serve(lis) }()
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -161,13 +161,13 @@ func startReplicaWith(t *testing.T, client *api.Client, id string, mode string, 
 	return r
 }
 
-func (r *replica) stop() {
+func (r *wReplica) stop() {
 	r.cancel()
 	<-r.done
 }
 
 // post sends backend reports (capacity = qps/utilization) to r.
-func (r *replica) post(t *testing.T, util map[string]float64) {
+func (r *wReplica) post(t *testing.T, util map[string]float64) {
 	t.Helper()
 	qps := map[string]float64{}
 	for _, e := range testEndpoints {
@@ -176,7 +176,7 @@ func (r *replica) post(t *testing.T, util map[string]float64) {
 	r.postLoad(t, qps, util)
 }
 
-func (r *replica) postLoad(t *testing.T, qps, util map[string]float64) {
+func (r *wReplica) postLoad(t *testing.T, qps, util map[string]float64) {
 	t.Helper()
 	var b bytes.Buffer
 	b.WriteString(`{"reports": [`)
@@ -199,7 +199,7 @@ func (r *replica) postLoad(t *testing.T, qps, util map[string]float64) {
 }
 
 // reporter posts util to pick() every 100ms until stopped.
-func reporter(t *testing.T, pick func() *replica, util func() map[string]float64) (stop func()) {
+func reporter(t *testing.T, pick func() *wReplica, util func() map[string]float64) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -220,7 +220,7 @@ func reporter(t *testing.T, pick func() *replica, util func() map[string]float64
 
 // waitSame waits until every replica serves the same table and ok holds
 // for it; it returns the table and how long it took.
-func waitSame(t *testing.T, rs []*replica, within time.Duration, ok func(map[string]uint32) bool) (map[string]uint32, time.Duration) {
+func waitSame(t *testing.T, rs []*wReplica, within time.Duration, ok func(map[string]uint32) bool) (map[string]uint32, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	for time.Since(start) < within {
@@ -250,7 +250,7 @@ func near(x, want float64) bool { return x > want*0.9 && x < want*1.1 }
 
 func isFallback(w map[string]uint32) bool { return len(w) > 0 && w["a"] == w["b"] && w["b"] == w["c"] }
 
-func leaderOf(t *testing.T, rs []*replica, within time.Duration) *replica {
+func leaderOf(t *testing.T, rs []*wReplica, within time.Duration) *wReplica {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
@@ -275,12 +275,12 @@ func TestWeightsSharedAcrossReplicasAndLeaderFailover(t *testing.T) {
 		t.Skip("integration: real Consul")
 	}
 	agent := harness.Consul(t)
-	rs := []*replica{}
+	rs := []*wReplica{}
 	for i := range 3 {
-		rs = append(rs, startReplica(t, agent.Client(), fmt.Sprintf("xds-%d", i+1), weights.ModeGlobal, nil))
+		rs = append(rs, startWReplica(t, agent.Client(), fmt.Sprintf("xds-%d", i+1), weights.ModeGlobal, nil))
 	}
 	leader := leaderOf(t, rs, 10*time.Second)
-	var target *replica // reports to one non-leader only
+	var target *wReplica // reports to one non-leader only
 	for _, r := range rs {
 		if r != leader {
 			target = r
@@ -289,7 +289,7 @@ func TestWeightsSharedAcrossReplicasAndLeaderFailover(t *testing.T) {
 	}
 	var mu sync.Mutex
 	util := map[string]float64{"a": 0.4, "b": 0.2, "c": 0.8}
-	stop := reporter(t, func() *replica { return target }, func() map[string]float64 {
+	stop := reporter(t, func() *wReplica { return target }, func() map[string]float64 {
 		mu.Lock()
 		defer mu.Unlock()
 		return maps.Clone(util)
@@ -304,7 +304,7 @@ func TestWeightsSharedAcrossReplicasAndLeaderFailover(t *testing.T) {
 	if err != nil || p == nil || p.Session == "" {
 		t.Fatalf("leader key: %v %v", p, err)
 	}
-	survivors := []*replica{}
+	survivors := []*wReplica{}
 	marks := map[string]int{}
 	for _, r := range rs {
 		if r != leader {
@@ -352,10 +352,10 @@ func TestSharedWeightsExpireToFallback(t *testing.T) {
 	agent := harness.Consul(t)
 	const expiry = 1500 * time.Millisecond
 	short := func(c *weights.Config) { c.ExpirationPeriod = expiry }
-	rs := []*replica{startReplica(t, agent.Client(), "xds-1", weights.ModeGlobal, nil, short),
-		startReplica(t, agent.Client(), "xds-2", weights.ModeGlobal, nil, short)}
+	rs := []*wReplica{startWReplica(t, agent.Client(), "xds-1", weights.ModeGlobal, nil, short),
+		startWReplica(t, agent.Client(), "xds-2", weights.ModeGlobal, nil, short)}
 	leaderOf(t, rs, 10*time.Second)
-	stop := reporter(t, func() *replica { return rs[1] }, func() map[string]float64 {
+	stop := reporter(t, func() *wReplica { return rs[1] }, func() map[string]float64 {
 		return map[string]float64{"a": 0.4, "b": 0.2, "c": 0.8}
 	})
 	waitSame(t, rs, 10*time.Second, ratio241)
@@ -379,12 +379,12 @@ func TestSharedWeightsSurviveConsulOutage(t *testing.T) {
 	}
 	agent := harness.Consul(t)
 	client := agent.Client()
-	rs := []*replica{startReplica(t, client, "xds-1", weights.ModeGlobal, nil),
-		startReplica(t, client, "xds-2", weights.ModeGlobal, nil)}
+	rs := []*wReplica{startWReplica(t, client, "xds-1", weights.ModeGlobal, nil),
+		startWReplica(t, client, "xds-2", weights.ModeGlobal, nil)}
 	leaderOf(t, rs, 10*time.Second)
 	var mu sync.Mutex
 	util := map[string]float64{"a": 0.4, "b": 0.2, "c": 0.8}
-	stop := reporter(t, func() *replica { return rs[0] }, func() map[string]float64 {
+	stop := reporter(t, func() *wReplica { return rs[0] }, func() map[string]float64 {
 		mu.Lock()
 		defer mu.Unlock()
 		return maps.Clone(util)

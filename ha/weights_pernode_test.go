@@ -24,7 +24,7 @@ type simNode struct {
 	id     string
 	subset []string
 	rate   float64 // requests/s it sends in total
-	rep    *replica
+	rep    *wReplica
 	stream lrsv3.LoadReportingService_StreamLoadStatsClient
 }
 
@@ -80,7 +80,7 @@ func (n *simNode) shares() map[string]float64 {
 
 // fleetTick sends every node's load (LRS, rate over a 1s interval) and
 // the backends' resulting load and utilization (POST /v1/load to backend).
-func fleetTick(t *testing.T, nodes []*simNode, backend *replica) {
+func fleetTick(t *testing.T, nodes []*simNode, backend *wReplica) {
 	load := map[string]float64{}
 	for _, n := range nodes {
 		var eps []*endpointv3.UpstreamEndpointStats
@@ -116,9 +116,9 @@ func TestPerNodeWeightsConvergeAcrossReplicas(t *testing.T) {
 	}
 	agent := harness.Consul(t)
 	sub1, sub2 := []string{"a", "b"}, []string{"b", "c"}
-	r1 := startReplica(t, agent.Client(), "xds-1", weights.ModePerNode, map[string][]string{"n1": sub1})
-	r2 := startReplica(t, agent.Client(), "xds-2", weights.ModePerNode, map[string][]string{"n2": sub2})
-	ref := startReplica(t, nil, "ref", weights.ModePerNode, map[string][]string{"n1": sub1, "n2": sub2})
+	r1 := startWReplica(t, agent.Client(), "xds-1", weights.ModePerNode, map[string][]string{"n1": sub1})
+	r2 := startWReplica(t, agent.Client(), "xds-2", weights.ModePerNode, map[string][]string{"n2": sub2})
+	ref := startWReplica(t, nil, "ref", weights.ModePerNode, map[string][]string{"n1": sub1, "n2": sub2})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ha := []*simNode{{id: "n1", subset: sub1, rate: 120, rep: r1}, {id: "n2", subset: sub2, rate: 180, rep: r2}}
@@ -154,7 +154,7 @@ func TestPerNodeWeightsConvergeAcrossReplicas(t *testing.T) {
 		took, took.Seconds()/testInterval.Seconds(), testInterval, ha[0].shares(), ha[1].shares(), one[0].shares(), one[1].shares())
 }
 
-func nodeWeights(r *replica, node string) map[string]uint32 {
+func nodeWeights(r *wReplica, node string) map[string]uint32 {
 	r.rec.mu.Lock()
 	defer r.rec.mu.Unlock()
 	return r.rec.nodes["api"][node]
@@ -178,9 +178,9 @@ func TestBalancedWeightsAcrossReplicas(t *testing.T) {
 	}
 	agent := harness.Consul(t)
 	sub1, sub2 := []string{"a", "b"}, []string{"b", "c"}
-	r1 := startReplica(t, agent.Client(), "xds-1", modeBalanced, map[string][]string{"n1": sub1})
-	r2 := startReplica(t, agent.Client(), "xds-2", modeBalanced, map[string][]string{"n2": sub2})
-	ref := startReplica(t, nil, "ref", modeBalanced, map[string][]string{"n1": sub1, "n2": sub2})
+	r1 := startWReplica(t, agent.Client(), "xds-1", modeBalanced, map[string][]string{"n1": sub1})
+	r2 := startWReplica(t, agent.Client(), "xds-2", modeBalanced, map[string][]string{"n2": sub2})
+	ref := startWReplica(t, nil, "ref", modeBalanced, map[string][]string{"n1": sub1, "n2": sub2})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ha := []*simNode{{id: "n1", subset: sub1, rate: 120, rep: r1}, {id: "n2", subset: sub2, rate: 180, rep: r2}}

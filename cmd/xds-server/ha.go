@@ -3,20 +3,26 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/config"
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/ha"
+	"github.com/xds-server/xds-server/weights"
 )
 
 // haParts are the HA pieces wired into serve (ha.enabled): the drain
 // store in Consul KV and /debug/ha.
 type haParts struct {
-	drains drain.Store // nil when HA is off: drains in memory
-	debug  func(*http.ServeMux)
+	drains  drain.Store       // nil when HA is off: drains in memory
+	weights *ha.Weights       // nil when HA is off
+	wcfg    *weights.HAConfig // the pipeline's side of it; nil when HA is off
+	debug   func(*http.ServeMux)
 }
 
 // newHA builds the HA parts of cfg; with ha.enabled false it returns the
@@ -43,7 +49,27 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (haPa
 	if err != nil {
 		return haParts{}, err
 	}
-	page := ha.DebugConfig{Replica: hc.Replica, Prefix: hc.Prefix, Drains: store.Seen}
-	hlog.Info("high availability on: drains shared through consul KV", "replica", hc.Replica, "prefix", hc.Prefix)
-	return haParts{drains: store, debug: func(mux *http.ServeMux) { mux.Handle("GET /debug/ha", page.Handler()) }}, nil
+	hw, wcfg, err := haWeights(ha.WeightsConfig{Client: client, Prefix: hc.Prefix, Replica: hc.Replica,
+		PublishInterval: hc.PublishInterval, LockDelay: hc.LeaderLockDelay,
+		CountWrite: func(kind string) { m.Writes.WithLabelValues(kind).Inc() },
+		CountError: func(op string) { m.Errors.WithLabelValues(op).Inc() },
+		Logger:     hlog, Leader: m.Leader, SummaryAge: m.SummaryAge})
+	if err != nil {
+		return haParts{}, err
+	}
+	page := ha.DebugConfig{Replica: hc.Replica, Prefix: hc.Prefix, Drains: store.Seen,
+		Leader: func() string { return hw.Status().Leader }, Summaries: func() ha.Summaries { return weightsSummaries(hw.Status()) }}
+	hlog.Info("high availability on: drains and weights shared through consul KV", "replica", hc.Replica, "prefix", hc.Prefix)
+	return haParts{drains: store, weights: hw, wcfg: wcfg,
+		debug: func(mux *http.ServeMux) { mux.Handle("GET /debug/ha", page.Handler()) }}, nil
+}
+
+// weightsSummaries is the weights' part of /debug/ha.
+func weightsSummaries(st ha.WeightsStatus) ha.Summaries {
+	out := ha.Summaries{Published: st.LastPublished, PublishedBytes: st.LastBytes}
+	for _, r := range slices.Sorted(maps.Keys(st.SummaryAge)) {
+		age := time.Duration(st.SummaryAge[r] * float64(time.Second))
+		out.Merged = append(out.Merged, ha.ReplicaSummary{Replica: r, Updated: time.Now().Add(-age)})
+	}
+	return out
 }

@@ -73,19 +73,19 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		xdsLis.Close()
 		return err
 	}
-	var drains *drain.Manager // the ORCA sink's target, set below before any report can arrive
-	wc := cfg.WeightsPipeline()
-	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer = srv, srv.GRPC(), log, reg
-	if m := cfg.Drain.ORCAMetric; m != "" {
-		wc.ORCASink = func(r weights.Report) { drains.SetORCA(r.Service, r.Endpoint, r.Named[m] >= 1) }
-	}
-	ws, err := weights.NewPipeline(wc)
+	hap, err := newHA(cfg, log, reg)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
 		return err
 	}
-	hap, err := newHA(cfg, log, reg)
+	var drains *drain.Manager // the ORCA sink's target, set below before any report can arrive
+	wc := cfg.WeightsPipeline()
+	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer, wc.HA = srv, srv.GRPC(), log, reg, hap.wcfg
+	if m := cfg.Drain.ORCAMetric; m != "" {
+		wc.ORCASink = func(r weights.Report) { drains.SetORCA(r.Service, r.Endpoint, r.Named[m] >= 1) }
+	}
+	ws, err := weights.NewPipeline(wc)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -132,6 +132,9 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	errc := make(chan error, 4)
 	wg.Go(func() { srv.Run(bg) })
 	wg.Go(func() { ws.Run(bg) })
+	if hap.weights != nil {
+		wg.Go(func() { hap.weights.Run(bg) })
+	}
 	wg.Go(func() { drains.Run(bg) })
 	wg.Go(func() { drains.Watch(bg) }) // a no-op without HA
 	wg.Go(func() {
