@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,6 +259,23 @@ func tableWrites(t *testing.T, consul *harness.ConsulAgent, key string) <-chan t
 	return out
 }
 
+// consulLeader polls the real Consul until the leader key is held by a
+// session and returns its value (the leader's replica id).
+func consulLeader(t *testing.T, consul *harness.ConsulAgent, key string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		p, _, err := consul.Client().KV().Get(key, nil)
+		if err == nil && p != nil && p.Session != "" {
+			return string(p.Value)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session holds %s within %v (last: %+v, %v)", key, within, p, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling an external process
+	}
+}
+
 // consulOutage stops Consul: the survivors keep serving want; starts it
 // again (fresh and empty, as a -dev agent): a leader is elected again
 // and new reports reach every survivor, without restarting them.
@@ -284,9 +302,31 @@ func (e *haWeightsEnv) consulOutage(t *testing.T, want map[string]float64) {
 	}
 	e.consul.Start()
 	back := time.Now()
-	e.leaderIndex(t, haWAliveTTL+haWLockDelay+20*time.Second)
-	t.Logf("Consul back (empty): a replica leads again after %v", time.Since(back))
+	leader := consulLeader(t, e.consul, "e2e-ha-weights/weights/leader", 30*time.Second)
+	t.Logf("Consul back (empty): replica %s holds the leader lock again after %v", leader, time.Since(back))
+	var ids []string
+	for _, srv := range srvs {
+		var st haStatus
+		getJSON(t, srv.AdminURL("/debug/ha"), &st)
+		ids = append(ids, st.Replica)
+	}
+	if !slices.Contains(ids, leader) {
+		t.Errorf("leader lock held by %q, want one of the living replicas %v", leader, ids)
+	}
+	checks, err := e.consul.Client().Agent().Checks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := checks["xds-server-ha:"+leader]; c == nil || c.Status != api.HealthPassing {
+		t.Errorf("the leader's alive check in the restarted agent is %+v, want registered again and passing", c)
+	}
 	postLoad(t, srvs[len(srvs)-1], haWService, e.util(0.8, 0.4, 0.2))
 	took := awaitSameCLA(t, obs, e.notify, want, 20*time.Second)
 	t.Logf("Consul back: load posted to %s reaches every survivor in %v", obs[len(obs)-1].name, took)
+	// The weights watch retries a failed blocking query with a backoff
+	// of at most 5s (ha/weights_kv.go), then a publish interval each for
+	// the summary and the table.
+	if limit := 5*time.Second + 4*haWInterval + 2*time.Second; took > limit {
+		t.Errorf("after Consul came back new load reached every survivor in %v, want within %v", took, limit)
+	}
 }
