@@ -139,15 +139,20 @@ func awaitSameCLA(t *testing.T, obs []*claObserver, notify chan struct{}, want m
 }
 
 // sameCLAProblem says why the observers do not all serve want's shares
-// in identical assignments ("" when they do).
+// (within 1 point) in identical assignments ("" when they do).
 func sameCLAProblem(obs []*claObserver, want map[string]float64) string {
+	return sameCLAProblemTol(obs, want, 0.01)
+}
+
+// sameCLAProblemTol is sameCLAProblem with a share tolerance.
+func sameCLAProblemTol(obs []*claObserver, want map[string]float64, tol float64) string {
 	first, _ := obs[0].last()
 	for _, o := range obs {
 		l, n := o.last()
 		switch {
 		case n == 0:
 			return o.name + " got no assignment"
-		case len(l.weights) == 0 || !sharesNear(l.weights, want, 0.01):
+		case len(l.weights) == 0 || !sharesNear(l.weights, want, tol):
 			return fmt.Sprintf("%s serves weights %v, want shares %v", o.name, l.weights, want)
 		case !bytes.Equal(l.raw, first.raw) || l.version != first.version:
 			return fmt.Sprintf("%s serves version %q, %s %q: not byte-identical", o.name, l.version, obs[0].name, first.version)
@@ -156,12 +161,22 @@ func sameCLAProblem(obs []*claObserver, want map[string]float64) string {
 	return ""
 }
 
-// postLoad posts one report per endpoint to srv's /v1/load.
+// postLoad posts one report per endpoint to srv's /v1/load, at 100 qps.
 func postLoad(t *testing.T, srv *harness.Server, service string, util map[string]float64) {
+	t.Helper()
+	qps := map[string]float64{}
+	for id := range util {
+		qps[id] = 100
+	}
+	postLoadQPS(t, srv, service, util, qps)
+}
+
+// postLoadQPS posts one report per endpoint to srv's /v1/load.
+func postLoadQPS(t *testing.T, srv *harness.Server, service string, util, qps map[string]float64) {
 	t.Helper()
 	var reports []string
 	for id, u := range util {
-		reports = append(reports, fmt.Sprintf(`{"service":%q,"endpoint":%q,"utilization":%g,"qps":100}`, service, id, u))
+		reports = append(reports, fmt.Sprintf(`{"service":%q,"endpoint":%q,"utilization":%g,"qps":%g}`, service, id, u, qps[id]))
 	}
 	resp, err := http.Post(srv.AdminURL("/v1/load"), "application/json", strings.NewReader("["+strings.Join(reports, ",")+"]"))
 	if err != nil {
