@@ -32,35 +32,9 @@ func TestHABalancedWeightsLRSThroughB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	consul := harness.Consul(t)
-	for _, id := range slices.Sorted(maps.Keys(apiPorts)) { // addresses only: weights come from the reports
-		consul.RegisterFile(t, api.AgentServiceRegistration{ID: id, Name: "api", Address: "127.0.0.1", Port: int(apiPorts[id]),
-			Check: &api.AgentServiceCheck{CheckID: "ttl-" + id, TTL: "10m", Status: api.HealthPassing}})
-	}
-	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
-	body := `services:
-  api: { subset_size: 2, weights: { enabled: true, mode: global, sources: [lrs, http] } }
-weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_interval: 100ms }
-`
-	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := append(haArgs("e2e-ha-lrs/"), "--config", cfg,
-		"--ha.publish_interval", haWInterval.String(), "--ha.leader_lock_delay", haWLockDelay.String())
-	srvs := []*harness.Server{startServer(t, consul, args...), startServer(t, consul, args...), startServer(t, consul, args...)}
+	srvs := startHAAPI(t)
 	rates := map[string]float64{"heavy": 90, "light": 10}
-	notify := map[string]chan struct{}{}
-	obs := map[string][]*claObserver{}
-	for _, node := range slices.Sorted(maps.Keys(rates)) {
-		notify[node] = make(chan struct{}, 1)
-		for i, srv := range srvs {
-			obs[node] = append(obs[node], startCLAObserver(t, srv, fmt.Sprintf("%s on %c", node, 'A'+i), node, "api", notify[node]))
-		}
-	}
-	subsets := map[string][]string{}
-	for node, o := range obs {
-		subsets[node] = awaitSubset(t, o[1], notify[node])
-	}
+	obs, notify, subsets := observeNodes(t, srvs, slices.Sorted(maps.Keys(rates)))
 	if slices.Equal(subsets["heavy"], subsets["light"]) {
 		t.Fatalf("both nodes got subset %v; the test needs different ones", subsets["heavy"])
 	}
@@ -86,7 +60,7 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 		normalizeShares(want)
 		awaitSameCLAWithin(t, obs[node], notify[node], want, 0.03, 30*time.Second)
 		last, _ := obs[node][0].last()
-		t.Logf("%s over %v: A, B and C serve identical weights %v (Balance's split %v) %v after the load", node, subsets[node], last.weights, want, time.Since(start))
+		t.Logf("%s over %v: A, B and C serve identical weights %v, shares as Balance's split %v (a near-even split matches the fallback too: see below), %v after the load", node, subsets[node], last.weights, want, time.Since(start))
 	}
 	// Both subsets hold one endpoint: its weight, from the one global
 	// table, is the same in both nodes' assignments (not the fallback's
@@ -106,6 +80,48 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 	if b.After >= b.Before-0.05 {
 		t.Errorf("balancing predicts %.3f against the formula's %.3f: the case does not exercise it", b.After, b.Before)
 	}
+}
+
+// startHAAPI runs three HA replicas sharing a real Consul where service
+// api (subsets of 2) has api-1..3 at apiPorts, global weights from LRS
+// and POST /v1/load.
+func startHAAPI(t *testing.T) []*harness.Server {
+	t.Helper()
+	consul := harness.Consul(t)
+	for _, id := range slices.Sorted(maps.Keys(apiPorts)) { // addresses only: weights come from the reports
+		consul.RegisterFile(t, api.AgentServiceRegistration{ID: id, Name: "api", Address: "127.0.0.1", Port: int(apiPorts[id]),
+			Check: &api.AgentServiceCheck{CheckID: "ttl-" + id, TTL: "10m", Status: api.HealthPassing}})
+	}
+	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
+	body := `services:
+  api: { subset_size: 2, weights: { enabled: true, mode: global, sources: [lrs, http] } }
+weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_interval: 100ms }
+`
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append(haArgs("e2e-ha-lrs/"), "--config", cfg,
+		"--ha.publish_interval", haWInterval.String(), "--ha.leader_lock_delay", haWLockDelay.String())
+	return []*harness.Server{startServer(t, consul, args...), startServer(t, consul, args...), startServer(t, consul, args...)}
+}
+
+// observeNodes connects each node to every replica and returns, by node,
+// its observers (one per replica), their notify channel and its subset.
+func observeNodes(t *testing.T, srvs []*harness.Server, nodes []string) (map[string][]*claObserver, map[string]chan struct{}, map[string][]string) {
+	t.Helper()
+	notify := map[string]chan struct{}{}
+	obs := map[string][]*claObserver{}
+	for _, node := range nodes {
+		notify[node] = make(chan struct{}, 1)
+		for i, srv := range srvs {
+			obs[node] = append(obs[node], startCLAObserver(t, srv, fmt.Sprintf("%s on %c", node, 'A'+i), node, "api", notify[node]))
+		}
+	}
+	subsets := map[string][]string{}
+	for node, o := range obs {
+		subsets[node] = awaitSubset(t, o[1], notify[node])
+	}
+	return obs, notify, subsets
 }
 
 // awaitSubset is the endpoint ids of the first assignment o gets.
