@@ -31,6 +31,16 @@
 // (xds_ha_leader, xds_ha_summary_age_seconds) and the page's slots for
 // them (DebugConfig.Leader, DebugConfig.Summaries).
 //
+// Alive is each replica's node-level TTL check on its local Consul agent
+// (id "xds-server-ha:<replica>", TTL 3s, kept passing every TTL/3,
+// deregistered on a clean stop after the leader session is gone). The
+// leader session names it besides serfHealth, so a leader killed with -9
+// loses the lead within the TTL plus ha.leader_lock_delay, not the
+// session TTL (10s, up to 2x). The updates are agent-local (the output
+// never changes: no catalog write). A check left critical by a replica
+// killed without a goodbye is removed by the next replica that starts on
+// that agent.
+//
 // ha may import discovery (the model), drain (its types) and consul/api;
 // it must not import xds, envoy or cmd.
 //

@@ -21,6 +21,7 @@ import (
 type haParts struct {
 	drains  drain.Store       // nil when HA is off: drains in memory
 	weights *ha.Weights       // nil when HA is off
+	alive   *ha.Alive         // the replica's TTL check in the leader session; nil when HA is off
 	wcfg    *weights.HAConfig // the pipeline's side of it; nil when HA is off
 	debug   func(*http.ServeMux)
 }
@@ -49,8 +50,17 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (haPa
 	if err != nil {
 		return haParts{}, err
 	}
+	alive, err := ha.NewAlive(ha.AliveConfig{Client: client, Replica: hc.Replica, Logger: hlog,
+		CountError: func(op string) { m.Errors.WithLabelValues(op).Inc() }})
+	if err != nil {
+		return haParts{}, err
+	}
+	if err := alive.Register(); err != nil { // Run registers it again once Consul answers
+		m.Errors.WithLabelValues("alive").Inc()
+		hlog.Warn("alive check not registered; the weights lead waits for it", "error", err)
+	}
 	hw, wcfg, err := haWeights(ha.WeightsConfig{Client: client, Prefix: hc.Prefix, Replica: hc.Replica,
-		PublishInterval: hc.PublishInterval, LockDelay: hc.LeaderLockDelay,
+		PublishInterval: hc.PublishInterval, LockDelay: hc.LeaderLockDelay, SessionChecks: []string{alive.CheckID()},
 		CountWrite: func(kind string) { m.Writes.WithLabelValues(kind).Inc() },
 		CountError: func(op string) { m.Errors.WithLabelValues(op).Inc() },
 		Logger:     hlog, Leader: m.Leader, SummaryAge: m.SummaryAge})
@@ -60,7 +70,7 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (haPa
 	page := ha.DebugConfig{Replica: hc.Replica, Prefix: hc.Prefix, Drains: store.Seen,
 		Leader: func() string { return hw.Status().Leader }, Summaries: func() ha.Summaries { return weightsSummaries(hw.Status()) }}
 	hlog.Info("high availability on: drains and weights shared through consul KV", "replica", hc.Replica, "prefix", hc.Prefix)
-	return haParts{drains: store, weights: hw, wcfg: wcfg,
+	return haParts{drains: store, weights: hw, wcfg: wcfg, alive: alive,
 		debug: func(mux *http.ServeMux) { mux.Handle("GET /debug/ha", page.Handler()) }}, nil
 }
 

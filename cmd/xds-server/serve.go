@@ -133,7 +133,12 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	wg.Go(func() { srv.Run(bg) })
 	wg.Go(func() { ws.Run(bg) })
 	if hap.weights != nil {
-		wg.Go(func() { hap.weights.Run(bg) })
+		// The alive check outlives the leader session: deregistering it
+		// first would invalidate the session, and Consul would hold the
+		// lead for the lock delay after a clean stop.
+		aliveCtx, stopAlive := context.WithCancel(context.Background())
+		wg.Go(func() { hap.alive.Run(aliveCtx) }) // deregisters its check on the way out
+		wg.Go(func() { hap.weights.Run(bg); stopAlive() })
 	}
 	wg.Go(func() { drains.Run(bg) })
 	wg.Go(func() { drains.Watch(bg) }) // a no-op without HA
