@@ -114,3 +114,25 @@ func TestPercentileAndMedian(t *testing.T) {
 		t.Error("no samples should give NaN")
 	}
 }
+
+func TestWritesByKindAndHARunFigures(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(`xds_ha_consul_writes_total{kind="drain_put"} 4
+xds_ha_consul_writes_total{kind="summary"} 6
+xds_ha_errors_total{op="drain_put"} 9
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := WritesByKind(m)
+	if len(w) != 2 || w["drain_put"] != 4 || w["summary"] != 6 {
+		t.Fatalf("WritesByKind = %v, want drain_put 4 and summary 6 only", w)
+	}
+	r := HARun{Writes: []map[string]float64{w, {"summary": 2}}, WriteSeconds: 2,
+		RSSAfter: []float64{150, 130}, BaseRSSAfter: 100}
+	if got := r.WritesPerSecond(); len(got) != 2 || got[0] != 5 || got[1] != 1 {
+		t.Errorf("WritesPerSecond = %v, want [5 1]", got)
+	}
+	if got := r.ExtraRSS(); len(got) != 2 || got[0] != 50 || got[1] != 30 {
+		t.Errorf("ExtraRSS = %v, want [50 30]", got)
+	}
+}

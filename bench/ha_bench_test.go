@@ -1,0 +1,259 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"slices"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+var (
+	flagReplicas = flag.Int("replicas", 3, "HA benchmark: xds-server replicas sharing one Consul with ha.enabled, -nodes nodes each")
+	flagHAHold   = flag.Duration("ha-hold", 10*time.Second, "HA benchmark: idle time after the drains, inside the Consul write window (so that publish intervals are counted)")
+)
+
+// haPrefix is the Consul KV prefix of the HA benchmark's replicas.
+const haPrefix = "bench-ha/"
+
+// haArgs are the flags that make a replica an HA one (issue 15): drains,
+// summaries and the weights table in Consul KV, client indices too.
+func haArgs() []string {
+	return []string{"--ha.enabled", "--ha.consul.prefix", haPrefix,
+		"--subsetting.index_source", "consul", "--subsetting.consul.prefix", haPrefix + "subsetting"}
+}
+
+// BenchmarkHAFleet measures issue 15's HA figures against a real Consul
+// and -replicas real xds-server processes sharing it (ha.enabled), with
+// -nodes ADS streams on each from this one process: the propagation of an
+// admin drain made through replica A (and of its undrain through the last
+// replica) to every node of every replica, each replica's Consul writes
+// per second, and the RSS each replica has over one replica without HA
+// serving the same -nodes nodes. Run it with -benchtime 1x; each
+// iteration is a whole run with a fresh Consul and fresh servers.
+func BenchmarkHAFleet(b *testing.B) {
+	for range b.N {
+		r := runHAFleet(b)
+		b.ReportMetric(Percentile(r.DrainLatencies, 50)*1e3, "drain-p50-ms")
+		b.ReportMetric(Percentile(r.DrainLatencies, 99)*1e3, "drain-p99-ms")
+		b.ReportMetric(Percentile(r.UndrainLatencies, 99)*1e3, "undrain-p99-ms")
+		b.ReportMetric(Median(r.WritesPerSecond()), "writes/s/replica")
+		b.ReportMetric(Median(r.ExtraRSS())/(1<<20), "extra-rss-MiB/replica")
+		if *flagResults != "" {
+			if err := AppendHARun(*flagResults, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// runHAFleet is one run: fresh Consul and catalog, the baseline replica
+// without HA, then the HA replicas and their fleets.
+func runHAFleet(b *testing.B) HARun {
+	b.StopTimer()
+	ctx := b.Context()
+	cat := Catalog{Services: *flagServices, Endpoints: *flagEndpoints}
+	if err := cat.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	if *flagReplicas < 2 {
+		b.Fatalf("-replicas %d: want at least 2", *flagReplicas)
+	}
+	r := HARun{Replicas: *flagReplicas, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints}
+	consul := harness.Consul(b)
+	agent := consul.Client().Agent()
+	if err := cat.Register(ctx, agent, 16); err != nil {
+		b.Fatal(err)
+	}
+	common := []string{"--discovery.source", "consul", "--discovery.consul.address", consul.Addr()}
+	r.BaseRSSBefore, r.BaseRSSAfter = haBaseline(b, cat, common)
+
+	srvs := make([]*harness.Server, r.Replicas)
+	metrics := make([]string, r.Replicas)
+	for i := range srvs {
+		srvs[i] = harness.StartServer(b, append(slices.Clone(common), haArgs()...)...)
+		srvs[i].WaitReady(b)
+		metrics[i] = "http://" + srvs[i].AdminAddr + "/metrics"
+		if err := awaitCatalog(ctx, metrics[i], cat.Size()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	writes0, t0 := haWrites(b, metrics), time.Now()
+	r.RSSBefore = settledAll(b, metrics, MetricRSS)
+	fleets := haConnect(b, srvs, cat, &r)
+	r.RSSAfter = settledAll(b, metrics, MetricRSS)
+	for i, n := range settledAll(b, metrics, MetricNodes) {
+		if int(n) != r.Nodes {
+			b.Fatalf("replica %d reports %v connected nodes, want %d", i, n, r.Nodes)
+		}
+	}
+	haDrainPhase(b, fleets, NewDrainer(cat, agent, srvs[0].AdminAddr), NewDrainer(cat, agent, srvs[r.Replicas-1].AdminAddr), cat, &r)
+	sleep(ctx, *flagHAHold)
+	writes1 := haWrites(b, metrics)
+	r.WriteSeconds = time.Since(t0).Seconds()
+	r.Writes = make([]map[string]float64, r.Replicas)
+	for i := range writes1 {
+		r.Writes[i] = map[string]float64{}
+		for kind, v := range writes1[i] {
+			r.Writes[i][kind] = v - writes0[i][kind]
+		}
+	}
+	return r
+}
+
+// haBaseline runs one replica without HA, syncs -nodes nodes to it, and
+// returns its RSS before and after; the replica and fleet are stopped.
+func haBaseline(b *testing.B, cat Catalog, args []string) (before, after float64) {
+	ctx := b.Context()
+	srv := harness.StartServer(b, args...)
+	srv.WaitReady(b)
+	metrics := "http://" + srv.AdminAddr + "/metrics"
+	if err := awaitCatalog(ctx, metrics, cat.Size()); err != nil {
+		b.Fatal(err)
+	}
+	before = settled(b, metrics)[MetricRSS]
+	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: *flagNodes, IDOffset: *flagReplicas * *flagNodes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := fleet.Install(cat.Healthy())
+	if err := fleet.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := fleet.Await(ctx, w, syncTimeout); err != nil {
+		b.Fatalf("baseline: %v", err)
+	}
+	if err := awaitChan(ctx, fleet.AllTypes(), syncTimeout); err != nil {
+		b.Fatalf("baseline: not every node received every type: %v", err)
+	}
+	m := settled(b, metrics)
+	if int(m[MetricNodes]) != *flagNodes {
+		b.Fatalf("baseline reports %v connected nodes, want %d", m[MetricNodes], *flagNodes)
+	}
+	if err := fleet.Close(); err != nil {
+		b.Fatalf("baseline fleet close: %v", err)
+	}
+	if err := srv.Stop(); err != nil {
+		b.Fatalf("baseline stop: %v", err)
+	}
+	return before, m[MetricRSS]
+}
+
+// haConnect connects a fleet of -nodes nodes to each replica (distinct
+// node ids) and waits until every node of every fleet is synced.
+func haConnect(b *testing.B, srvs []*harness.Server, cat Catalog, r *HARun) []*Fleet {
+	ctx := b.Context()
+	fleets := make([]*Fleet, len(srvs))
+	waits := make([]*Wait, len(srvs))
+	start := time.Now()
+	for i, srv := range srvs {
+		f, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, IDOffset: i * r.Nodes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			if err := f.Close(); err != nil {
+				b.Errorf("fleet %d close: %v", i, err)
+			}
+		})
+		fleets[i], waits[i] = f, f.Install(cat.Healthy())
+		if err := f.Connect(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i, f := range fleets {
+		if err := f.Await(ctx, waits[i], syncTimeout); err != nil {
+			b.Fatalf("replica %d: %v", i, err)
+		}
+		if err := awaitChan(ctx, f.AllTypes(), syncTimeout); err != nil {
+			b.Fatalf("replica %d: not every node received every type: %v", i, err)
+		}
+	}
+	r.ConnectSeconds = time.Since(start).Seconds()
+	return fleets
+}
+
+// haDrainPhase drains -drains endpoints one at a time through replica A
+// (a) and undrains each through the last replica (c), recording for both
+// the latency until every node of every replica has the new state.
+func haDrainPhase(b *testing.B, fleets []*Fleet, a, c *Drainer, cat Catalog, r *HARun) {
+	ctx := b.Context()
+	perReplica := make([][]float64, len(fleets))
+	for k := range *flagDrains {
+		s, e := (k*7+3)%cat.Services, (k*3+1)%cat.Endpoints
+		lats, err := awaitEverywhere(ctx, fleets, a.DrainWant(s, e), func() error { return a.Admin(ctx, s, e, true) })
+		if err != nil {
+			b.Fatalf("drain %d through A: %v", k, err)
+		}
+		for i, l := range lats {
+			perReplica[i] = append(perReplica[i], l...)
+			r.DrainLatencies = append(r.DrainLatencies, l...)
+		}
+		r.Drains++
+		healthy := Want{Key: cat.Key(s, e), Status: corev3.HealthStatus_HEALTHY}
+		lats, err = awaitEverywhere(ctx, fleets, healthy, func() error { return c.Admin(ctx, s, e, false) })
+		if err != nil {
+			b.Fatalf("undrain %d through the last replica: %v", k, err)
+		}
+		for _, l := range lats {
+			r.UndrainLatencies = append(r.UndrainLatencies, l...)
+		}
+		sleep(ctx, *flagGap)
+	}
+	for _, l := range perReplica {
+		r.ReplicaDrainP99 = append(r.ReplicaDrainP99, Percentile(l, 99))
+	}
+}
+
+// awaitEverywhere installs want on every fleet, calls do, and returns per
+// fleet the latencies (seconds) of its nodes until each has want.
+func awaitEverywhere(ctx context.Context, fleets []*Fleet, want Want, do func() error) ([][]float64, error) {
+	waits := make([]*Wait, len(fleets))
+	for i, f := range fleets {
+		waits[i] = f.Install([]Want{want})
+	}
+	if err := do(); err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(fleets))
+	for i, f := range fleets {
+		if err := f.Await(ctx, waits[i], changeTimeout); err != nil {
+			return nil, err
+		}
+		for _, d := range waits[i].Latencies() {
+			out[i] = append(out[i], d.Seconds())
+		}
+	}
+	return out, nil
+}
+
+// haWrites scrapes xds_ha_consul_writes_total of every replica, by kind.
+func haWrites(b *testing.B, urls []string) []map[string]float64 {
+	out := make([]map[string]float64, len(urls))
+	for i, u := range urls {
+		m, err := Scrape(b.Context(), u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = WritesByKind(m)
+	}
+	return out
+}
+
+// settledAll scrapes one metric of every replica after a quiet moment.
+func settledAll(b *testing.B, urls []string, metric string) []float64 {
+	sleep(b.Context(), settle)
+	out := make([]float64, len(urls))
+	for i, u := range urls {
+		m, err := Scrape(b.Context(), u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = m[metric]
+	}
+	return out
+}
