@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"flag"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ func BenchmarkHAFleet(b *testing.B) {
 		b.ReportMetric(Percentile(r.UndrainLatencies, 99)*1e3, "undrain-p99-ms")
 		b.ReportMetric(Median(r.WritesPerSecond()), "writes/s/replica")
 		b.ReportMetric(Median(r.ExtraRSS())/(1<<20), "extra-rss-MiB/replica")
+		b.ReportMetric(Median(r.ExtraHeap())/(1<<20), "extra-heap-MiB/replica")
 		if *flagResults != "" {
 			if err := AppendHARun(*flagResults, r); err != nil {
 				b.Fatal(err)
@@ -70,7 +72,7 @@ func runHAFleet(b *testing.B) HARun {
 		b.Fatal(err)
 	}
 	common := []string{"--discovery.source", "consul", "--discovery.consul.address", consul.Addr()}
-	r.BaseRSSBefore, r.BaseRSSAfter = haBaseline(b, cat, common)
+	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, common)
 
 	srvs := make([]*harness.Server, r.Replicas)
 	metrics := make([]string, r.Replicas)
@@ -86,6 +88,9 @@ func runHAFleet(b *testing.B) HARun {
 	r.RSSBefore = settledAll(b, metrics, MetricRSS)
 	fleets := haConnect(b, srvs, cat, &r)
 	r.RSSAfter = settledAll(b, metrics, MetricRSS)
+	for _, srv := range srvs {
+		r.HeapAfter = append(r.HeapAfter, liveHeap(b, srv.AdminAddr))
+	}
 	for i, n := range settledAll(b, metrics, MetricNodes) {
 		if int(n) != r.Nodes {
 			b.Fatalf("replica %d reports %v connected nodes, want %d", i, n, r.Nodes)
@@ -106,8 +111,9 @@ func runHAFleet(b *testing.B) HARun {
 }
 
 // haBaseline runs one replica without HA, syncs -nodes nodes to it, and
-// returns its RSS before and after; the replica and fleet are stopped.
-func haBaseline(b *testing.B, cat Catalog, args []string) (before, after float64) {
+// returns its RSS before and after and its live heap after; the replica
+// and fleet are stopped.
+func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap float64) {
 	ctx := b.Context()
 	srv := harness.StartServer(b, args...)
 	srv.WaitReady(b)
@@ -131,6 +137,7 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after float64
 		b.Fatalf("baseline: not every node received every type: %v", err)
 	}
 	m := settled(b, metrics)
+	heap = liveHeap(b, srv.AdminAddr)
 	if int(m[MetricNodes]) != *flagNodes {
 		b.Fatalf("baseline reports %v connected nodes, want %d", m[MetricNodes], *flagNodes)
 	}
@@ -140,7 +147,21 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after float64
 	if err := srv.Stop(); err != nil {
 		b.Fatalf("baseline stop: %v", err)
 	}
-	return before, m[MetricRSS]
+	return before, m[MetricRSS], heap
+}
+
+// liveHeap forces a GC in the server (its heap profile with gc=1) and
+// returns its Go heap in use right after.
+func liveHeap(b *testing.B, adminAddr string) float64 {
+	ctx := b.Context()
+	if err := fetchTo(ctx, "http://"+adminAddr+"/debug/pprof/heap?gc=1", os.DevNull); err != nil {
+		b.Fatal(err)
+	}
+	m, err := Scrape(ctx, "http://"+adminAddr+"/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m[MetricHeapInuse]
 }
 
 // haConnect connects a fleet of -nodes nodes to each replica (distinct
@@ -192,6 +213,7 @@ func haDrainPhase(b *testing.B, fleets []*Fleet, a, c *Drainer, cat Catalog, r *
 		for i, l := range lats {
 			perReplica[i] = append(perReplica[i], l...)
 			r.DrainLatencies = append(r.DrainLatencies, l...)
+			r.DrainFirst = append(r.DrainFirst, Percentile(l, 0))
 		}
 		r.Drains++
 		healthy := Want{Key: cat.Key(s, e), Status: corev3.HealthStatus_HEALTHY}

@@ -42,6 +42,28 @@ type HARun struct {
 	RSSAfter      []float64 `json:"rss_after"`
 	BaseRSSBefore float64   `json:"base_rss_before"`
 	BaseRSSAfter  float64   `json:"base_rss_after"`
+	// HeapAfter and BaseHeapAfter are the Go heap in use right after a
+	// forced GC (GET /debug/pprof/heap?gc=1), at the same moments as
+	// RSSAfter and BaseRSSAfter: the live memory, without the garbage of
+	// the connect burst that makes RSS vary between runs.
+	HeapAfter     []float64 `json:"heap_after_gc"`
+	BaseHeapAfter float64   `json:"base_heap_after_gc"`
+
+	// DrainFirst is, per drain and replica (drain-major), the latency of
+	// the first of that replica's nodes to have the endpoint DRAINING:
+	// about when the replica learnt the drain from Consul, before its
+	// fan-out to its nodes.
+	DrainFirst []float64 `json:"drain_first"`
+}
+
+// ExtraHeap is, per replica, its live heap with its nodes synced minus
+// that of the replica without HA.
+func (r HARun) ExtraHeap() []float64 {
+	out := make([]float64, len(r.HeapAfter))
+	for i, v := range r.HeapAfter {
+		out[i] = v - r.BaseHeapAfter
+	}
+	return out
 }
 
 // WritesPerSecond is each replica's Consul write rate over the run.

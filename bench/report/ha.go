@@ -26,6 +26,8 @@ type haStats struct {
 	runDrainP99                  []float64
 	writes, background, extra    []float64 // per replica of every run: writes/s, writes/s of kinds other than drain_*, RSS over the baseline
 	baseAfter, haAfter, haBefore []float64
+	extraHeap, baseHeap, haHeap  []float64 // live heap after a forced GC
+	first                        []float64 // per drain and replica: its first node's latency
 	drainCount                   int
 }
 
@@ -42,6 +44,9 @@ func computeHA(runs []bench.HARun) haStats {
 		s.baseAfter = append(s.baseAfter, r.BaseRSSAfter)
 		s.haAfter = append(s.haAfter, r.RSSAfter...)
 		s.haBefore = append(s.haBefore, r.RSSBefore...)
+		s.extraHeap = append(s.extraHeap, r.ExtraHeap()...)
+		s.baseHeap, s.haHeap = append(s.baseHeap, r.BaseHeapAfter), append(s.haHeap, r.HeapAfter...)
+		s.first = append(s.first, r.DrainFirst...)
 	}
 	return s
 }
@@ -88,6 +93,10 @@ func renderHA(runs []bench.HARun, commands string, at time.Time) string {
 		bgmax, bg, bgmax/haWritesTarget, yes(bgmax <= haWritesTarget))
 	p("| extra RSS per replica that HA costs (HA replica with %d nodes synced minus one replica without HA with the same nodes) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
 		first.Nodes, signedBytes(bench.Median(s.extra)), bytesFmt(bench.Median(s.baseAfter)), bytesFmt(bench.Median(s.haAfter)))
+	p("| extra live Go heap per replica that HA costs (heap in use right after a forced GC, same moments) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
+		signedBytes(bench.Median(s.extraHeap)), bytesFmt(bench.Median(s.baseHeap)), bytesFmt(bench.Median(s.haHeap)))
+	p("| drain through A -> the first node of each replica has it (Consul KV watch, before the fan-out), p50 / p99 over drains x replicas | no target | %s / %s | | |",
+		secs(bench.Percentile(s.first, 50)), secs(bench.Percentile(s.first, 99)))
 	p("")
 	renderHARuns(p, s)
 	renderHAMethod(p, first, commands)
@@ -95,13 +104,14 @@ func renderHA(runs []bench.HARun, commands string, at time.Time) string {
 }
 
 func renderHARuns(p func(string, ...any), s haStats) {
-	p("| run | connect + first config (all replicas) | drain p50 | drain p99 | drain p99 per replica | undrain p99 | writes/s per replica | writes by kind (replica A) | RSS without HA (before -> after) | RSS per HA replica (after) | extra RSS per replica |")
-	p("|---|---|---|---|---|---|---|---|---|---|---|")
+	p("| run | connect + first config (all replicas) | drain p50 | drain p99 | drain p99 per replica | undrain p99 | writes/s per replica | writes by kind (replica A) | RSS without HA (before -> after) | RSS per HA replica (after) | extra RSS per replica | extra live heap per replica |")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for i, r := range s.runs {
-		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s -> %s | %s | %s |", i+1, secs(r.ConnectSeconds),
+		p("| %d | %s | %s | %s | %s | %s | %s | %s | %s -> %s | %s | %s | %s |", i+1, secs(r.ConnectSeconds),
 			secs(bench.Percentile(r.DrainLatencies, 50)), secs(bench.Percentile(r.DrainLatencies, 99)), list(r.ReplicaDrainP99, secs),
 			secs(bench.Percentile(r.UndrainLatencies, 99)), list(r.WritesPerSecond(), func(v float64) string { return fmt.Sprintf("%.2f", v) }),
-			kinds(r), bytesFmt(r.BaseRSSBefore), bytesFmt(r.BaseRSSAfter), list(r.RSSAfter, bytesFmt), list(r.ExtraRSS(), signedBytes))
+			kinds(r), bytesFmt(r.BaseRSSBefore), bytesFmt(r.BaseRSSAfter), list(r.RSSAfter, bytesFmt), list(r.ExtraRSS(), signedBytes),
+			list(r.ExtraHeap(), signedBytes))
 	}
 	p("")
 }
@@ -109,13 +119,14 @@ func renderHARuns(p func(string, ...any), s haStats) {
 func renderHAMethod(p func(string, ...any), first bench.HARun, commands string) {
 	p("Method (`BenchmarkHAFleet`): a fresh real Consul agent and catalog per run. First one `xds-server`")
 	p("without HA (`--discovery.source consul`, defaults otherwise) gets %d nodes; its RSS", first.Nodes)
-	p("(`process_resident_memory_bytes`) 2s after they all synced is the baseline; it is then stopped. Then")
+	p("(`process_resident_memory_bytes`) 2s after they all synced, and its Go heap in use right after a GC")
+	p("forced through `/debug/pprof/heap?gc=1`, are the baseline; it is then stopped. Then")
 	p("%d `xds-server` processes with the same flags plus `--ha.enabled --subsetting.index_source consul`", first.Replicas)
 	p("(defaults otherwise: `ha.publish_interval` 5s) share that Consul; one load generator (the `go test`")
 	p("process) opens %d raw ADS streams to each (distinct node ids, CDS/EDS/LDS/RDS wildcard,", first.Nodes)
 	p("every response ACKed). Each drain is `POST /v1/drain` on replica A; a sample is, per node of every")
 	p("replica, the time from just before the call until the node reads the EDS response with the")
-	p("endpoint DRAINING. Each drain is then undone with `DELETE /v1/drain` on the last replica (same")
+	p("endpoint DRAINING (the first node of a replica to get it tells when that replica learnt it). Each drain is then undone with `DELETE /v1/drain` on the last replica (same")
 	p("measure, back to HEALTHY) before the next drain. Consul writes are the increase of each replica's")
 	p("`xds_ha_consul_writes_total` (all kinds; a transaction counts once) from every replica ready to the")
 	p("end of the drains plus an idle hold, over that time (%.0f s in run 1). No load reports (ORCA, LRS,", first.WriteSeconds)

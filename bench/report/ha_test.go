@@ -21,7 +21,9 @@ func haTestRun() bench.HARun {
 		WriteSeconds:  10,
 		RSSBefore:     []float64{40 << 20, 40 << 20, 40 << 20},
 		RSSAfter:      []float64{60 << 20, 62 << 20, 64 << 20},
-		BaseRSSBefore: 38 << 20, BaseRSSAfter: 58 << 20}
+		BaseRSSBefore: 38 << 20, BaseRSSAfter: 58 << 20,
+		HeapAfter: []float64{20 << 20, 21 << 20, 22 << 20}, BaseHeapAfter: 19 << 20,
+		DrainFirst: []float64{0.05, 0.06, 0.07, 0.08, 0.09, 0.5}}
 }
 
 func TestRenderHAFigures(t *testing.T) {
@@ -33,6 +35,8 @@ func TestRenderHAFigures(t *testing.T) {
 		"| <= 1/s | 0.40/s (median replica 0.20/s) | 0.40 | yes |",                      // without drain_*: C's 4
 		"| no target | +4.0 MiB (replica without HA: 58.0 MiB; HA replica: 62.0 MiB) |",
 		"drain_put 20, summary 2",
+		"| no target | +2.0 MiB (replica without HA: 19.0 MiB; HA replica: 21.0 MiB) |",
+		"| no target | 70 ms / 500 ms |",
 		"+2.0 MiB / +4.0 MiB / +6.0 MiB",
 		"```sh\nmake bench\n```",
 	} {
