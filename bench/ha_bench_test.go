@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 var (
 	flagReplicas = flag.Int("replicas", 3, "HA benchmark: xds-server replicas sharing one Consul with ha.enabled, -nodes nodes each")
 	flagHAHold   = flag.Duration("ha-hold", 10*time.Second, "HA benchmark: idle time after the drains, inside the Consul write window (so that publish intervals are counted)")
+	flagHALoad   = flag.Duration("ha-load", time.Second, "HA benchmark: every service has weights from POST /v1/load and each replica gets the reports of a third of the endpoints this often (0: no weights, no reports)")
 )
 
 // haPrefix is the Consul KV prefix of the HA benchmark's replicas.
@@ -72,6 +74,14 @@ func runHAFleet(b *testing.B) HARun {
 		b.Fatal(err)
 	}
 	common := []string{"--discovery.source", "consul", "--discovery.consul.address", consul.Addr()}
+	if *flagHALoad > 0 {
+		cfg := filepath.Join(b.TempDir(), "xds-server.yaml")
+		if err := os.WriteFile(cfg, []byte(cat.WeightsConfig()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		common = append(common, "--config", cfg)
+		r.LoadInterval = flagHALoad.Seconds()
+	}
 	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, common)
 
 	srvs := make([]*harness.Server, r.Replicas)
@@ -84,6 +94,11 @@ func runHAFleet(b *testing.B) HARun {
 			b.Fatal(err)
 		}
 	}
+	admins := make([]string, len(srvs))
+	for i, srv := range srvs {
+		admins[i] = srv.AdminAddr
+	}
+	load := startLoad(b, cat, admins)
 	writes0, t0 := haWrites(b, metrics), time.Now()
 	r.RSSBefore = settledAll(b, metrics, MetricRSS)
 	fleets := haConnect(b, srvs, cat, &r)
@@ -100,6 +115,7 @@ func runHAFleet(b *testing.B) HARun {
 	sleep(ctx, *flagHAHold)
 	writes1 := haWrites(b, metrics)
 	r.WriteSeconds = time.Since(t0).Seconds()
+	r.LoadPosts = stopLoad(b, load)
 	r.Writes = make([]map[string]float64, r.Replicas)
 	for i := range writes1 {
 		r.Writes[i] = map[string]float64{}
@@ -122,6 +138,7 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap f
 		b.Fatal(err)
 	}
 	before = settled(b, metrics)[MetricRSS]
+	load := startLoad(b, cat, []string{srv.AdminAddr})
 	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: *flagNodes, IDOffset: *flagReplicas * *flagNodes})
 	if err != nil {
 		b.Fatal(err)
@@ -141,6 +158,7 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap f
 	if int(m[MetricNodes]) != *flagNodes {
 		b.Fatalf("baseline reports %v connected nodes, want %d", m[MetricNodes], *flagNodes)
 	}
+	stopLoad(b, load)
 	if err := fleet.Close(); err != nil {
 		b.Fatalf("baseline fleet close: %v", err)
 	}
@@ -148,6 +166,29 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap f
 		b.Fatalf("baseline stop: %v", err)
 	}
 	return before, m[MetricRSS], heap
+}
+
+// startLoad starts the -ha-load reports to the admin addresses (nil
+// when off); it is stopped at cleanup at the latest.
+func startLoad(b *testing.B, cat Catalog, admins []string) *LoadReporter {
+	if *flagHALoad <= 0 {
+		return nil
+	}
+	l := StartLoad(cat, admins, *flagHALoad)
+	b.Cleanup(func() { _, _ = l.Stop() })
+	return l
+}
+
+// stopLoad stops l and fails the benchmark if a post failed.
+func stopLoad(b *testing.B, l *LoadReporter) int {
+	if l == nil {
+		return 0
+	}
+	n, err := l.Stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // liveHeap forces a GC in the server (its heap profile with gc=1) and

@@ -16,6 +16,12 @@ type HARun struct {
 	Services  int `json:"services"`
 	Endpoints int `json:"endpoints"` // per service
 
+	// LoadInterval is how often (seconds) each replica got POST /v1/load
+	// reports of its share of the endpoints (0: none, weights off);
+	// LoadPosts how many posts the HA replicas got in all.
+	LoadInterval float64 `json:"load_interval,omitempty"`
+	LoadPosts    int     `json:"load_posts,omitempty"`
+
 	ConnectSeconds float64 `json:"connect_seconds"` // first stream opened -> every node of every replica synced
 
 	// DrainLatencies are the drain propagation samples in seconds, one per

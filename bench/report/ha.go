@@ -129,8 +129,16 @@ func renderHAMethod(p func(string, ...any), first bench.HARun, commands string) 
 	p("endpoint DRAINING (the first node of a replica to get it tells when that replica learnt it). Each drain is then undone with `DELETE /v1/drain` on the last replica (same")
 	p("measure, back to HEALTHY) before the next drain. Consul writes are the increase of each replica's")
 	p("`xds_ha_consul_writes_total` (all kinds; a transaction counts once) from every replica ready to the")
-	p("end of the drains plus an idle hold, over that time (%.0f s in run 1). No load reports (ORCA, LRS,", first.WriteSeconds)
-	p("`POST /v1/load`) are sent, so the summaries carry no load. Every process shares the machine's cores.")
+	p("end of the drains plus an idle hold, over that time (%.0f s in run 1).", first.WriteSeconds)
+	if first.LoadInterval > 0 {
+		p("Every service has weights from `POST /v1/load` (`services.<name>.weights: {enabled: true, sources: [http]}`,")
+		p("`weights.*` at their defaults, in the baseline too); every %s each replica gets one batch with the", secs(first.LoadInterval))
+		p("reports of its third of the endpoints (endpoint e to replica e mod %d; utilization fixed per", first.Replicas)
+		p("endpoint in [0.3, 0.7] with a jitter of 0.01, qps 100), so only the shared summaries make the whole.")
+	} else {
+		p("No load reports (ORCA, LRS, `POST /v1/load`) are sent, so the summaries carry no load.")
+	}
+	p("Every process (Consul, %d replicas, the load generator) shares the machine's cores.", first.Replicas)
 	if commands != "" {
 		p("")
 		p("```sh")
