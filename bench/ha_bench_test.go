@@ -20,6 +20,12 @@ var (
 	flagHALoad   = flag.Duration("ha-load", time.Second, "HA benchmark: every service has weights from POST /v1/load and each replica gets the reports of a third of the endpoints this often (0: no weights, no reports)")
 )
 
+// haSteady is the least time after every node synced before the memory
+// of a replica is read: longer than weights.blackout_period (10s) plus
+// ha.publish_interval (5s) at their defaults, so that the weights of the
+// load reports and the shared summaries are in place.
+const haSteady = 15 * time.Second
+
 // haPrefix is the Consul KV prefix of the HA benchmark's replicas.
 const haPrefix = "bench-ha/"
 
@@ -102,19 +108,20 @@ func runHAFleet(b *testing.B) HARun {
 	writes0, t0 := haWrites(b, metrics), time.Now()
 	r.RSSBefore = settledAll(b, metrics, MetricRSS)
 	fleets := haConnect(b, srvs, cat, &r)
-	r.RSSAfter = settledAll(b, metrics, MetricRSS)
-	for _, srv := range srvs {
-		r.HeapAfter = append(r.HeapAfter, liveHeap(b, srv.AdminAddr))
-	}
+	synced := time.Now()
 	for i, n := range settledAll(b, metrics, MetricNodes) {
 		if int(n) != r.Nodes {
 			b.Fatalf("replica %d reports %v connected nodes, want %d", i, n, r.Nodes)
 		}
 	}
 	haDrainPhase(b, fleets, NewDrainer(cat, agent, srvs[0].AdminAddr), NewDrainer(cat, agent, srvs[r.Replicas-1].AdminAddr), cat, &r)
-	sleep(ctx, *flagHAHold)
+	sleep(ctx, max(*flagHAHold, haSteady-time.Since(synced)))
 	writes1 := haWrites(b, metrics)
 	r.WriteSeconds = time.Since(t0).Seconds()
+	r.RSSAfter = settledAll(b, metrics, MetricRSS)
+	for _, srv := range srvs {
+		r.HeapAfter = append(r.HeapAfter, liveHeap(b, srv.AdminAddr))
+	}
 	r.LoadPosts = stopLoad(b, load)
 	r.Writes = make([]map[string]float64, r.Replicas)
 	for i := range writes1 {
@@ -127,8 +134,8 @@ func runHAFleet(b *testing.B) HARun {
 }
 
 // haBaseline runs one replica without HA, syncs -nodes nodes to it, and
-// returns its RSS before and after and its live heap after; the replica
-// and fleet are stopped.
+// returns its RSS before and haSteady after and its live heap then; the
+// replica and fleet are stopped.
 func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap float64) {
 	ctx := b.Context()
 	srv := harness.StartServer(b, args...)
@@ -153,6 +160,7 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap f
 	if err := awaitChan(ctx, fleet.AllTypes(), syncTimeout); err != nil {
 		b.Fatalf("baseline: not every node received every type: %v", err)
 	}
+	sleep(ctx, haSteady)
 	m := settled(b, metrics)
 	heap = liveHeap(b, srv.AdminAddr)
 	if int(m[MetricNodes]) != *flagNodes {

@@ -42,8 +42,9 @@ type HARun struct {
 	WriteSeconds float64              `json:"write_seconds"`
 
 	// Memory: RSS in bytes of each HA replica with the catalog loaded and
-	// no node connected (before) and with its nodes synced (after); the
-	// same of one replica without HA and the same number of nodes (Base).
+	// no node connected (before) and at the end of the run, at least
+	// 15s after its nodes synced (after); the same of one replica without
+	// HA with the same number of nodes, 15s after they synced (Base).
 	RSSBefore     []float64 `json:"rss_before"`
 	RSSAfter      []float64 `json:"rss_after"`
 	BaseRSSBefore float64   `json:"base_rss_before"`

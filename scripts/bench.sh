@@ -17,7 +17,8 @@
 # BENCH_HA=0 skips it. Its knobs: BENCH_HA_RUNS (default BENCH_RUNS),
 # BENCH_HA_REPLICAS (3), BENCH_HA_NODES (nodes per replica, default
 # BENCH_NODES), BENCH_HA_DRAINS (10), BENCH_HA_HOLD (10s: idle time counted
-# in the Consul write rate).
+# in the Consul write rate), BENCH_HA_LOAD (1s: POST /v1/load to each
+# replica this often; 0s: no weights).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -39,6 +40,7 @@ ha_replicas=${BENCH_HA_REPLICAS:-3}
 ha_nodes=${BENCH_HA_NODES:-$nodes}
 ha_drains=${BENCH_HA_DRAINS:-10}
 ha_hold=${BENCH_HA_HOLD:-10s}
+ha_load=${BENCH_HA_LOAD:-1s}
 case "$only" in
 "" | ha) ;;
 *)
@@ -86,17 +88,17 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 ha_cmd=(env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	-test.run '^$' -test.bench '^BenchmarkHAFleet$' -test.benchtime 1x -test.count "$ha_runs" -test.timeout 60m
 	-replicas "$ha_replicas" -nodes "$ha_nodes" -services "$services" -endpoints "$endpoints"
-	-drains "$ha_drains" -ha-hold "$ha_hold" -results "$tmp/ha-runs.jsonl")
+	-drains "$ha_drains" -ha-hold "$ha_hold" -ha-load "$ha_load" -results "$tmp/ha-runs.jsonl")
 
 # run_ha runs the HA benchmark and rewrites its section of $out.
 run_ha() {
 	{
-		echo "BENCH_ONLY=ha BENCH_HA_RUNS=$ha_runs BENCH_HA_REPLICAS=$ha_replicas BENCH_HA_NODES=$ha_nodes BENCH_HA_DRAINS=$ha_drains BENCH_HA_HOLD=$ha_hold make bench"
+		echo "BENCH_ONLY=ha BENCH_HA_RUNS=$ha_runs BENCH_HA_REPLICAS=$ha_replicas BENCH_HA_NODES=$ha_nodes BENCH_HA_DRAINS=$ha_drains BENCH_HA_HOLD=$ha_hold BENCH_HA_LOAD=$ha_load make bench"
 		echo "# = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=ha ... bash scripts/bench.sh, which runs:"
 		echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
 		echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkHAFleet\$' \\"
 		echo "  -test.benchtime 1x -test.count $ha_runs -replicas $ha_replicas -nodes $ha_nodes -services $services -endpoints $endpoints \\"
-		echo "  -drains $ha_drains -ha-hold $ha_hold -results \$TMP/ha-runs.jsonl"
+		echo "  -drains $ha_drains -ha-hold $ha_hold -ha-load $ha_load -results \$TMP/ha-runs.jsonl"
 		echo "go run ./bench/report -ha \$TMP/ha-runs.jsonl -out $out   # rewrites only its marked section"
 	} >"$tmp/ha-commands.txt"
 	echo "bench: HA, $ha_runs run(s) of $ha_replicas replicas x $ha_nodes nodes" >&2

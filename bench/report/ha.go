@@ -91,7 +91,7 @@ func renderHA(runs []bench.HARun, commands string, at time.Time) string {
 		wmax, w, wmax/haWritesTarget, yes(wmax <= haWritesTarget))
 	p("| the same without the benchmark's own drain writes (kinds other than `drain_*`) | <= 1/s | %.2f/s (median replica %.2f/s) | %.2f | %s |",
 		bgmax, bg, bgmax/haWritesTarget, yes(bgmax <= haWritesTarget))
-	p("| extra RSS per replica that HA costs (HA replica with %d nodes synced minus one replica without HA with the same nodes) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
+	p("| extra RSS per replica that HA costs (HA replica with %d nodes minus one replica without HA with the same nodes, both in steady state) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
 		first.Nodes, signedBytes(bench.Median(s.extra)), bytesFmt(bench.Median(s.baseAfter)), bytesFmt(bench.Median(s.haAfter)))
 	p("| extra live Go heap per replica that HA costs (heap in use right after a forced GC, same moments) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
 		signedBytes(bench.Median(s.extraHeap)), bytesFmt(bench.Median(s.baseHeap)), bytesFmt(bench.Median(s.haHeap)))
@@ -119,10 +119,12 @@ func renderHARuns(p func(string, ...any), s haStats) {
 func renderHAMethod(p func(string, ...any), first bench.HARun, commands string) {
 	p("Method (`BenchmarkHAFleet`): a fresh real Consul agent and catalog per run. First one `xds-server`")
 	p("without HA (`--discovery.source consul`, defaults otherwise) gets %d nodes; its RSS", first.Nodes)
-	p("(`process_resident_memory_bytes`) 2s after they all synced, and its Go heap in use right after a GC")
-	p("forced through `/debug/pprof/heap?gc=1`, are the baseline; it is then stopped. Then")
-	p("%d `xds-server` processes with the same flags plus `--ha.enabled --subsetting.index_source consul`", first.Replicas)
-	p("(defaults otherwise: `ha.publish_interval` 5s) share that Consul; one load generator (the `go test`")
+	p("(`process_resident_memory_bytes`) 15s after they all synced (weights' blackout 10s + one publish")
+	p("interval), and its Go heap in use right after a GC forced through `/debug/pprof/heap?gc=1`, are the")
+	p("baseline; it is then stopped. The HA replicas' are read the same way at the end of the run (at least")
+	p("15s after their nodes synced).")
+	p("The %d `xds-server` processes have the same flags plus `--ha.enabled --subsetting.index_source consul`", first.Replicas)
+	p("(defaults otherwise: `ha.publish_interval` 5s) and share that Consul; one load generator (the `go test`")
 	p("process) opens %d raw ADS streams to each (distinct node ids, CDS/EDS/LDS/RDS wildcard,", first.Nodes)
 	p("every response ACKed). Each drain is `POST /v1/drain` on replica A; a sample is, per node of every")
 	p("replica, the time from just before the call until the node reads the EDS response with the")
