@@ -134,8 +134,9 @@ func runHAFleet(b *testing.B) HARun {
 }
 
 // haBaseline runs one replica without HA, syncs -nodes nodes to it, and
-// returns its RSS before and haSteady after and its live heap then; the
-// replica and fleet are stopped.
+// makes the same drains and hold as the HA replicas, and returns its RSS
+// before the nodes and at the end, and its live heap then; the replica and
+// fleet are stopped.
 func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap float64) {
 	ctx := b.Context()
 	srv := harness.StartServer(b, args...)
@@ -160,7 +161,13 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap f
 	if err := awaitChan(ctx, fleet.AllTypes(), syncTimeout); err != nil {
 		b.Fatalf("baseline: not every node received every type: %v", err)
 	}
-	sleep(ctx, haSteady)
+	// The same drains through itself and the same hold as the replicas,
+	// so that its memory is read after the same history.
+	synced := time.Now()
+	var same HARun
+	d := NewDrainer(cat, nil, srv.AdminAddr)
+	haDrainPhase(b, []*Fleet{fleet}, d, d, cat, &same)
+	sleep(ctx, max(*flagHAHold, haSteady-time.Since(synced)))
 	m := settled(b, metrics)
 	heap = liveHeap(b, srv.AdminAddr)
 	if int(m[MetricNodes]) != *flagNodes {

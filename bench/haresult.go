@@ -44,7 +44,7 @@ type HARun struct {
 	// Memory: RSS in bytes of each HA replica with the catalog loaded and
 	// no node connected (before) and at the end of the run, at least
 	// 15s after its nodes synced (after); the same of one replica without
-	// HA with the same number of nodes, 15s after they synced (Base).
+	// HA with the same number of nodes, after the same drains and hold (Base).
 	RSSBefore     []float64 `json:"rss_before"`
 	RSSAfter      []float64 `json:"rss_after"`
 	BaseRSSBefore float64   `json:"base_rss_before"`
