@@ -30,7 +30,8 @@ const haSteady = 15 * time.Second
 const haPrefix = "bench-ha/"
 
 // haArgs are the flags that make a replica an HA one (issue 15): drains,
-// summaries and the weights table in Consul KV, client indices too.
+// summaries and the weights table in Consul KV, client indices too (the
+// baseline replica has only the latter).
 func haArgs() []string {
 	return []string{"--ha.enabled", "--ha.consul.prefix", haPrefix,
 		"--subsetting.index_source", "consul", "--subsetting.consul.prefix", haPrefix + "subsetting"}
@@ -88,7 +89,11 @@ func runHAFleet(b *testing.B) HARun {
 		common = append(common, "--config", cfg)
 		r.LoadInterval = flagHALoad.Seconds()
 	}
-	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, common)
+	// The baseline differs only by ha.enabled: client indices in Consul too
+	// (under a prefix of its own, so that its nodes hold no index of the
+	// replicas' table).
+	base := append(slices.Clone(common), "--subsetting.index_source", "consul", "--subsetting.consul.prefix", "bench-base/subsetting")
+	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, base)
 
 	srvs := make([]*harness.Server, r.Replicas)
 	metrics := make([]string, r.Replicas)

@@ -118,12 +118,13 @@ func renderHARuns(p func(string, ...any), s haStats) {
 
 func renderHAMethod(p func(string, ...any), first bench.HARun, commands string) {
 	p("Method (`BenchmarkHAFleet`): a fresh real Consul agent and catalog per run. First one `xds-server`")
-	p("without HA (`--discovery.source consul`, defaults otherwise) gets %d nodes; its RSS", first.Nodes)
+	p("without HA (`--discovery.source consul --subsetting.index_source consul`, defaults otherwise, so that")
+	p("it differs from a replica by `ha.enabled` alone) gets %d nodes; its RSS", first.Nodes)
 	p("(`process_resident_memory_bytes`) and its Go heap in use right after a GC forced through")
 	p("`/debug/pprof/heap?gc=1`, read after the same drains (through itself) and the same idle hold as the")
 	p("HA replicas, at least 15s after its nodes synced (weights' blackout 10s + one publish interval), are")
 	p("the baseline; it is then stopped. The HA replicas' are read the same way at the end of the run.")
-	p("The %d `xds-server` processes have the same flags plus `--ha.enabled --subsetting.index_source consul`", first.Replicas)
+	p("The %d `xds-server` processes have the same flags plus `--ha.enabled`", first.Replicas)
 	p("(defaults otherwise: `ha.publish_interval` 5s) and share that Consul; one load generator (the `go test`")
 	p("process) opens %d raw ADS streams to each (distinct node ids, CDS/EDS/LDS/RDS wildcard,", first.Nodes)
 	p("every response ACKed). Each drain is `POST /v1/drain` on replica A; a sample is, per node of every")
