@@ -95,20 +95,7 @@ func runHAFleet(b *testing.B) HARun {
 	base := append(slices.Clone(common), "--subsetting.index_source", "consul", "--subsetting.consul.prefix", "bench-base/subsetting")
 	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, base)
 
-	srvs := make([]*harness.Server, r.Replicas)
-	metrics := make([]string, r.Replicas)
-	for i := range srvs {
-		srvs[i] = harness.StartServer(b, append(slices.Clone(common), haArgs()...)...)
-		srvs[i].WaitReady(b)
-		metrics[i] = "http://" + srvs[i].AdminAddr + "/metrics"
-		if err := awaitCatalog(ctx, metrics[i], cat.Size()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	admins := make([]string, len(srvs))
-	for i, srv := range srvs {
-		admins[i] = srv.AdminAddr
-	}
+	srvs, metrics, admins := haReplicas(b, cat, append(slices.Clone(common), haArgs()...), r.Replicas)
 	load := startLoad(b, cat, admins)
 	writes0, t0 := haWrites(b, metrics), time.Now()
 	r.RSSBefore = settledAll(b, metrics, MetricRSS)
@@ -136,6 +123,23 @@ func runHAFleet(b *testing.B) HARun {
 		}
 	}
 	return r
+}
+
+// haReplicas starts n replicas with args and waits until each is ready
+// and sees the whole catalog; it returns them, their metrics URLs and
+// their admin addresses.
+func haReplicas(b *testing.B, cat Catalog, args []string, n int) ([]*harness.Server, []string, []string) {
+	srvs, metrics, admins := make([]*harness.Server, n), make([]string, n), make([]string, n)
+	for i := range srvs {
+		srvs[i] = harness.StartServer(b, args...)
+		srvs[i].WaitReady(b)
+		admins[i] = srvs[i].AdminAddr
+		metrics[i] = "http://" + admins[i] + "/metrics"
+		if err := awaitCatalog(b.Context(), metrics[i], cat.Size()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return srvs, metrics, admins
 }
 
 // haBaseline runs one replica without HA, syncs -nodes nodes to it, and
