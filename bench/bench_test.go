@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -112,5 +113,59 @@ func TestPercentileAndMedian(t *testing.T) {
 	}
 	if !math.IsNaN(Percentile(nil, 50)) || !math.IsNaN(Median(nil)) {
 		t.Error("no samples should give NaN")
+	}
+}
+
+func TestWritesByKindAndHARunFigures(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(`xds_ha_consul_writes_total{kind="drain_put"} 4
+xds_ha_consul_writes_total{kind="summary"} 6
+xds_ha_errors_total{op="drain_put"} 9
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := WritesByKind(m)
+	if len(w) != 2 || w["drain_put"] != 4 || w["summary"] != 6 {
+		t.Fatalf("WritesByKind = %v, want drain_put 4 and summary 6 only", w)
+	}
+	r := HARun{Writes: []map[string]float64{w, {"summary": 2}}, WriteSeconds: 2,
+		RSSAfter: []float64{150, 130}, BaseRSSAfter: 100}
+	if got := r.WritesPerSecond(); len(got) != 2 || got[0] != 5 || got[1] != 1 {
+		t.Errorf("WritesPerSecond = %v, want [5 1]", got)
+	}
+	if got := r.ExtraRSS(); len(got) != 2 || got[0] != 50 || got[1] != 30 {
+		t.Errorf("ExtraRSS = %v, want [50 30]", got)
+	}
+}
+
+func TestLoadBatchSplitsEndpointsAcrossReplicas(t *testing.T) {
+	cat := Catalog{Services: 2, Endpoints: 5}
+	seen := map[string]int{}
+	for of := range 3 {
+		b, err := cat.LoadBatch(of, 3, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var batch struct{ Reports []loadReport }
+		if err := json.Unmarshal(b, &batch); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range batch.Reports {
+			seen[r.Endpoint]++
+			if r.Utilization < 0.29 || r.Utilization > 0.71 || r.QPS != 100 {
+				t.Errorf("report %+v out of range", r)
+			}
+		}
+	}
+	if len(seen) != cat.Size() {
+		t.Fatalf("%d endpoints reported, want %d", len(seen), cat.Size())
+	}
+	for e, n := range seen {
+		if n != 1 {
+			t.Errorf("%s reported to %d replicas, want 1", e, n)
+		}
+	}
+	if got := cat.WeightsConfig(); !strings.Contains(got, "  bench-svc-001: { weights: { enabled: true, sources: [http] } }\n") {
+		t.Errorf("WeightsConfig lacks bench-svc-001:\n%s", got)
 	}
 }

@@ -7,8 +7,12 @@
 // every node takes to receive the change, the server's memory per connected
 // node and its CPU per full push. The in-process benchmark
 // (BenchmarkInProcessPush) measures the same propagation through xds.Server
-// alone. scripts/bench.sh runs both and renders BENCHMARKS.md with
-// bench/report.
+// alone. The HA benchmark (BenchmarkHAFleet, issue 15) runs several
+// xds-server replicas with ha.enabled on one Consul, a Fleet on each, and
+// measures admin drain propagation across replicas, Consul writes per
+// replica and the memory HA costs over a replica without it. scripts/bench.sh
+// runs them all (BENCH_ONLY=ha: the HA one alone) and renders
+// BENCHMARKS.md with bench/report.
 //
 // A Fleet is built for density: each node is one goroutine on a plain gRPC
 // stream whose codec reads only the top-level fields of a response

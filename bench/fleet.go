@@ -29,7 +29,8 @@ var DefaultTypes = []string{resource.ClusterType, resource.EndpointType, resourc
 // FleetConfig configures a Fleet.
 type FleetConfig struct {
 	Addr           string   // host:port of the xDS server
-	Nodes          int      // number of nodes, >= 1; node i has id "bench-node-%05d"
+	Nodes          int      // number of nodes, >= 1; node i has id "bench-node-%05d" of i+IDOffset
+	IDOffset       int      // added to the node numbers in ids, so that fleets on several servers never share a node id
 	StreamsPerConn int      // nodes sharing one gRPC connection; 0 means 1 (a connection per node)
 	Delta          bool     // incremental xDS instead of state of the world
 	Types          []string // wildcard subscriptions; nil means DefaultTypes (must include EDS)
@@ -136,7 +137,7 @@ func (f *Fleet) open(i int) error {
 	if err != nil {
 		return fmt.Errorf("bench: node %d: open stream: %w", i, err)
 	}
-	id := &corev3.Node{Id: fmt.Sprintf("bench-node-%05d", i), Cluster: "bench", UserAgentName: "xds-server-bench"}
+	id := &corev3.Node{Id: fmt.Sprintf("bench-node-%05d", i+f.cfg.IDOffset), Cluster: "bench", UserAgentName: "xds-server-bench"}
 	for k, typ := range f.cfg.Types {
 		var req any = &discoveryv3.DiscoveryRequest{TypeUrl: typ}
 		if f.cfg.Delta {

@@ -61,8 +61,11 @@ type Push struct {
 }
 
 // AppendRun appends r as one JSON line to the file at path.
-func AppendRun(path string, r Run) error {
-	b, err := json.Marshal(r)
+func AppendRun(path string, r Run) error { return appendJSON(path, r) }
+
+// appendJSON appends v as one JSON line to the file at path.
+func appendJSON(path string, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

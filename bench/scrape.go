@@ -21,6 +21,7 @@ const (
 	MetricNodes      = "xds_connected_nodes"
 	MetricReconciles = "xds_reconciles_total"
 	MetricEDSPushes  = `xds_pushes_total{type="endpoint"}`
+	MetricHAWrites   = "xds_ha_consul_writes_total"
 )
 
 // Metrics are the samples of one Prometheus text exposition, by series
@@ -99,4 +100,19 @@ func fetchTo(ctx context.Context, url, path string) error {
 		return fmt.Errorf("bench: %s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// WritesByKind sums the xds_ha_consul_writes_total series of m by kind.
+func WritesByKind(m Metrics) map[string]float64 {
+	out := map[string]float64{}
+	for series, v := range m {
+		rest, ok := strings.CutPrefix(series, MetricHAWrites+"{")
+		if !ok {
+			continue
+		}
+		_, kind, _ := strings.Cut(rest, `kind="`)
+		kind, _, _ = strings.Cut(kind, `"`)
+		out[kind] += v
+	}
+	return out
 }

@@ -12,6 +12,13 @@
 # BENCH_ENDPOINTS (20), BENCH_CHANGES (20), BENCH_PUSHES (3),
 # BENCH_STREAMS_PER_CONN (1), BENCH_INPROCESS (1: also run the in-process
 # benchmark), BENCH_OUT (BENCHMARKS.md).
+# The HA benchmark (issue 15: replicas sharing one Consul with ha.enabled)
+# runs last and rewrites only its own section: BENCH_ONLY=ha runs it alone;
+# BENCH_HA=0 skips it. Its knobs: BENCH_HA_RUNS (default BENCH_RUNS),
+# BENCH_HA_REPLICAS (3), BENCH_HA_NODES (nodes per replica, default
+# BENCH_NODES), BENCH_HA_DRAINS (10), BENCH_HA_HOLD (10s: idle time counted
+# in the Consul write rate), BENCH_HA_LOAD (1s: POST /v1/load to each
+# replica this often; 0s: no weights).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -26,6 +33,21 @@ pushes=${BENCH_PUSHES:-3}
 per_conn=${BENCH_STREAMS_PER_CONN:-1}
 inprocess=${BENCH_INPROCESS:-1}
 out=${BENCH_OUT:-BENCHMARKS.md}
+only=${BENCH_ONLY:-}
+with_ha=${BENCH_HA:-1}
+ha_runs=${BENCH_HA_RUNS:-$runs}
+ha_replicas=${BENCH_HA_REPLICAS:-3}
+ha_nodes=${BENCH_HA_NODES:-$nodes}
+ha_drains=${BENCH_HA_DRAINS:-10}
+ha_hold=${BENCH_HA_HOLD:-10s}
+ha_load=${BENCH_HA_LOAD:-1s}
+case "$only" in
+"" | ha) ;;
+*)
+	echo "bench: BENCH_ONLY=$only: want ha (or unset for everything)" >&2
+	exit 1
+	;;
+esac
 
 if ! command -v consul >/dev/null; then
 	echo "bench: no consul on PATH; run 'make bench' or scripts/install-consul.sh" >&2
@@ -34,7 +56,12 @@ fi
 
 # Each node is a connection on both sides (client and server are separate
 # processes): ask for twice the nodes plus slack.
+# The HA benchmark holds replicas x nodes client streams in this process,
+# plus the baseline replica's.
 want_files=$((2 * nodes + 1024))
+if [ "$with_ha" = 1 ] || [ "$only" = ha ]; then
+	want_files=$((want_files > 2 * (ha_replicas + 1) * ha_nodes + 1024 ? want_files : 2 * (ha_replicas + 1) * ha_nodes + 1024))
+fi
 if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$want_files" ]; then
 	ulimit -n "$want_files" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 fi
@@ -58,6 +85,38 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	-test.run '^$' -test.bench '^BenchmarkInProcessPush$' -test.benchtime 5x -test.count "$runs" -test.timeout 15m
 	-nodes "$nodes" -services "$services" -endpoints "$endpoints")
 
+ha_cmd=(env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
+	-test.run '^$' -test.bench '^BenchmarkHAFleet$' -test.benchtime 1x -test.count "$ha_runs" -test.timeout 60m
+	-replicas "$ha_replicas" -nodes "$ha_nodes" -services "$services" -endpoints "$endpoints"
+	-drains "$ha_drains" -ha-hold "$ha_hold" -ha-load "$ha_load" -results "$tmp/ha-runs.jsonl")
+
+# run_ha runs the HA benchmark and rewrites its section of $out.
+run_ha() {
+	{
+		echo "BENCH_ONLY=ha BENCH_HA_RUNS=$ha_runs BENCH_HA_REPLICAS=$ha_replicas BENCH_HA_NODES=$ha_nodes BENCH_HA_DRAINS=$ha_drains BENCH_HA_HOLD=$ha_hold BENCH_HA_LOAD=$ha_load make bench"
+		echo "# = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=ha ... bash scripts/bench.sh, which runs:"
+		echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
+		echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkHAFleet\$' \\"
+		echo "  -test.benchtime 1x -test.count $ha_runs -replicas $ha_replicas -nodes $ha_nodes -services $services -endpoints $endpoints \\"
+		echo "  -drains $ha_drains -ha-hold $ha_hold -ha-load $ha_load -results \$TMP/ha-runs.jsonl"
+		echo "go run ./bench/report -ha \$TMP/ha-runs.jsonl -out $out   # rewrites only its marked section"
+	} >"$tmp/ha-commands.txt"
+	echo "bench: HA, $ha_runs run(s) of $ha_replicas replicas x $ha_nodes nodes" >&2
+	"${ha_cmd[@]}" 2>&1 | tee "$tmp/ha.txt" | grep -E '^(Benchmark|PASS|FAIL|ok|---|\s+\S+\.go:)' >&2 || true
+	if ! grep -q '^PASS' "$tmp/ha.txt"; then
+		echo "bench: BenchmarkHAFleet failed; its output:" >&2
+		tail -n 80 "$tmp/ha.txt" >&2
+		exit 1
+	fi
+	go run ./bench/report -ha "$tmp/ha-runs.jsonl" -commands "$tmp/ha-commands.txt" -out "$out"
+}
+
+if [ "$only" = ha ]; then
+	run_ha
+	echo "bench: wrote the HA section of $out" >&2
+	exit 0
+fi
+
 {
 	echo "make bench   # = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" bash scripts/bench.sh, which runs:"
 	echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
@@ -75,6 +134,9 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	echo "go test ./xds -run '^\$' -bench WeightPushes -benchtime 1x -count 3 >> \$TMP/weights-bench.txt"
 	echo "go run ./bench/weightsim -go-bench \$TMP/weights-bench.txt -markdown $out   # rewrites only its marked section"
 	echo "RLSBENCH_OUT=$out bash scripts/rlsbench.sh   # rate-limit service vs envoyproxy/ratelimit; rewrites only its marked section"
+	if [ "$with_ha" = 1 ]; then
+		echo "BENCH_ONLY=ha bash scripts/bench.sh   # HA replicas (BenchmarkHAFleet); rewrites only its marked section"
+	fi
 } >"$tmp/commands.txt"
 
 echo "bench: Consul + xds-server, $runs run(s) per protocol ($modes), $nodes nodes" >&2
@@ -111,4 +173,7 @@ go run ./bench/weightsim -go-bench "$tmp/weights-bench.txt" -markdown "$out" >/d
 # The report does not keep the rate-limit section: write it again, last.
 echo "bench: rate-limit service vs envoyproxy/ratelimit (scripts/rlsbench.sh)" >&2
 RLSBENCH_OUT="$out" bash scripts/rlsbench.sh >/dev/null
+if [ "$with_ha" = 1 ]; then
+	run_ha
+fi
 echo "bench: wrote $out" >&2

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/xds-server/xds-server/bench"
+	"github.com/xds-server/xds-server/bench/section"
 )
 
 func main() {
 	var (
 		runs      = flag.String("runs", "", "JSON lines written by BenchmarkConsulFleet -results")
+		haRuns    = flag.String("ha", "", "JSON lines written by BenchmarkHAFleet -results: rewrite only the HA section of -out")
 		inprocess = flag.String("inprocess", "", "go test output of BenchmarkInProcessPush (optional)")
 		commands  = flag.String("commands", "", "file listing the commands that produced the results (optional)")
 		invoked   = flag.String("invoked", "make bench", "the one command that runs everything")
@@ -28,6 +30,13 @@ func main() {
 	)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "bench.report")
+	if *haRuns != "" {
+		if err := runHA(*haRuns, *commands, *out); err != nil {
+			log.Error("HA report failed", "error", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*runs, *inprocess, *commands, *invoked, *wall, *out); err != nil {
 		log.Error("report failed", "error", err)
 		os.Exit(1)
@@ -68,6 +77,30 @@ func run(runsPath, inprocessPath, commandsPath, invoked string, wall time.Durati
 		return fmt.Errorf("report: %w", err)
 	}
 	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+// runHA rewrites the HA section of out from the runs at runsPath; the
+// rest of out is kept byte for byte.
+func runHA(runsPath, commandsPath, out string) error {
+	runs, err := bench.ReadHARuns(runsPath)
+	if err != nil {
+		return err
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("report: no HA runs in %s", runsPath)
+	}
+	var cmds string
+	if commandsPath != "" {
+		b, err := os.ReadFile(commandsPath)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		cmds = strings.TrimSpace(string(b))
+	}
+	if err := section.Rewrite(out, haSection, renderHA(runs, cmds, time.Now().UTC())); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil

@@ -1,0 +1,346 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+var (
+	flagReplicas = flag.Int("replicas", 3, "HA benchmark: xds-server replicas sharing one Consul with ha.enabled, -nodes nodes each")
+	flagHAHold   = flag.Duration("ha-hold", 10*time.Second, "HA benchmark: idle time after the drains, inside the Consul write window (so that publish intervals are counted)")
+	flagHALoad   = flag.Duration("ha-load", time.Second, "HA benchmark: every service has weights from POST /v1/load and each replica gets the reports of a third of the endpoints this often (0: no weights, no reports)")
+)
+
+// haSteady is the least time after every node synced before the memory
+// of a replica is read: longer than weights.blackout_period (10s) plus
+// ha.publish_interval (5s) at their defaults, so that the weights of the
+// load reports and the shared summaries are in place.
+const haSteady = 15 * time.Second
+
+// haPrefix is the Consul KV prefix of the HA benchmark's replicas.
+const haPrefix = "bench-ha/"
+
+// haArgs are the flags that make a replica an HA one (issue 15): drains,
+// summaries and the weights table in Consul KV, client indices too (the
+// baseline replica has only the latter).
+func haArgs() []string {
+	return []string{"--ha.enabled", "--ha.consul.prefix", haPrefix,
+		"--subsetting.index_source", "consul", "--subsetting.consul.prefix", haPrefix + "subsetting"}
+}
+
+// BenchmarkHAFleet measures issue 15's HA figures against a real Consul
+// and -replicas real xds-server processes sharing it (ha.enabled), with
+// -nodes ADS streams on each from this one process: the propagation of an
+// admin drain made through replica A (and of its undrain through the last
+// replica) to every node of every replica, each replica's Consul writes
+// per second, and the RSS each replica has over one replica without HA
+// serving the same -nodes nodes. Run it with -benchtime 1x; each
+// iteration is a whole run with a fresh Consul and fresh servers.
+func BenchmarkHAFleet(b *testing.B) {
+	for range b.N {
+		r := runHAFleet(b)
+		b.ReportMetric(Percentile(r.DrainLatencies, 50)*1e3, "drain-p50-ms")
+		b.ReportMetric(Percentile(r.DrainLatencies, 99)*1e3, "drain-p99-ms")
+		b.ReportMetric(Percentile(r.UndrainLatencies, 99)*1e3, "undrain-p99-ms")
+		b.ReportMetric(Median(r.WritesPerSecond()), "writes/s/replica")
+		b.ReportMetric(Median(r.ExtraRSS())/(1<<20), "extra-rss-MiB/replica")
+		b.ReportMetric(Median(r.ExtraHeap())/(1<<20), "extra-heap-MiB/replica")
+		if *flagResults != "" {
+			if err := AppendHARun(*flagResults, r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// runHAFleet is one run: fresh Consul and catalog, the baseline replica
+// without HA, then the HA replicas and their fleets.
+func runHAFleet(b *testing.B) HARun {
+	b.StopTimer()
+	ctx := b.Context()
+	cat := Catalog{Services: *flagServices, Endpoints: *flagEndpoints}
+	if err := cat.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	if *flagReplicas < 2 {
+		b.Fatalf("-replicas %d: want at least 2", *flagReplicas)
+	}
+	r := HARun{Replicas: *flagReplicas, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints}
+	consul := harness.Consul(b)
+	agent := consul.Client().Agent()
+	if err := cat.Register(ctx, agent, 16); err != nil {
+		b.Fatal(err)
+	}
+	common := []string{"--discovery.source", "consul", "--discovery.consul.address", consul.Addr()}
+	if *flagHALoad > 0 {
+		cfg := filepath.Join(b.TempDir(), "xds-server.yaml")
+		if err := os.WriteFile(cfg, []byte(cat.WeightsConfig()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		common = append(common, "--config", cfg)
+		r.LoadInterval = flagHALoad.Seconds()
+	}
+	// The baseline differs only by ha.enabled: client indices in Consul too
+	// (under a prefix of its own, so that its nodes hold no index of the
+	// replicas' table).
+	base := append(slices.Clone(common), "--subsetting.index_source", "consul", "--subsetting.consul.prefix", "bench-base/subsetting")
+	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, base)
+
+	srvs, metrics, admins := haReplicas(b, cat, append(slices.Clone(common), haArgs()...), r.Replicas)
+	load := startLoad(b, cat, admins)
+	writes0, t0 := haWrites(b, metrics), time.Now()
+	r.RSSBefore = settledAll(b, metrics, MetricRSS)
+	fleets := haConnect(b, srvs, cat, &r)
+	synced := time.Now()
+	for i, n := range settledAll(b, metrics, MetricNodes) {
+		if int(n) != r.Nodes {
+			b.Fatalf("replica %d reports %v connected nodes, want %d", i, n, r.Nodes)
+		}
+	}
+	haDrainPhase(b, fleets, NewDrainer(cat, agent, srvs[0].AdminAddr), NewDrainer(cat, agent, srvs[r.Replicas-1].AdminAddr), cat, &r)
+	sleep(ctx, max(*flagHAHold, haSteady-time.Since(synced)))
+	writes1 := haWrites(b, metrics)
+	r.WriteSeconds = time.Since(t0).Seconds()
+	r.RSSAfter = settledAll(b, metrics, MetricRSS)
+	for _, srv := range srvs {
+		r.HeapAfter = append(r.HeapAfter, liveHeap(b, srv.AdminAddr))
+	}
+	r.LoadPosts = stopLoad(b, load)
+	r.Writes = make([]map[string]float64, r.Replicas)
+	for i := range writes1 {
+		r.Writes[i] = map[string]float64{}
+		for kind, v := range writes1[i] {
+			r.Writes[i][kind] = v - writes0[i][kind]
+		}
+	}
+	return r
+}
+
+// haReplicas starts n replicas with args and waits until each is ready
+// and sees the whole catalog; it returns them, their metrics URLs and
+// their admin addresses.
+func haReplicas(b *testing.B, cat Catalog, args []string, n int) ([]*harness.Server, []string, []string) {
+	srvs, metrics, admins := make([]*harness.Server, n), make([]string, n), make([]string, n)
+	for i := range srvs {
+		srvs[i] = harness.StartServer(b, args...)
+		srvs[i].WaitReady(b)
+		admins[i] = srvs[i].AdminAddr
+		metrics[i] = "http://" + admins[i] + "/metrics"
+		if err := awaitCatalog(b.Context(), metrics[i], cat.Size()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return srvs, metrics, admins
+}
+
+// haBaseline runs one replica without HA, syncs -nodes nodes to it, and
+// makes the same drains and hold as the HA replicas, and returns its RSS
+// before the nodes and at the end, and its live heap then; the replica and
+// fleet are stopped.
+func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap float64) {
+	ctx := b.Context()
+	srv := harness.StartServer(b, args...)
+	srv.WaitReady(b)
+	metrics := "http://" + srv.AdminAddr + "/metrics"
+	if err := awaitCatalog(ctx, metrics, cat.Size()); err != nil {
+		b.Fatal(err)
+	}
+	before = settled(b, metrics)[MetricRSS]
+	load := startLoad(b, cat, []string{srv.AdminAddr})
+	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: *flagNodes, IDOffset: *flagReplicas * *flagNodes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := fleet.Install(cat.Healthy())
+	if err := fleet.Connect(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := fleet.Await(ctx, w, syncTimeout); err != nil {
+		b.Fatalf("baseline: %v", err)
+	}
+	if err := awaitChan(ctx, fleet.AllTypes(), syncTimeout); err != nil {
+		b.Fatalf("baseline: not every node received every type: %v", err)
+	}
+	// The same drains through itself and the same hold as the replicas,
+	// so that its memory is read after the same history.
+	synced := time.Now()
+	var same HARun
+	d := NewDrainer(cat, nil, srv.AdminAddr)
+	haDrainPhase(b, []*Fleet{fleet}, d, d, cat, &same)
+	sleep(ctx, max(*flagHAHold, haSteady-time.Since(synced)))
+	m := settled(b, metrics)
+	heap = liveHeap(b, srv.AdminAddr)
+	if int(m[MetricNodes]) != *flagNodes {
+		b.Fatalf("baseline reports %v connected nodes, want %d", m[MetricNodes], *flagNodes)
+	}
+	stopLoad(b, load)
+	if err := fleet.Close(); err != nil {
+		b.Fatalf("baseline fleet close: %v", err)
+	}
+	if err := srv.Stop(); err != nil {
+		b.Fatalf("baseline stop: %v", err)
+	}
+	return before, m[MetricRSS], heap
+}
+
+// startLoad starts the -ha-load reports to the admin addresses (nil
+// when off); it is stopped at cleanup at the latest.
+func startLoad(b *testing.B, cat Catalog, admins []string) *LoadReporter {
+	if *flagHALoad <= 0 {
+		return nil
+	}
+	l := StartLoad(cat, admins, *flagHALoad)
+	b.Cleanup(func() { _, _ = l.Stop() })
+	return l
+}
+
+// stopLoad stops l and fails the benchmark if a post failed.
+func stopLoad(b *testing.B, l *LoadReporter) int {
+	if l == nil {
+		return 0
+	}
+	n, err := l.Stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// liveHeap forces a GC in the server (its heap profile with gc=1) and
+// returns its Go heap in use right after.
+func liveHeap(b *testing.B, adminAddr string) float64 {
+	ctx := b.Context()
+	if err := fetchTo(ctx, "http://"+adminAddr+"/debug/pprof/heap?gc=1", os.DevNull); err != nil {
+		b.Fatal(err)
+	}
+	m, err := Scrape(ctx, "http://"+adminAddr+"/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m[MetricHeapInuse]
+}
+
+// haConnect connects a fleet of -nodes nodes to each replica (distinct
+// node ids) and waits until every node of every fleet is synced.
+func haConnect(b *testing.B, srvs []*harness.Server, cat Catalog, r *HARun) []*Fleet {
+	ctx := b.Context()
+	fleets := make([]*Fleet, len(srvs))
+	waits := make([]*Wait, len(srvs))
+	start := time.Now()
+	for i, srv := range srvs {
+		f, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, IDOffset: i * r.Nodes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			if err := f.Close(); err != nil {
+				b.Errorf("fleet %d close: %v", i, err)
+			}
+		})
+		fleets[i], waits[i] = f, f.Install(cat.Healthy())
+		if err := f.Connect(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i, f := range fleets {
+		if err := f.Await(ctx, waits[i], syncTimeout); err != nil {
+			b.Fatalf("replica %d: %v", i, err)
+		}
+		if err := awaitChan(ctx, f.AllTypes(), syncTimeout); err != nil {
+			b.Fatalf("replica %d: not every node received every type: %v", i, err)
+		}
+	}
+	r.ConnectSeconds = time.Since(start).Seconds()
+	return fleets
+}
+
+// haDrainPhase drains -drains endpoints one at a time through replica A
+// (a) and undrains each through the last replica (c), recording for both
+// the latency until every node of every replica has the new state.
+func haDrainPhase(b *testing.B, fleets []*Fleet, a, c *Drainer, cat Catalog, r *HARun) {
+	ctx := b.Context()
+	perReplica := make([][]float64, len(fleets))
+	for k := range *flagDrains {
+		s, e := (k*7+3)%cat.Services, (k*3+1)%cat.Endpoints
+		lats, err := awaitEverywhere(ctx, fleets, a.DrainWant(s, e), func() error { return a.Admin(ctx, s, e, true) })
+		if err != nil {
+			b.Fatalf("drain %d through A: %v", k, err)
+		}
+		for i, l := range lats {
+			perReplica[i] = append(perReplica[i], l...)
+			r.DrainLatencies = append(r.DrainLatencies, l...)
+			r.DrainFirst = append(r.DrainFirst, Percentile(l, 0))
+		}
+		r.Drains++
+		healthy := Want{Key: cat.Key(s, e), Status: corev3.HealthStatus_HEALTHY}
+		lats, err = awaitEverywhere(ctx, fleets, healthy, func() error { return c.Admin(ctx, s, e, false) })
+		if err != nil {
+			b.Fatalf("undrain %d through the last replica: %v", k, err)
+		}
+		for _, l := range lats {
+			r.UndrainLatencies = append(r.UndrainLatencies, l...)
+		}
+		sleep(ctx, *flagGap)
+	}
+	for _, l := range perReplica {
+		r.ReplicaDrainP99 = append(r.ReplicaDrainP99, Percentile(l, 99))
+	}
+}
+
+// awaitEverywhere installs want on every fleet, calls do, and returns per
+// fleet the latencies (seconds) of its nodes until each has want.
+func awaitEverywhere(ctx context.Context, fleets []*Fleet, want Want, do func() error) ([][]float64, error) {
+	waits := make([]*Wait, len(fleets))
+	for i, f := range fleets {
+		waits[i] = f.Install([]Want{want})
+	}
+	if err := do(); err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(fleets))
+	for i, f := range fleets {
+		if err := f.Await(ctx, waits[i], changeTimeout); err != nil {
+			return nil, err
+		}
+		for _, d := range waits[i].Latencies() {
+			out[i] = append(out[i], d.Seconds())
+		}
+	}
+	return out, nil
+}
+
+// haWrites scrapes xds_ha_consul_writes_total of every replica, by kind.
+func haWrites(b *testing.B, urls []string) []map[string]float64 {
+	out := make([]map[string]float64, len(urls))
+	for i, u := range urls {
+		m, err := Scrape(b.Context(), u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = WritesByKind(m)
+	}
+	return out
+}
+
+// settledAll scrapes one metric of every replica after a quiet moment.
+func settledAll(b *testing.B, urls []string, metric string) []float64 {
+	sleep(b.Context(), settle)
+	out := make([]float64, len(urls))
+	for i, u := range urls {
+		m, err := Scrape(b.Context(), u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = m[metric]
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xds-server/xds-server/bench"
+)
+
+func haTestRun() bench.HARun {
+	return bench.HARun{Replicas: 3, Nodes: 10, Services: 2, Endpoints: 2, Drains: 2, ConnectSeconds: 3,
+		DrainLatencies:   []float64{0.1, 0.2, 0.3, 1.5},
+		UndrainLatencies: []float64{0.1, 0.1},
+		ReplicaDrainP99:  []float64{0.3, 1.5, 0.2},
+		Writes: []map[string]float64{
+			{"drain_put": 20, "summary": 2}, {"summary": 2}, {"summary": 4, "drain_delete": 2},
+		},
+		WriteSeconds:  10,
+		RSSBefore:     []float64{40 << 20, 40 << 20, 40 << 20},
+		RSSAfter:      []float64{60 << 20, 62 << 20, 64 << 20},
+		BaseRSSBefore: 38 << 20, BaseRSSAfter: 58 << 20,
+		HeapAfter: []float64{20 << 20, 21 << 20, 22 << 20}, BaseHeapAfter: 19 << 20,
+		DrainFirst: []float64{0.05, 0.06, 0.07, 0.08, 0.09, 0.5}}
+}
+
+func TestRenderHAFigures(t *testing.T) {
+	got := renderHA([]bench.HARun{haTestRun()}, "make bench", time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
+	for _, want := range []string{
+		"## High availability: 3 replicas x 10 nodes (issue 15)",
+		"| < 1 s | 1.50 s (p50 200 ms; median of per-run p99 1.50 s) | 1.50 | **no** |", // a drain sample over 1 s
+		"| <= 1/s | 2.20/s (median replica 0.60/s) | 2.20 | **no** |",                   // replica A: 22 writes in 10 s
+		"| <= 1/s | 0.40/s (median replica 0.20/s) | 0.40 | yes |",                      // without drain_*: C's 4
+		"| no target | +4.0 MiB (replica without HA: 58.0 MiB; HA replica: 62.0 MiB) |",
+		"drain_put 20, summary 2",
+		"| no target | +2.0 MiB (replica without HA: 19.0 MiB; HA replica: 21.0 MiB) |",
+		"| no target | 70 ms / 500 ms |",
+		"+2.0 MiB / +4.0 MiB / +6.0 MiB",
+		"```sh\nmake bench\n```",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("HA section lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestRunHARewritesOnlyItsSection(t *testing.T) {
+	dir := t.TempDir()
+	out, runs := filepath.Join(dir, "BENCHMARKS.md"), filepath.Join(dir, "ha.jsonl")
+	before := "# Benchmarks\n\nfleet figures\n\n<!-- rlsbench:begin -->\nR\n<!-- rlsbench:end -->\n"
+	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := bench.AppendHARun(runs, haTestRun()); err != nil {
+		t.Fatal(err)
+	}
+	if err := runHA(runs, "", out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if !strings.HasPrefix(doc, before) || !strings.Contains(doc, "<!-- ha:begin -->\n## High availability") {
+		t.Fatalf("want the old text kept and the HA section appended, got:\n%s", doc)
+	}
+	if kept := markedBlocks(doc); !strings.Contains(kept, "<!-- ha:begin -->") || !strings.Contains(kept, "<!-- rlsbench:begin -->") {
+		t.Errorf("the fleet report would not keep the HA section; kept:\n%s", kept)
+	}
+}
