@@ -74,7 +74,7 @@ func (s *DrainStore) writeDeparted(ctx context.Context) {
 func (s *DrainStore) writeOne(ctx context.Context, op departOp) {
 	key := s.cfg.Layout.DepartedKey(op.d.Service, op.d.Endpoint.ID)
 	wo := (&api.WriteOptions{}).WithContext(ctx)
-	kind, err := "departed_put", error(nil)
+	kind, ok, err := "departed_put", false, error(nil)
 	if op.back {
 		kind = "departed_delete"
 		s.mu.Lock()
@@ -83,11 +83,11 @@ func (s *DrainStore) writeOne(ctx context.Context, op departOp) {
 		if !ok {
 			return
 		}
-		_, _, err = s.kv.DeleteCAS(&api.KVPair{Key: key, ModifyIndex: idx}, wo)
+		ok, _, err = s.kv.DeleteCAS(&api.KVPair{Key: key, ModifyIndex: idx}, wo)
 	} else {
 		var val []byte
 		if val, err = json.Marshal(op.d); err == nil {
-			_, _, err = s.kv.CAS(&api.KVPair{Key: key, Value: val, ModifyIndex: 0}, wo)
+			ok, _, err = s.kv.CAS(&api.KVPair{Key: key, Value: val, ModifyIndex: 0}, wo)
 		}
 	}
 	if err != nil {
@@ -95,7 +95,10 @@ func (s *DrainStore) writeOne(ctx context.Context, op departOp) {
 		s.cfg.Logger.Debug("could not write a departure to consul; the local window stays", "key", key, "error", err)
 		return
 	}
-	s.cfg.Metrics.Writes.WithLabelValues(kind).Inc()
+	s.cfg.Metrics.Writes.WithLabelValues(kind).Inc() // a failed check-and-set is a write too
+	if !ok {
+		s.cfg.Logger.Debug("departure written by another replica first; its removal time stands", "key", key)
+	}
 }
 
 // splitDeparted separates the departures folder from the admin drains.
