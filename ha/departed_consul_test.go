@@ -178,6 +178,9 @@ func TestDepartedSharedThroughConsul(t *testing.T) {
 	b.await(t, "b", discovery.HealthDraining, testWait)
 	a.awaitSeen(t, kv, key)
 	a.m.Observe(departWorld("a"))
+	if seen := b.store.Seen().Departed; len(seen) != 1 || seen[0].Endpoint.ID != "b" {
+		t.Errorf("/debug/ha departed on B = %+v, want b", seen)
+	}
 	if sa, sb := a.snapshot(), b.snapshot(); !reflect.DeepEqual(sa, sb) {
 		t.Errorf("snapshots differ:\nA %+v\nB %+v", sa, sb)
 	}

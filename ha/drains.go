@@ -55,6 +55,9 @@ type SeenDrains struct {
 	Index  uint64        `json:"index"`            // KV index of the read; 0: nothing read yet
 	Read   time.Time     `json:"read,omitzero"`    // when it was read
 	Drains []drain.Admin `json:"drains,omitempty"` // the drains stored, expired ones included
+	// Departed are the departures stored (drains/departed/), expired ones
+	// included.
+	Departed []drain.Departed `json:"departed,omitempty"`
 }
 
 // NewDrainStore returns a DrainStore.

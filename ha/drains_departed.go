@@ -123,6 +123,7 @@ func (s *DrainStore) passDeparted(pairs api.KVPairs) []drain.Departed {
 	}
 	s.mu.Lock()
 	s.departedIdx = idx
+	s.seen.Departed = list
 	apply := s.onDeparted
 	s.mu.Unlock()
 	if apply != nil {
