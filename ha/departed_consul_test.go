@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
@@ -225,4 +226,39 @@ func TestDepartedSharedThroughConsul(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitKey(t, kv, key, false)
+}
+
+// TestDepartedConsulOutage: with Consul unreachable a departure is served
+// from the replica's own memory at once (discovery never waits for
+// Consul), the failed write is counted, and the window still ends.
+func TestDepartedConsulOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real Consul")
+	}
+	agent := harness.Consul(t)
+	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	clock := &testClock{now: t0}
+	a := startDepartReplica(t, agent.Client(), "departed-outage/", clock, departWorld("a", "b"))
+	a.await(t, "b", discovery.HealthHealthy, testWait)
+	agent.Stop()
+
+	start := time.Now()
+	a.m.Observe(departWorld("a"))
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("Observe took %v with Consul down, want no wait for Consul", took)
+	}
+	a.await(t, "b", discovery.HealthDraining, 0)
+	deadline := time.Now().Add(testWait)
+	for testutil.ToFloat64(a.metrics.Errors.WithLabelValues("departed_put")) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no departed_put error counted within %v", testWait)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond): // the write's failure is observable only through the counter
+		case <-a.kick:
+		}
+	}
+	clock.Set(t0.Add(departWindow))
+	a.m.Observe(departWorld("a"))
+	a.awaitAbsent(t, "b")
 }
