@@ -55,50 +55,128 @@ func (s *DrainStore) OnDeparted(apply func([]drain.Departed)) {
 	s.onDeparted = apply
 }
 
-// writeDeparted performs the queued departure writes until ctx is done.
+// writeDeparted performs the queued departure writes until ctx is done:
+// what is queued together goes in one transaction (at most maxTxnOps),
+// and one by one when the transaction fails a check (another replica
+// wrote one of the keys first).
 func (s *DrainStore) writeDeparted(ctx context.Context) {
 	for {
+		var batch []departOp
 		select {
 		case <-ctx.Done():
 			return
 		case op := <-s.departQ:
-			wctx, cancel := context.WithTimeout(ctx, drain.StoreTimeout)
-			s.writeOne(wctx, op)
-			cancel()
+			batch = append(batch, op)
+		}
+	more:
+		for len(batch) < maxTxnOps {
+			select {
+			case op := <-s.departQ:
+				batch = append(batch, op)
+			default:
+				break more
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, drain.StoreTimeout)
+		s.writeBatch(wctx, batch)
+		cancel()
+	}
+}
+
+// writeBatch writes a batch of departures in one transaction, or one by
+// one when it fails a check.
+func (s *DrainStore) writeBatch(ctx context.Context, batch []departOp) {
+	ops := make(api.TxnOps, 0, len(batch))
+	kept, deleted := batch[:0], map[string]bool{}
+	for _, op := range batch {
+		if kv, ok := s.departTxnOp(op, deleted); ok {
+			ops = append(ops, &api.TxnOp{KV: kv})
+			kept = append(kept, op)
+			deleted[kv.Key] = op.back
 		}
 	}
+	if len(kept) <= 1 {
+		for _, op := range kept {
+			s.writeOne(ctx, op)
+		}
+		return
+	}
+	ok, _, _, err := s.cfg.Client.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		s.cfg.Metrics.Errors.WithLabelValues("departed_txn").Inc()
+		s.cfg.Logger.Debug("could not write departures to consul; the local windows stay", "departures", len(kept), "error", err)
+		return
+	}
+	s.cfg.Metrics.Writes.WithLabelValues("departed_txn").Inc()
+	if !ok {
+		for _, op := range kept {
+			s.writeOne(ctx, op)
+		}
+		return
+	}
+	for key, del := range deleted {
+		if del {
+			s.forgetDeparted(key)
+		}
+	}
+}
+
+// departTxnOp is op as a transaction operation; false when there is
+// nothing to write (a departure already stored and not deleted before it,
+// or a delete of a key not read).
+func (s *DrainStore) departTxnOp(op departOp, deleted map[string]bool) (*api.KVTxnOp, bool) {
+	key := s.cfg.Layout.DepartedKey(op.d.Service, op.d.Endpoint.ID)
+	s.mu.Lock()
+	idx, stored := s.departedIdx[key]
+	s.mu.Unlock()
+	if op.back {
+		return &api.KVTxnOp{Verb: api.KVDeleteCAS, Key: key, Index: idx}, stored
+	}
+	if stored && !deleted[key] {
+		return nil, false // another replica's departure stands
+	}
+	val, err := json.Marshal(op.d)
+	if err != nil {
+		return nil, false
+	}
+	return &api.KVTxnOp{Verb: api.KVCAS, Key: key, Value: val, Index: 0}, true
 }
 
 // writeOne creates a departure's key if absent, or deletes it (by
 // check-and-set on the index last read, so a newer departure stands).
 func (s *DrainStore) writeOne(ctx context.Context, op departOp) {
-	key := s.cfg.Layout.DepartedKey(op.d.Service, op.d.Endpoint.ID)
-	wo := (&api.WriteOptions{}).WithContext(ctx)
-	kind, ok, err := "departed_put", false, error(nil)
+	kv, ok := s.departTxnOp(op, nil)
+	if !ok {
+		return
+	}
+	kind, wo := "departed_put", (&api.WriteOptions{}).WithContext(ctx)
+	var err error
 	if op.back {
 		kind = "departed_delete"
-		s.mu.Lock()
-		idx, ok := s.departedIdx[key]
-		s.mu.Unlock()
-		if !ok {
-			return
-		}
-		ok, _, err = s.kv.DeleteCAS(&api.KVPair{Key: key, ModifyIndex: idx}, wo)
+		ok, _, err = s.kv.DeleteCAS(&api.KVPair{Key: kv.Key, ModifyIndex: kv.Index}, wo)
 	} else {
-		var val []byte
-		if val, err = json.Marshal(op.d); err == nil {
-			ok, _, err = s.kv.CAS(&api.KVPair{Key: key, Value: val, ModifyIndex: 0}, wo)
-		}
+		ok, _, err = s.kv.CAS(&api.KVPair{Key: kv.Key, Value: kv.Value, ModifyIndex: 0}, wo)
 	}
 	if err != nil {
 		s.cfg.Metrics.Errors.WithLabelValues(kind).Inc()
-		s.cfg.Logger.Debug("could not write a departure to consul; the local window stays", "key", key, "error", err)
+		s.cfg.Logger.Debug("could not write a departure to consul; the local window stays", "key", kv.Key, "error", err)
 		return
 	}
 	s.cfg.Metrics.Writes.WithLabelValues(kind).Inc() // a failed check-and-set is a write too
-	if !ok {
-		s.cfg.Logger.Debug("departure written by another replica first; its removal time stands", "key", key)
+	if ok && op.back {
+		s.forgetDeparted(kv.Key)
 	}
+	if !ok {
+		s.cfg.Logger.Debug("departure written or deleted by another replica first", "key", kv.Key)
+	}
+}
+
+// forgetDeparted notes that key was deleted here (until the watch reads
+// the folder again), so a new departure of the endpoint is written.
+func (s *DrainStore) forgetDeparted(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.departedIdx, key)
 }
 
 // splitDeparted separates the departures folder from the admin drains.
