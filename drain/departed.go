@@ -1,6 +1,8 @@
 package drain
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/xds-server/xds-server/discovery"
@@ -48,11 +50,16 @@ func (d *Overlay) ReplaceDeparted(list []Departed) bool {
 	return changed
 }
 
-// Recorded returns, and forgets, the departures Apply saw first here and
+// Recorded returns (sorted by service and endpoint), and forgets, the departures Apply saw first here and
 // the re-registrations of shared departures since the last call.
 func (d *Overlay) Recorded() (departed, back []Departed) {
 	departed, back = d.newGone, d.back
 	d.newGone, d.back = nil, nil
+	for _, l := range [][]Departed{departed, back} {
+		slices.SortFunc(l, func(a, b Departed) int {
+			return strings.Compare(a.Service+"\x00"+a.Endpoint.ID, b.Service+"\x00"+b.Endpoint.ID)
+		})
+	}
 	return departed, back
 }
 

@@ -2,6 +2,7 @@ package ha
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"reflect"
@@ -261,4 +262,81 @@ func TestDepartedConsulOutage(t *testing.T) {
 	clock.Set(t0.Add(departWindow))
 	a.m.Observe(departWorld("a"))
 	a.awaitAbsent(t, "b")
+}
+
+func manyWorld(n int) discovery.Snapshot {
+	eps := make([]discovery.Endpoint, n)
+	for i := range eps {
+		eps[i] = discovery.Endpoint{ID: fmt.Sprintf("e%03d", i), Address: "10.0.1.1", Port: 1000 + i, Health: discovery.HealthHealthy, Node: "n1"}
+	}
+	return discovery.Snapshot{Services: []discovery.Service{{Name: "api", Endpoints: eps}}}
+}
+
+// TestDepartedBatched: a mass departure is written in few transactions, a
+// replica started afterwards serves every departed endpoint DRAINING, and
+// a re-registration followed at once by a new departure leaves the new
+// departure stored.
+func TestDepartedBatched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: real Consul")
+	}
+	agent := harness.Consul(t)
+	kv := agent.Client().KV()
+	const prefix, n = "departed-batch/", 200
+	l := Layout{Prefix: prefix}
+	t0 := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	clock := &testClock{now: t0}
+	a := startDepartReplica(t, agent.Client(), prefix, clock, manyWorld(n))
+	a.await(t, "e000", discovery.HealthHealthy, testWait)
+	clock.Set(t0.Add(time.Second))
+	a.m.Observe(discovery.Snapshot{})
+	var index uint64
+	for deadline := time.Now().Add(testWait); ; {
+		keys, meta, err := kv.Keys(l.Departed(), "", &api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d departure keys, want %d", len(keys), n)
+		}
+		index = meta.LastIndex
+	}
+	w := a.metrics.Writes
+	writes := testutil.ToFloat64(w.WithLabelValues("departed_txn")) + testutil.ToFloat64(w.WithLabelValues("departed_put"))
+	t.Logf("%d departures written in %v Consul writes", n, writes)
+	if writes > n/maxTxnOps+2 {
+		t.Errorf("%v writes for %d departures, want at most %d (transactions of %d)", writes, n, n/maxTxnOps+2, maxTxnOps)
+	}
+	b := startDepartReplica(t, agent.Client(), prefix, clock, discovery.Snapshot{})
+	b.await(t, "e000", discovery.HealthDraining, testWait)
+	a.awaitSeen(t, kv, l.DepartedKey("api", "e000"))
+	if sa, sb := a.snapshot(), b.snapshot(); !reflect.DeepEqual(sa, sb) || len(sb.Services[0].Endpoints) != n {
+		t.Errorf("snapshots differ or miss departures: A %d, B %d endpoints", len(sa.Services[0].Endpoints), len(sb.Services[0].Endpoints))
+	}
+
+	// e000 comes back and leaves again at once (one batch: delete, create).
+	key := l.DepartedKey("api", "e000")
+	clock.Set(t0.Add(time.Minute))
+	one := discovery.Snapshot{Services: []discovery.Service{{Name: "api", Endpoints: manyWorld(1).Services[0].Endpoints}}}
+	a.m.Observe(one)
+	clock.Set(t0.Add(2 * time.Minute))
+	a.m.Observe(discovery.Snapshot{})
+	deadline := time.Now().Add(testWait)
+	index = 0
+	for {
+		p, meta, err := kv.Get(key, &api.QueryOptions{WaitIndex: index, WaitTime: time.Until(deadline)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p != nil && storedUntil(t, p).Equal(t0.Add(2*time.Minute+departWindow)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("e000's new departure not stored within %v (now %v)", testWait, p)
+		}
+		index = meta.LastIndex
+	}
 }
