@@ -1,8 +1,12 @@
 package drain
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/discovery"
 )
@@ -109,5 +113,76 @@ func TestReplaceDepartedChanged(t *testing.T) {
 		if got := d.ReplaceDeparted(tc.list); got != tc.want {
 			t.Errorf("step %d: changed = %v, want %v", i, got, tc.want)
 		}
+	}
+}
+
+// depStore is a memStore that shares departures: Record keeps what it is
+// given; Watch passes on the departures set in it, then the drains.
+type depStore struct {
+	memStore
+	mu         sync.Mutex
+	recorded   []Departed
+	back       []Departed
+	stored     []Departed
+	onDeparted func([]Departed)
+}
+
+func (d *depStore) Record(departed, back []Departed) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.recorded = append(d.recorded, departed...)
+	d.back = append(d.back, back...)
+}
+
+func (d *depStore) OnDeparted(apply func([]Departed)) { d.onDeparted = apply }
+
+func (d *depStore) Watch(_ context.Context, apply func([]Admin)) {
+	d.onDeparted(d.stored)
+	apply(nil)
+}
+
+func TestManagerSharesDepartures(t *testing.T) {
+	now := drainT0
+	st := &depStore{memStore: memStore{drains: map[Target]Admin{}},
+		stored: []Departed{{Service: "api", Endpoint: ep("c"), Until: drainT0.Add(time.Hour)}}}
+	var got []discovery.Snapshot
+	s, err := New(Config{Emit: func(s discovery.Snapshot) { got = append(got, s) }, Store: st, Now: func() time.Time { return now },
+		Policy: Policy{Window: func(string) time.Duration { return time.Minute }}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	s.Observe(drainWorld(ep("a"), ep("b")))
+	s.Watch(context.Background())
+	if len(got) != 1 {
+		t.Fatalf("emitted %d snapshots, want 1 (once the store was read)", len(got))
+	}
+	if h, why, _ := drainOf(got[0], "c"); h != discovery.HealthDraining || why != SourceDeregistered {
+		t.Errorf("c (departed on another replica) = %v %q, want draining deregistered", h, why)
+	}
+	now = drainT0.Add(time.Second)
+	s.Observe(drainWorld(ep("a"), ep("c")))
+	if h, _, _ := drainOf(got[len(got)-1], "b"); h != discovery.HealthDraining {
+		t.Errorf("b = %v after it left, want draining", h)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.recorded) != 1 || st.recorded[0].Endpoint.ID != "b" || !st.recorded[0].Until.Equal(now.Add(time.Minute)) {
+		t.Errorf("recorded %+v, want b until %v", st.recorded, now.Add(time.Minute))
+	}
+	if len(st.back) != 1 || st.back[0].Endpoint.ID != "c" {
+		t.Errorf("back %+v, want c (registered again)", st.back)
+	}
+}
+
+func TestManagerWithoutDeparturesStore(t *testing.T) {
+	s, got := newStoreDrains(t, &memStore{drains: map[Target]Admin{}})
+	if s.dep != nil {
+		t.Fatal("a Store without Departures shares departures")
+	}
+	s.replace(nil)
+	s.Observe(drainWorld(ep("a")))
+	if len(*got) != 1 {
+		t.Fatalf("emitted %d, want 1", len(*got))
 	}
 }
