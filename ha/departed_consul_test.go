@@ -124,11 +124,13 @@ func awaitKey(t *testing.T, kv *api.KV, key string, want bool) *api.KVPair {
 	return nil
 }
 
-// awaitSeen waits until r's watch has read the departure key.
+// awaitSeen waits until r's watch has read the departure key: a read
+// that changes the departures re-applies and emits (a kick).
 func (r *replica) awaitSeen(t *testing.T, kv *api.KV, key string) {
 	t.Helper()
 	p := awaitKey(t, kv, key, true)
-	deadline := time.Now().Add(testWait)
+	deadline := time.NewTimer(testWait)
+	defer deadline.Stop()
 	for {
 		r.store.mu.Lock()
 		idx := r.store.departedIdx[key]
@@ -136,12 +138,10 @@ func (r *replica) awaitSeen(t *testing.T, kv *api.KV, key string) {
 		if idx == p.ModifyIndex {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replica did not read %s within %v", key, testWait)
-		}
 		select {
 		case <-r.kick:
-		case <-time.After(10 * time.Millisecond): // the watch's read is not observable otherwise
+		case <-deadline.C:
+			t.Fatalf("replica did not read %s within %v", key, testWait)
 		}
 	}
 }
