@@ -14,7 +14,11 @@
 // http.go serves the admin API. store.go is the Store interface: with HA
 // (ha.DrainStore), admin drains are written to Consul KV first (503 when
 // that fails: nothing changes) and every replica applies the store's
-// content; without a Store they live in the Manager.
+// content; without a Store they live in the Manager. departed.go shares
+// the deregistration window the same way when the Store also implements
+// Departures: the departures this replica sees first are recorded, and
+// those recorded by any replica are served DRAINING until their removal
+// time, the first replica's.
 //
 // drain may import discovery (the model); it must not import xds or envoy.
 //

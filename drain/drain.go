@@ -78,12 +78,18 @@ type Overlay struct {
 	orca  map[[2]string]bool                       // {service, endpoint} -> lame duck
 	prev  map[string]map[string]discovery.Endpoint // last registered endpoints per service
 	gone  map[string]map[string]departed           // service -> endpoint id -> departed
+
+	shared  map[[2]string]Departed // departures shared by the replicas (ReplaceDeparted)
+	newGone []Departed             // departures first seen here, not Recorded yet
+	back    []Departed             // shared departures that came back, not Recorded yet
+	applied bool                   // Apply ran before
 }
 
 // NewOverlay returns an Overlay with no drains.
 func NewOverlay(cfg Policy) *Overlay {
 	return &Overlay{cfg: cfg, admin: map[Target]Admin{}, orca: map[[2]string]bool{},
-		prev: map[string]map[string]discovery.Endpoint{}, gone: map[string]map[string]departed{}}
+		prev: map[string]map[string]discovery.Endpoint{}, gone: map[string]map[string]departed{},
+		shared: map[[2]string]Departed{}}
 }
 
 // SetAdmin adds or replaces an admin drain.
@@ -151,6 +157,9 @@ func (d *Overlay) Apply(raw discovery.Snapshot, now time.Time) (discovery.Snapsh
 		out.Services = append(out.Services, discovery.Service{Name: svc.Name, Endpoints: eps})
 	}
 	d.depart(registered, now)
+	d.adopt(registered, now, !d.applied)
+	d.forget(registered, now)
+	d.applied = true
 	for name, gone := range d.gone {
 		for _, g := range gone {
 			next = earliest(next, g.until)
@@ -183,9 +192,8 @@ func (d *Overlay) overlay(service string, ep discovery.Endpoint, admin []Admin) 
 	return drained(ep, why)
 }
 
-// depart updates the departed endpoints: those registered before and not
-// now start their window; those registered again, or whose window ended,
-// are forgotten.
+// depart starts the window of the endpoints registered before and not
+// now.
 func (d *Overlay) depart(registered map[string]map[string]discovery.Endpoint, now time.Time) {
 	for name, prev := range d.prev {
 		for id, ep := range prev {
@@ -203,8 +211,16 @@ func (d *Overlay) depart(registered map[string]map[string]discovery.Endpoint, no
 				d.gone[name] = map[string]departed{}
 			}
 			d.gone[name][id] = departed{ep: ep, until: now.Add(w)}
+			if _, known := d.shared[[2]string{name, id}]; !known {
+				d.newGone = append(d.newGone, Departed{Service: name, Endpoint: ep, Until: now.Add(w)})
+			}
 		}
 	}
+}
+
+// forget drops the departed endpoints registered again or whose window
+// ended.
+func (d *Overlay) forget(registered map[string]map[string]discovery.Endpoint, now time.Time) {
 	for name, gone := range d.gone {
 		for id, g := range gone {
 			if _, back := registered[name][id]; back || !now.Before(g.until) {

@@ -57,7 +57,8 @@ type Manager struct {
 	have   bool
 	timer  *time.Timer
 	closed bool
-	loaded bool // the Store's content has arrived (always true without a Store)
+	loaded bool       // the Store's content has arrived (always true without a Store)
+	dep    Departures // the Store, if it shares departures; nil: local windows only
 
 	orcaMu  sync.Mutex
 	pending map[[2]string]bool // ORCA lame-duck states not applied yet
@@ -77,6 +78,7 @@ func New(cfg Config) (*Manager, error) {
 			Name: "xds_draining_endpoints",
 			Help: "Endpoints served as DRAINING, by service and drain source (an endpoint drained by two sources counts under both).",
 		}, []string{"service", "source"})}
+	s.dep, _ = cfg.Store.(Departures)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.draining); err != nil {
 			return nil, fmt.Errorf("drain: metrics: %w", err)
@@ -229,6 +231,9 @@ func (s *Manager) applyLocked() {
 	}
 	now := s.cfg.Now()
 	out, next := s.d.Apply(s.raw, now)
+	if gone, back := s.d.Recorded(); s.dep != nil && len(gone)+len(back) > 0 {
+		s.dep.Record(gone, back)
+	}
 	s.out = out
 	s.record(out)
 	s.cfg.Emit(out)

@@ -40,7 +40,19 @@ func (s *Manager) Watch(ctx context.Context) {
 	if s.cfg.Store == nil {
 		return
 	}
+	if s.dep != nil {
+		s.dep.OnDeparted(s.replaceDeparted)
+	}
 	s.cfg.Store.Watch(ctx, s.replace)
+}
+
+// replaceDeparted makes the shared departures those of list.
+func (s *Manager) replaceDeparted(list []Departed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.d.ReplaceDeparted(list) {
+		s.applyLocked()
+	}
 }
 
 // replace makes the admin drains those of list.

@@ -94,3 +94,12 @@ func (l Layout) Table() string { return l.Prefix + "weights/table" }
 
 // Leader is the key of the weights leader's lock.
 func (l Layout) Leader() string { return l.Prefix + "weights/leader" }
+
+// Departed is the folder of the departures shared by the replicas (inside
+// the drains folder: one watch reads both).
+func (l Layout) Departed() string { return l.Drains() + "departed/" }
+
+// DepartedKey is the key of the departure of endpoint of service.
+func (l Layout) DepartedKey(service, endpoint string) string {
+	return l.Departed() + segment(service) + "/" + segment(endpoint)
+}

@@ -11,6 +11,7 @@
 //	P drains/endpoint/<service>/<endpoint>   an admin drain of one endpoint
 //	P drains/node/<node>                     an admin drain of a Consul node
 //	P drains/_epoch                          created once; missing means a fresh Consul or lost state
+//	P drains/departed/<service>/<endpoint>   a departed endpoint, DRAINING until its removal time
 //	P weights/summaries/<replica>            a replica's load summary
 //	P weights/table                          the weights leader's table
 //	P weights/leader                         the weights leader's lock
@@ -25,6 +26,20 @@
 // checks the key is still missing, so the drains stay in force; drain
 // writes are refused until a replica has read the folder with its epoch
 // again after a failure, so an undrain is never undone by a restore.
+//
+// Departures (drains_departed.go) share the deregistration window
+// (drain.window): the first replica to see an endpoint leave discovery
+// creates its key (check-and-set index 0, so the first removal time wins)
+// with the endpoint as last registered and its absolute removal time; the
+// drains watch reads the folder with the drains (at most MaxDeparted) and
+// every replica serves those endpoints DRAINING until that time, a
+// replica that started later included. A re-registration deletes the key
+// (check-and-set on the index read); expired ones are deleted by whichever
+// replica reads them first. The writes are queued (at most 1024; beyond,
+// dropped and counted) and never block discovery; when Consul is
+// unreachable each replica keeps its own windows. Departures are not
+// written back when Consul lost its state (the replicas' own windows
+// stay).
 //
 // The weights summaries, table and leader are filled in by the weights
 // part of HA; this package defines their keys, their metrics

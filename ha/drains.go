@@ -44,6 +44,10 @@ type DrainStore struct {
 
 	applied   uint64        // KV index of the last content passed on
 	appliedCh chan struct{} // closed and replaced whenever applied grows
+
+	departQ     chan departOp          // departure writes waiting (Record)
+	onDeparted  func([]drain.Departed) // OnDeparted
+	departedIdx map[string]uint64      // departure key -> ModifyIndex last read
 }
 
 // SeenDrains is the last content of the drains folder a watch read.
@@ -51,6 +55,9 @@ type SeenDrains struct {
 	Index  uint64        `json:"index"`            // KV index of the read; 0: nothing read yet
 	Read   time.Time     `json:"read,omitzero"`    // when it was read
 	Drains []drain.Admin `json:"drains,omitempty"` // the drains stored, expired ones included
+	// Departed are the departures stored (drains/departed/), expired ones
+	// included.
+	Departed []drain.Departed `json:"departed,omitempty"`
 }
 
 // NewDrainStore returns a DrainStore.
@@ -68,7 +75,8 @@ func NewDrainStore(cfg DrainStoreConfig) (*DrainStore, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Watch.Op, cfg.Watch.Metrics, cfg.Watch.Logger = "watch_drains", cfg.Metrics, cfg.Logger
-	return &DrainStore{cfg: cfg, kv: cfg.Client.KV(), appliedCh: make(chan struct{})}, nil
+	return &DrainStore{cfg: cfg, kv: cfg.Client.KV(), appliedCh: make(chan struct{}),
+		departQ: make(chan departOp, departQueue)}, nil
 }
 
 // Put writes the drain a (with its absolute expiry).
@@ -151,7 +159,9 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 	}
 	wc := s.cfg.Watch
 	wc.Failed = func() { s.setSynced(false) }
-	Watch(ctx, wc, list, func(pairs api.KVPairs, index uint64) {
+	go s.writeDeparted(ctx)
+	Watch(ctx, wc, list, func(all api.KVPairs, index uint64) {
+		pairs, dpairs := s.splitDeparted(all)
 		drains := s.decode(pairs)
 		epoch := slices.ContainsFunc(pairs, func(p *api.KVPair) bool { return p.Key == s.epochKey() })
 		known := s.next(index, epoch)
@@ -169,6 +179,7 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 		if stale {
 			return
 		}
+		departed := s.passDeparted(dpairs)
 		apply(drains)
 		s.mu.Lock()
 		s.applied = index
@@ -176,6 +187,7 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 		s.appliedCh = make(chan struct{})
 		s.mu.Unlock()
 		s.expire(ctx, pairs, drains)
+		s.expireDeparted(ctx, dpairs, departed, s.cfg.Now())
 	})
 }
 

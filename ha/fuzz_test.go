@@ -46,3 +46,38 @@ func FuzzDecodeDrain(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeDeparted feeds arbitrary KV values to the departure decoder:
+// it never panics, and what it accepts names a service and an endpoint
+// under a key of the departed folder, with a removal time, and round
+// trips.
+func FuzzDecodeDeparted(f *testing.F) {
+	for _, seed := range []string{
+		`{"service":"api","endpoint":{"ID":"a","Address":"10.0.0.1","Port":80},"until":"2026-01-02T04:04:05Z"}`,
+		`{"service":"api","endpoint":{"ID":"a"}}`, `{"service":"","endpoint":{"ID":"a"},"until":"2026-01-02T04:04:05Z"}`, `{}`, `null`, `[`,
+	} {
+		f.Add([]byte(seed))
+	}
+	l := Layout{Prefix: "xds-server/"}
+	f.Fuzz(func(t *testing.T, val []byte) {
+		d, err := decodeDeparted(val)
+		if err != nil {
+			return
+		}
+		if d.Service == "" || d.Endpoint.ID == "" || d.Until.IsZero() {
+			t.Fatalf("accepted %+v", d)
+		}
+		rest, ok := strings.CutPrefix(l.DepartedKey(d.Service, d.Endpoint.ID), l.Departed())
+		if !ok || strings.Count(rest, "/") != 1 {
+			t.Fatalf("key of %+v leaves the departed folder or splits a name: %q", d, rest)
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeDeparted(b)
+		if err != nil || again.Service != d.Service || again.Endpoint.ID != d.Endpoint.ID || !again.Until.Equal(d.Until) {
+			t.Fatalf("round trip of %+v: %+v, %v", d, again, err)
+		}
+	})
+}

@@ -65,6 +65,9 @@ func TestLayout(t *testing.T) {
 	if l.Summary("r/1") != "xds-server/weights/summaries/r%2F1" || l.Table() != "xds-server/weights/table" || l.Leader() != "xds-server/weights/leader" {
 		t.Errorf("weights keys: %q %q %q", l.Summary("r/1"), l.Table(), l.Leader())
 	}
+	if got := l.DepartedKey("a/b", ".."); got != "xds-server/drains/departed/a%2Fb/%2E%2E" {
+		t.Errorf("DepartedKey = %q", got)
+	}
 }
 
 func TestDecodeDrain(t *testing.T) {
