@@ -25,8 +25,11 @@ import (
 )
 
 // pnCaps are the capacities of the api endpoints (requests/s at
-// utilization 1): api-2 can take twice what the others take.
-var pnCaps = map[string]float64{"api-1": 100, "api-2": 200, "api-3": 100}
+// utilization 1), uneven so that each node's split is far from even.
+var pnCaps = map[string]float64{"api-1": 60, "api-2": 140, "api-3": 200}
+
+// pnRate is each node's request rate (requests/s).
+const pnRate = 150
 
 const pnConfig = `services:
   api: { subset_size: 2, weights: { enabled: true, mode: per_node, sources: [lrs, http] } }
@@ -161,8 +164,8 @@ func TestHAPerNodeWeightsConverge(t *testing.T) {
 	srvs, ref := startPNServers(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ha := []*pnNode{startPNNode(t, ctx, srvs[0], "n1 on A", "n1", 120), startPNNode(t, ctx, srvs[1], "n2 on B", "n2", 180)}
-	one := []*pnNode{startPNNode(t, ctx, ref, "n1 on ref", "n1", 120), startPNNode(t, ctx, ref, "n2 on ref", "n2", 180)}
+	ha := []*pnNode{startPNNode(t, ctx, srvs[0], "n1 on A", "n1", pnRate), startPNNode(t, ctx, srvs[1], "n2 on B", "n2", pnRate)}
+	one := []*pnNode{startPNNode(t, ctx, ref, "n1 on ref", "n1", pnRate), startPNNode(t, ctx, ref, "n2 on ref", "n2", pnRate)}
 	for i := range ha {
 		hs, rs := ha[i].subset(t), one[i].subset(t)
 		if !slices.Equal(hs, rs) {
@@ -179,7 +182,8 @@ func TestHAPerNodeWeightsConverge(t *testing.T) {
 
 // pnConverge ticks both fleets every 200ms until, for 15 ticks in a row,
 // every HA node's shares are within 5 points of the reference's and the
-// reference is at least 5 points from even; it returns when that began.
+// reference's split of each node is at least 5 points from even; it
+// returns when that began and the largest gap seen from then on.
 func pnConverge(t *testing.T, ha, one []*pnNode, haBackend, refBackend *harness.Server) (time.Duration, float64) {
 	t.Helper()
 	start, tick := time.Now(), time.NewTicker(200*time.Millisecond)
@@ -193,12 +197,14 @@ func pnConverge(t *testing.T, ha, one []*pnNode, haBackend, refBackend *harness.
 		<-tick.C
 		pnTick(t, ha, haBackend)
 		pnTick(t, one, refBackend)
-		d, uneven := 0.0, 0.0
+		d, uneven := 0.0, 1.0
 		for i := range ha {
 			d = max(d, shareDiff(ha[i].shares(), one[i].shares()))
+			u := 0.0
 			for _, s := range one[i].shares() {
-				uneven = max(uneven, math.Abs(s-0.5))
+				u = max(u, math.Abs(s-0.5))
 			}
+			uneven = min(uneven, u)
 		}
 		if d > 0.05 || uneven < 0.05 {
 			stable = 0
