@@ -125,8 +125,10 @@ func pnTick(t *testing.T, nodes []*pnNode, backendSrv *harness.Server) {
 }
 
 // startPNServers runs three HA replicas and one reference replica
-// without HA (client indices in Consul under its own prefix, so the same
-// connection order gives the same indices and subsets) on one Consul.
+// without HA on one Consul. The reference shares the replicas' client
+// indices and endpoint slots (subsetting.consul.prefix): the same node
+// gets the same subset from it (its own slots would order the endpoints
+// as they were first seen, and the subsets could differ).
 func startPNServers(t *testing.T) ([]*harness.Server, *harness.Server) {
 	t.Helper()
 	consul := harness.Consul(t)
@@ -134,6 +136,7 @@ func startPNServers(t *testing.T) ([]*harness.Server, *harness.Server) {
 		consul.RegisterFile(t, api.AgentServiceRegistration{ID: id, Name: "api", Address: "127.0.0.1", Port: int(apiPorts[id]),
 			Check: &api.AgentServiceCheck{CheckID: "ttl-" + id, TTL: "10m", Status: api.HealthPassing}})
 	}
+	awaitPassing(t, consul, "api", len(apiPorts)) // every replica's first subsets are over all of them
 	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
 	if err := os.WriteFile(cfg, []byte(pnConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -145,8 +148,24 @@ func startPNServers(t *testing.T) ([]*harness.Server, *harness.Server) {
 		srvs = append(srvs, startServer(t, consul, args...))
 	}
 	ref := startServer(t, consul, "--config", cfg,
-		"--subsetting.index_source", "consul", "--subsetting.consul.prefix", "e2e-ha-pernode-ref/subsetting")
+		"--subsetting.index_source", "consul", "--subsetting.consul.prefix", "e2e-ha-pernode/subsetting")
 	return srvs, ref
+}
+
+// awaitPassing polls the real Consul until service has n passing instances.
+func awaitPassing(t *testing.T, consul *harness.ConsulAgent, service string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		entries, _, err := consul.Client().Health().Service(service, "", true, nil)
+		if err == nil && len(entries) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d passing instances after 30s, want %d (%v)", service, len(entries), n, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling an external process
+	}
 }
 
 // TestHAPerNodeWeightsConverge is issue 15's per_node test with real
