@@ -194,20 +194,31 @@ func TestHAPerNodeWeightsConverge(t *testing.T) {
 	if slices.Equal(ha[0].subset(t), ha[1].subset(t)) {
 		t.Fatalf("both nodes got subset %v; the test needs different ones", ha[0].subset(t))
 	}
-	took, d := pnConverge(t, ha, one, srvs[0], ref)
-	t.Logf("per-node weights converged after %v = %.1f publish intervals of %v (max share gap %.3f): HA n1 %v n2 %v; one replica n1 %v n2 %v",
-		took, took.Seconds()/haWInterval.Seconds(), haWInterval, d, ha[0].shares(), ha[1].shares(), one[0].shares(), one[1].shares())
+	r := pnConverge(t, ha, one, srvs[0], ref)
+	t.Logf("per-node weights on the HA replicas within 5 points of one replica's after %v = %.1f publish intervals of %v "+
+		"(the reference alone settled after %v = %.1f; max share gap since %.3f): HA n1 %v n2 %v; one replica n1 %v n2 %v",
+		r.haAt, r.haAt.Seconds()/haWInterval.Seconds(), haWInterval, r.refAt, r.refAt.Seconds()/haWInterval.Seconds(), r.gap,
+		ha[0].shares(), ha[1].shares(), one[0].shares(), one[1].shares())
+}
+
+// pnResult is what pnConverge measured, from the first tick: when the
+// HA nodes began to hold the reference's shares, when the reference
+// itself settled (stayed within 5 points of its final shares), and the
+// largest share gap once converged.
+type pnResult struct {
+	haAt, refAt time.Duration
+	gap         float64
 }
 
 // pnConverge ticks both fleets every 200ms until, for 15 ticks in a row,
 // every HA node's shares are within 5 points of the reference's and the
-// reference's split of each node is at least 5 points from even; it
-// returns when that began and the largest gap seen from then on.
-func pnConverge(t *testing.T, ha, one []*pnNode, haBackend, refBackend *harness.Server) (time.Duration, float64) {
+// reference's split of each node is at least 5 points from even.
+func pnConverge(t *testing.T, ha, one []*pnNode, haBackend, refBackend *harness.Server) pnResult {
 	t.Helper()
 	start, tick := time.Now(), time.NewTicker(200*time.Millisecond)
 	defer tick.Stop()
 	var at time.Time
+	var refHist [][]map[string]float64 // the reference's shares at each tick
 	gap := 0.0
 	for stable := 0; stable < 15; {
 		if time.Since(start) > 90*time.Second {
@@ -217,14 +228,17 @@ func pnConverge(t *testing.T, ha, one []*pnNode, haBackend, refBackend *harness.
 		pnTick(t, ha, haBackend)
 		pnTick(t, one, refBackend)
 		d, uneven := 0.0, 1.0
+		var ref []map[string]float64
 		for i := range ha {
-			d = max(d, shareDiff(ha[i].shares(), one[i].shares()))
+			ref = append(ref, one[i].shares())
+			d = max(d, shareDiff(ha[i].shares(), ref[i]))
 			u := 0.0
-			for _, s := range one[i].shares() {
+			for _, s := range ref[i] {
 				u = max(u, math.Abs(s-0.5))
 			}
 			uneven = min(uneven, u)
 		}
+		refHist = append(refHist, ref)
 		if d > 0.05 || uneven < 0.05 {
 			stable = 0
 			continue
@@ -234,7 +248,25 @@ func pnConverge(t *testing.T, ha, one []*pnNode, haBackend, refBackend *harness.
 		}
 		stable, gap = stable+1, max(gap, d)
 	}
-	return at.Sub(start), gap
+	return pnResult{haAt: at.Sub(start), refAt: settledAt(refHist, 200*time.Millisecond), gap: gap}
+}
+
+// settledAt is the time (ticks × every) from which every sample of hist
+// is within 5 points of the last one.
+func settledAt(hist [][]map[string]float64, every time.Duration) time.Duration {
+	last := hist[len(hist)-1]
+	k := len(hist)
+	for k > 0 {
+		far := false
+		for i := range last {
+			far = far || shareDiff(hist[k-1][i], last[i]) > 0.05
+		}
+		if far {
+			break
+		}
+		k--
+	}
+	return time.Duration(k+1) * every
 }
 
 func pnDescribe(ha, one []*pnNode) string {
