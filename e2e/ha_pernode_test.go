@@ -199,6 +199,11 @@ func TestHAPerNodeWeightsConverge(t *testing.T) {
 		"(the reference alone settled after %v = %.1f; max share gap since %.3f): HA n1 %v n2 %v; one replica n1 %v n2 %v",
 		r.haAt, r.haAt.Seconds()/haWInterval.Seconds(), haWInterval, r.refAt, r.refAt.Seconds()/haWInterval.Seconds(), r.gap,
 		ha[0].shares(), ha[1].shares(), one[0].shares(), one[1].shares())
+	// Measured 2.0–5.2 publish intervals (13 runs); the bound catches a
+	// replica that converges only by chance or through the expiry.
+	if limit := 20 * haWInterval; r.haAt > limit {
+		t.Errorf("per-node weights converged after %v, want within 20 publish intervals (%v)", r.haAt, limit)
+	}
 }
 
 // pnResult is what pnConverge measured, from the first tick: when the
