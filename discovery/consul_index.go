@@ -13,7 +13,7 @@ import (
 // rules, retry backoff, health mapping and the conversion of health entries
 // to endpoints. None of it does I/O, logs or keeps state.
 
-// nextIndex applies Consul's blocking-query index rules. prev is the index
+// NextIndex applies Consul's blocking-query index rules. prev is the index
 // sent with the query (0: none, a non-blocking read) and got is the
 // X-Consul-Index returned. It returns the index to send next and whether the
 // result must be processed:
@@ -21,7 +21,7 @@ import (
 //     the result is processed and the next query is a non-blocking read (0);
 //   - got < 1 is treated as 1, so that a bogus 0 never turns into a busy loop;
 //   - got == prev: nothing changed (the wait expired); normal, not processed.
-func nextIndex(prev, got uint64) (next uint64, changed bool) {
+func NextIndex(prev, got uint64) (next uint64, changed bool) {
 	switch {
 	case got < prev:
 		return 0, true
@@ -31,13 +31,13 @@ func nextIndex(prev, got uint64) (next uint64, changed bool) {
 	return got, prev == 0 || got != prev
 }
 
-// backoff returns the delay before retry number attempt (1 for the first
+// Backoff returns the delay before retry number attempt (1 for the first
 // retry after an error) with "equal jitter": with d the exponential delay
 // base·2^(attempt-1) capped at ceiling, half of d is fixed and half random.
 // rnd returns a number in [0, 1) (math/rand/v2.Float64 in production); values
 // outside are clamped. The result is in [d/2, d]; 0 when base <= 0. A ceiling
 // below base is raised to base.
-func backoff(attempt int, base, ceiling time.Duration, rnd func() float64) time.Duration {
+func Backoff(attempt int, base, ceiling time.Duration, rnd func() float64) time.Duration {
 	if base <= 0 {
 		return 0
 	}

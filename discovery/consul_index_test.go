@@ -25,9 +25,9 @@ func TestNextIndex(t *testing.T) {
 		"still 1":                             {prev: 1, got: 1, next: 1, changed: false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			next, changed := nextIndex(tc.prev, tc.got)
+			next, changed := NextIndex(tc.prev, tc.got)
 			if next != tc.next || changed != tc.changed {
-				t.Errorf("nextIndex(%d, %d) = %d, %v; want %d, %v", tc.prev, tc.got, next, changed, tc.next, tc.changed)
+				t.Errorf("NextIndex(%d, %d) = %d, %v; want %d, %v", tc.prev, tc.got, next, changed, tc.next, tc.changed)
 			}
 		})
 	}
@@ -59,7 +59,7 @@ func TestBackoff(t *testing.T) {
 		"ceiling between powers of two wins": {attempt: 4, base: base, ceiling: 700 * time.Millisecond, rnd: 1, want: 700 * time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got := backoff(tc.attempt, tc.base, tc.ceiling, func() float64 { return tc.rnd })
+			got := Backoff(tc.attempt, tc.base, tc.ceiling, func() float64 { return tc.rnd })
 			if got != tc.want {
 				t.Errorf("backoff(%d, %v, %v, %v) = %v, want %v", tc.attempt, tc.base, tc.ceiling, tc.rnd, got, tc.want)
 			}

@@ -88,7 +88,7 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 		if err != nil {
 			failures++
 			index = 0
-			delay := backoff(failures, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
+			delay := Backoff(failures, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
 			level := c.log.Debug
 			if failures == 1 {
 				level = c.log.Warn
@@ -105,7 +105,7 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 			failures = 0
 		}
 		var changed bool
-		if index, changed = nextIndex(index, meta.LastIndex); changed && !deliver(res, nil) {
+		if index, changed = NextIndex(index, meta.LastIndex); changed && !deliver(res, nil) {
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package ha
 
 import (
 	"encoding/json"
+	"github.com/xds-server/xds-server/discovery"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func TestNextIndex(t *testing.T) {
 		"zero after one is same": {1, 0, 0, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			next, changed := nextIndex(tc.prev, tc.got)
+			next, changed := discovery.NextIndex(tc.prev, tc.got)
 			if next != tc.next || changed != tc.changed {
 				t.Errorf("nextIndex(%d, %d) = %d, %v; want %d, %v", tc.prev, tc.got, next, changed, tc.next, tc.changed)
 			}
@@ -41,7 +42,7 @@ func TestBackoff(t *testing.T) {
 		rnd     float64
 		want    time.Duration
 	}{{1, 0, 125 * time.Millisecond}, {1, 1, 250 * time.Millisecond}, {3, 1, time.Second}, {20, 0, 15 * time.Second}, {20, 1, 30 * time.Second}} {
-		if got := backoff(tc.attempt, base, ceiling, func() float64 { return tc.rnd }); got != tc.want {
+		if got := discovery.Backoff(tc.attempt, base, ceiling, func() float64 { return tc.rnd }); got != tc.want {
 			t.Errorf("backoff(%d, rnd %v) = %v, want %v", tc.attempt, tc.rnd, got, tc.want)
 		}
 	}

@@ -2,6 +2,7 @@ package ha
 
 import (
 	"context"
+	"github.com/xds-server/xds-server/discovery"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -70,7 +71,7 @@ func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply fu
 			failures++
 			index = 0 // after an outage, read at once: Consul may have lost its state
 			cfg.failed(failures, err)
-			pause(ctx, backoff(failures, cfg.BackoffBase, cfg.BackoffMax, rand.Float64))
+			pause(ctx, discovery.Backoff(failures, cfg.BackoffBase, cfg.BackoffMax, rand.Float64))
 			continue
 		}
 		if failures > 0 {
@@ -81,7 +82,7 @@ func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply fu
 		if meta != nil {
 			got = meta.LastIndex
 		}
-		next, changed := nextIndex(index, got)
+		next, changed := discovery.NextIndex(index, got)
 		index = next
 		if changed {
 			apply(v, max(got, 1))
@@ -117,40 +118,4 @@ func pause(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
-}
-
-// nextIndex applies Consul's blocking-query index rules. prev is the index
-// sent (0: a non-blocking read) and got the X-Consul-Index returned; it
-// returns the index to send next and whether the result must be applied:
-// got < prev (the index went backwards) is applied and the next query is a
-// non-blocking read; got < 1 counts as 1; got == prev is no change.
-func nextIndex(prev, got uint64) (next uint64, changed bool) {
-	switch {
-	case got < prev:
-		return 0, true
-	case got < 1:
-		got = 1
-	}
-	return got, prev == 0 || got != prev
-}
-
-// backoff returns the delay before retry number attempt (1 for the first)
-// with equal jitter: d = base·2^(attempt-1) capped at ceiling, the result
-// in [d/2, d]; rnd returns a number in [0, 1).
-func backoff(attempt int, base, ceiling time.Duration, rnd func() float64) time.Duration {
-	if base <= 0 {
-		return 0
-	}
-	ceiling = max(ceiling, base)
-	d := base
-	for i := 1; i < attempt && d < ceiling; i++ {
-		if d > ceiling/2 {
-			d = ceiling
-			break
-		}
-		d *= 2
-	}
-	half := d / 2
-	r := min(max(rnd(), 0), 1)
-	return half + time.Duration(r*float64(d-half))
 }
