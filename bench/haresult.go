@@ -1,12 +1,5 @@
 package bench
 
-import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"os"
-)
-
 // HARun is the record of one HA benchmark run (one JSON line of its
 // results file): Replicas xds-server processes with ha.enabled share one
 // Consul, Nodes nodes connected to each.
@@ -101,24 +94,4 @@ func (r HARun) ExtraRSS() []float64 {
 func AppendHARun(path string, r HARun) error { return appendJSON(path, r) }
 
 // ReadHARuns reads a results file written by AppendHARun.
-func ReadHARuns(path string) ([]HARun, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	defer f.Close()
-	var out []HARun
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 256<<20)
-	for sc.Scan() {
-		var r HARun
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("bench: %s: %w", path, err)
-		}
-		out = append(out, r)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("bench: %s: %w", path, err)
-	}
-	return out, nil
-}
+func ReadHARuns(path string) ([]HARun, error) { return readJSONLines[HARun](path) }

@@ -81,17 +81,20 @@ func appendJSON(path string, v any) error {
 }
 
 // ReadRuns reads a results file written by AppendRun.
-func ReadRuns(path string) ([]Run, error) {
+func ReadRuns(path string) ([]Run, error) { return readJSONLines[Run](path) }
+
+// readJSONLines reads a file of one JSON value of type T per line.
+func readJSONLines[T any](path string) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer f.Close()
-	var out []Run
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 256<<20)
 	for sc.Scan() {
-		var r Run
+		var r T
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("bench: %s: %w", path, err)
 		}

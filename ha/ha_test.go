@@ -2,7 +2,6 @@ package ha
 
 import (
 	"encoding/json"
-	"github.com/xds-server/xds-server/discovery"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 )
 

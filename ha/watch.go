@@ -2,12 +2,13 @@ package ha
 
 import (
 	"context"
-	"github.com/xds-server/xds-server/discovery"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/discovery"
 )
 
 // Defaults of WatchConfig.
