@@ -7,7 +7,7 @@ GO ?= go
 # Tests run against Consul v1.14.11 (scripts/install-consul.sh builds and caches it here).
 CONSUL_BIN := $(XDS_SERVER_CACHE)/consul-v1.14.11/bin
 
-.PHONY: run build test test-unit deps lint bench clean fuzz
+.PHONY: run build test test-unit deps lint bench rlsbench clean fuzz help
 # Time per fuzz target: `make test` runs each for 3s, `make fuzz` for FUZZTIME.
 FUZZTIME ?= 1m
 
@@ -49,10 +49,14 @@ bench: deps
 	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
 ## rlsbench: the rate-limit benchmark, side by side with envoyproxy/ratelimit (rewrites its section of BENCHMARKS.md)
-.PHONY: rlsbench
 rlsbench:
 	bash scripts/install-redis.sh
 	bash scripts/rlsbench.sh
 
+## clean: remove bin/
 clean:
 	rm -rf bin
+
+## help: list the targets (from their ## comments)
+help:
+	@awk -F': ' '/^## [a-z][a-z0-9-]*: /{sub(/^## /, ""); printf "  make %-10s %s\n", $$1, substr($$0, length($$1) + 3)}' $(MAKEFILE_LIST)

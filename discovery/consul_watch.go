@@ -62,13 +62,14 @@ func (c *Consul) watchService(ctx context.Context, name string, gen uint64, out 
 // is reset to 0, so the first answer after an outage (maybe from a
 // restarted Consul whose indexes went backwards) arrives at once. deliver
 // returns false when ctx is done. Errors are logged here: a warning on the
-// first failure, debug on the following ones, info on recovery.
+// first failure and then at most one per 30s of the loop's clock (see
+// outage; the others at debug), info on recovery with the outage's length.
 func poll[T any](ctx context.Context, c *Consul, kind, service string,
 	fetch func(*api.QueryOptions) (T, *api.QueryMeta, error), deliver func(T, error) bool) {
 	var (
 		index     uint64
 		lastStart time.Time
-		failures  int
+		down      outage
 	)
 	for {
 		if !consulSleep(ctx, c.cfg.MinInterval-time.Since(lastStart)) {
@@ -86,29 +87,37 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 			return
 		}
 		if err != nil {
-			failures++
 			index = 0
-			delay := Backoff(failures, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
-			level := c.log.Debug
-			if failures == 1 {
-				level = c.log.Warn
-			}
-			level("consul query failed; retrying", "kind", kind, "service", service,
-				"attempt", failures, "retry_in", delay, "error", err)
+			delay := Backoff(down.failures+1, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
+			c.logFailure(&down, kind, service, delay, err)
 			if !deliver(res, err) || !consulSleep(ctx, delay) {
 				return
 			}
 			continue
 		}
-		if failures > 0 {
-			c.log.Info("consul query recovered", "kind", kind, "service", service, "failures", failures)
-			failures = 0
+		if was, lasted, failures := down.recover(c.cfg.Now()); was {
+			c.log.Info("consul query recovered", "kind", kind, "service", service, "failures", failures,
+				"down_for", lasted.Round(time.Millisecond))
 		}
 		var changed bool
 		if index, changed = NextIndex(index, meta.LastIndex); changed && !deliver(res, nil) {
 			return
 		}
 	}
+}
+
+// logFailure records a failed query of one loop and logs it: WARN for
+// the first failure and then once per outageLogEvery (with the number of
+// failures held back), DEBUG for the others.
+func (c *Consul) logFailure(o *outage, kind, service string, retryIn time.Duration, err error) {
+	now := c.cfg.Now()
+	ok, held := o.fail(now)
+	level := c.log.Debug
+	if ok {
+		level = c.log.Warn
+	}
+	level("consul unreachable; retrying", "kind", kind, "service", service, "attempt", o.failures,
+		"retry_in", retryIn.Round(time.Millisecond), "down_for", now.Sub(o.since).Round(time.Millisecond), "suppressed", held, "error", err)
 }
 
 // queryTimeout bounds one blocking query: Consul answers within Wait plus

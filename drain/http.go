@@ -64,6 +64,7 @@ func (s *Manager) post(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	s.logDrain(r, a)
 	writeJSON(w, http.StatusOK, map[string]any{"drain": a})
 }
 
@@ -87,6 +88,7 @@ func (s *Manager) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	s.logUndrain(r, t, deleted)
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted, "target": t})
 }
 

@@ -1,9 +1,11 @@
 package drain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +42,9 @@ type Config struct {
 	// before its first content arrives, so a restart never serves without
 	// the drains in force. nil: admin drains live in this Manager only.
 	Store Store
+	// Logger gets one line per admin drain or undrain request; nil means
+	// slog.Default(). The attribute component=drain is added.
+	Logger *slog.Logger
 }
 
 // Manager is the imperative shell around an Overlay: it takes discovery
@@ -49,6 +54,7 @@ type Config struct {
 type Manager struct {
 	cfg      Config
 	draining *prometheus.GaugeVec
+	log      *slog.Logger
 
 	mu     sync.Mutex
 	d      *Overlay
@@ -78,6 +84,7 @@ func New(cfg Config) (*Manager, error) {
 			Name: "xds_draining_endpoints",
 			Help: "Endpoints served as DRAINING, by service and drain source (an endpoint drained by two sources counts under both).",
 		}, []string{"service", "source"})}
+	s.log = cmp.Or(cfg.Logger, slog.Default()).With("component", "drain")
 	s.dep, _ = cfg.Store.(Departures)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(s.draining); err != nil {

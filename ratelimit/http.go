@@ -24,7 +24,9 @@ const maxHTTPBody = 1 << 20
 //
 // and get the response as JSON with snake_case names: 200 when its
 // overall code is OK, 429 when OVER_LIMIT (as envoyproxy/ratelimit's
-// /json); or {"error": "..."} with 400 for a malformed or invalid
+// /json). A domain no rule knows is answered OK as Envoy expects, with
+// the header x-ratelimit-unknown-domain and "unknown_domain": true in the
+// body. Or {"error": "..."} with 400 for a malformed or invalid
 // request, 405 for another method, 413 for a body over 1 MiB. The hits
 // count like any other: this is not a dry run (use hits_addend 0 to
 // look).
@@ -58,6 +60,10 @@ func (s *Service) HTTPHandler() http.Handler {
 		if err != nil {
 			writeJSONError(w, http.StatusInternalServerError, "ratelimit: encoding response: "+err.Error())
 			return
+		}
+		if !s.Config().HasDomain(req.Domain) { // counted by ShouldRateLimit
+			w.Header().Set(UnknownDomainHeader, req.Domain)
+			out = append([]byte(`{"unknown_domain":true,`), out[1:]...)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {

@@ -212,6 +212,7 @@ type Service struct {
 	m         *metrics
 	log       *slog.Logger
 	errLog    logLimiter
+	unknown   *unknownDomains // ratelimit_unknown_domain_total
 }
 
 // NewService returns a service over cfg.Store; its metrics are
@@ -236,6 +237,9 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 		return nil, err
 	}
 	s.m = m
+	if s.unknown, err = newUnknownDomains(cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("ratelimit: registering metrics: %w", err)
+	}
 	if c, ok := cfg.Store.(prometheus.Collector); ok && cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(c); err != nil {
 			return nil, fmt.Errorf("ratelimit: registering store metrics: %w", err)
@@ -275,6 +279,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	start := time.Now()
 	resp, err := s.shouldRateLimit(ctx, req)
 	s.m.decision.Observe(time.Since(start).Seconds())
+	if err == nil {
+		s.checkDomain(ctx, req.Domain)
+	}
 	return resp, err
 }
 

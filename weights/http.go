@@ -29,7 +29,7 @@ var (
 )
 
 // Reasons of xds_weights_http_rejected_total.
-var httpRejectReasons = []string{"method", "too_large", "malformed", "invalid_report", "unknown_endpoint", "sink_error"}
+var httpRejectReasons = []string{"method", "too_large", "malformed", "invalid_report", "unknown_endpoint", "unknown_service", "weights_disabled", "sink_error"}
 
 // loadSink receives the accepted reports.
 type loadSink interface {
@@ -62,6 +62,11 @@ type HTTPConfig struct {
 	Sink interface {
 		Observe(r Report, now time.Time) error
 	}
+	// Services, if set, explains reports naming a service without weights:
+	// 404 for a service discovery does not have (ErrUnknownService), 409
+	// for one whose weights are off (ErrWeightsDisabled), instead of 400
+	// unknown endpoint.
+	Services serviceStates
 	// MaxBody bounds the request body in bytes (>= 0); 0 means
 	// DefaultHTTPMaxBody (1 MiB).
 	MaxBody int64
@@ -100,7 +105,8 @@ func (e httpConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.e
 
 type httpHandler struct {
 	sink     loadSink
-	maxBody  int64 // bytes
+	services serviceStates // nil: reports of services without weights are unknown endpoints
+	maxBody  int64         // bytes
 	now      func() time.Time
 	log      *slog.Logger
 	accepted prometheus.Counter
@@ -122,10 +128,11 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 		return nil, err
 	}
 	h := &httpHandler{
-		sink:    cfg.Sink,
-		maxBody: cmp.Or(cfg.MaxBody, DefaultHTTPMaxBody),
-		now:     cfg.Now,
-		log:     cmp.Or(cfg.Logger, slog.Default()).With("component", "weights.http"),
+		sink:     cfg.Sink,
+		services: cfg.Services,
+		maxBody:  cmp.Or(cfg.MaxBody, DefaultHTTPMaxBody),
+		now:      cfg.Now,
+		log:      cmp.Or(cfg.Logger, slog.Default()).With("component", "weights.http"),
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_weights_http_reports_total",
 			Help: "Load reports accepted by the HTTP push API (POST /v1/load).",
@@ -219,6 +226,9 @@ func (h *httpHandler) checkKnown(reports []Report) error {
 		if k.Known(r.Service, r.Endpoint) {
 			continue
 		}
+		if err := h.serviceError(r.Service); err != nil {
+			return fmt.Errorf("weights: http: report %d: %w", i, err)
+		}
 		if n++; n <= maxHTTPErrors {
 			errs = append(errs, fmt.Errorf("report %d: %w: %q/%q", i, ErrUnknownEndpoint, r.Service, r.Endpoint))
 		}
@@ -227,6 +237,15 @@ func (h *httpHandler) checkKnown(reports []Report) error {
 		return fmt.Errorf("weights: http: %w", err)
 	}
 	return nil
+}
+
+// serviceError explains a report of a service without weights (nil when
+// it has weights, or nothing can tell).
+func (h *httpHandler) serviceError(name string) error {
+	if h.services == nil {
+		return nil
+	}
+	return serviceError(name, h.services.ServiceState(name))
 }
 
 // fail answers a rejected request, counts and logs it; accepted is the
@@ -238,6 +257,10 @@ func (h *httpHandler) fail(w http.ResponseWriter, r *http.Request, err error, ac
 		status, reason = http.StatusMethodNotAllowed, "method"
 	case errors.Is(err, errTooMany):
 		status, reason = http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, ErrUnknownService):
+		status, reason = http.StatusNotFound, "unknown_service"
+	case errors.Is(err, ErrWeightsDisabled):
+		status, reason = http.StatusConflict, "weights_disabled"
 	case errors.Is(err, ErrUnknownEndpoint):
 		status, reason = http.StatusBadRequest, "unknown_endpoint"
 	case errors.Is(err, ErrInvalidReport):

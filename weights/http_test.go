@@ -407,8 +407,8 @@ func TestNewHTTPHandler(t *testing.T) {
 	if _, err := NewHTTPHandler(HTTPConfig{Sink: tr, Registerer: reg}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "xds_weights_http_reports_total", "xds_weights_http_rejected_total"); err != nil || n != 7 {
-		t.Errorf("registered series %d, %v; want 7", n, err)
+	if n, err := testutil.GatherAndCount(reg, "xds_weights_http_reports_total", "xds_weights_http_rejected_total"); err != nil || n != 9 {
+		t.Errorf("registered series %d, %v; want 9 (accepted, and 8 reasons)", n, err)
 	}
 	if _, err := NewHTTPHandler(HTTPConfig{Sink: tr, Registerer: reg}); err == nil {
 		t.Error("registering the metrics twice: no error")

@@ -116,12 +116,13 @@ type Pipeline struct {
 	perNode *PerNode
 	ha      *haState // nil unless cfg.HA
 
-	mu      sync.Mutex
-	perSvc  map[string]bool              // services in per_node mode
-	hadNode bool                         // per-node weights were handed to the publisher
-	known   map[string]bool              // services the tracker holds
-	addrs   map[string]map[string]string // service -> host:port -> endpoint id (for LRS)
-	sources map[string]map[string]bool   // service -> enabled sources
+	mu       sync.Mutex
+	perSvc   map[string]bool              // services in per_node mode
+	hadNode  bool                         // per-node weights were handed to the publisher
+	known    map[string]bool              // services the tracker holds
+	services map[string]bool              // every service of the latest snapshot (ServiceState)
+	addrs    map[string]map[string]string // service -> host:port -> endpoint id (for LRS)
+	sources  map[string]map[string]bool   // service -> enabled sources
 }
 
 // NewPipeline builds the pipeline and registers LRS on cfg.GRPC; nothing
@@ -169,7 +170,7 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 		Interval: cfg.LRSInterval, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
-	if p.push, err = NewHTTPHandler(HTTPConfig{Sink: p.sink(SourceHTTP), Logger: log, Registerer: cfg.Registerer}); err != nil {
+	if p.push, err = NewHTTPHandler(HTTPConfig{Sink: p.sink(SourceHTTP), Services: p, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	p.lrs.Register(cfg.GRPC)
@@ -190,5 +191,5 @@ func (p *Pipeline) StopLRS() { p.lrs.Stop() }
 // admin mux.
 func (p *Pipeline) Handlers(mux *http.ServeMux) {
 	mux.Handle("/v1/load", p.push) // the handler answers other methods with a JSON 405
-	mux.Handle("GET /debug/weights", p.runner.DebugHandler())
+	mux.Handle("GET /debug/weights", p.debugHandler(p.runner.DebugHandler()))
 }

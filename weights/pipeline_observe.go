@@ -19,7 +19,9 @@ func (p *Pipeline) Observe(s discovery.Snapshot) {
 	addrs := map[string]map[string]string{}
 	sources := map[string]map[string]bool{}
 	perSvc := map[string]bool{}
+	all := make(map[string]bool, len(s.Services))
 	for _, svc := range s.Services {
+		all[svc.Name] = true
 		set := p.cfg.Services(svc.Name)
 		if !set.Enabled {
 			continue
@@ -56,7 +58,7 @@ func (p *Pipeline) Observe(s discovery.Snapshot) {
 			}
 		}
 	}
-	p.known, p.addrs, p.sources, p.perSvc = seen, addrs, sources, perSvc
+	p.known, p.addrs, p.sources, p.perSvc, p.services = seen, addrs, sources, perSvc, all
 	p.mu.Unlock()
 	p.orca.SetTargets(targets)
 }

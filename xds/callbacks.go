@@ -29,6 +29,8 @@ type callbacks struct {
 	// logs lets through at most one connect or NACK line per node per
 	// logEvery, and one refusal line per logEvery in all.
 	logs *logLimiter
+	// conns pairs each logged connect line with its disconnect line.
+	conns *connLog
 }
 
 // logEvery is the least time between two log lines about one node.
@@ -74,7 +76,11 @@ func deltaStream(id int64) int64 { return -id }
 func (c *callbacks) closed(stream int64) {
 	if id, last := c.reg.detach(stream, c.now()); last {
 		c.m.nodes.Dec() // Inc and Dec, not Set(connected()): two Sets can cross
-		c.log.Debug("node disconnected", "node", clip(id))
+		if d, ok := c.conns.disconnected(id, c.now()); ok {
+			c.log.Info("node disconnected", "node", clip(id), "connected_for", d.Round(time.Millisecond))
+		} else {
+			c.m.logSuppressed.Inc()
+		}
 		if node, ok := c.reg.get(id); ok {
 			c.idx.release(node)
 		}
@@ -106,6 +112,7 @@ func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
 	if c.allowLog(id) {
 		c.log.Info("node connected", "node", clip(id), "cluster", clip(n.GetCluster()), "user_agent", clip(n.GetUserAgentName()),
 			"subset_group", clip(group), "subset_index", index)
+		c.conns.connected(id, c.now())
 	}
 	c.rec.connected(id)
 	return id, nil
@@ -199,9 +206,11 @@ func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDi
 func (c *callbacks) responded(stream int64, typeURL, nonce string) {
 	c.reg.responded(stream, typeURL, nonce)
 	c.m.pushes.WithLabelValues(typeName(typeURL)).Inc()
-	if id := c.reg.nodeOf(stream); id != "" {
+	id := c.reg.nodeOf(stream)
+	if id != "" {
 		c.rec.pushed(id, typeURL)
 	}
+	logPush(c.log, id, typeURL, nonce)
 }
 
 func (c *callbacks) OnFetchRequest(_ context.Context, _ *discoverygrpc.DiscoveryRequest) error {

@@ -86,7 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "xds_nacks_ignored_total", Help: "NACKs not processed (nor logged): a repeat of one already processed, or naming a response that is not the latest of its type on the stream (stale or made-up nonce).",
 		}),
 		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line and one NACK line per node per 10s, and one line per 10s for all refused streams.",
+			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line (with its disconnect line) and one NACK line per node per 10s, and one line per 10s for all refused streams.",
 		}),
 		slotsHealed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_subset_slots_healed_total", Help: "Endpoint slots taken from this process's table while the shared one failed, moved back to the shared table.",

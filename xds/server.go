@@ -144,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Registerer.MustRegister(newSubsetCollector(s))
 	}
 	s.logs = newLogLimiter(logEvery)
-	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs}
+	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs, conns: newConnLog()}
 	var cb serverv3.Callbacks = s.cb
 	if len(cfg.Authorization) > 0 {
 		cb = newAuthz(cb, cfg.Authorization, cfg.Registerer, cfg.Logger)

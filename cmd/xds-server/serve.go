@@ -91,8 +91,9 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg, Store: hap.drains,
-		Emit: func(snap discovery.Snapshot) { ws.Observe(snap); srv.Update(snap) }})
+	changes := discovery.NewChangeLog(log, cfg.Discovery.Source) // health and drain transitions, per service per update
+	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg, Store: hap.drains, Logger: log,
+		Emit: func(snap discovery.Snapshot) { changes.Observe(snap); ws.Observe(snap); srv.Update(snap) }})
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -157,7 +158,9 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	log.Info("xds-server started", "xds_address", xdsLis.Addr().String(), "admin_address", adminLis.Addr().String(),
 		"discovery", cfg.Discovery.Source, "ratelimit_address", rl.lis.Addr().String(),
 		"xds_tls", cfg.XDS.TLS.Enabled(), "ratelimit_tls", cfg.RateLimit.TLS.Enabled(), "admin_tls", cfg.Admin.TLS.Enabled(),
-		"admin_token", cfg.Admin.TokenFile != "", "xds_authorization_rules", len(cfg.XDS.Authorization.Rules))
+		"admin_token", cfg.Admin.TokenFile != "", "xds_authorization_rules", len(cfg.XDS.Authorization.Rules),
+		"listeners", len(cfg.Listeners), "service_settings", len(cfg.Services),
+		"ratelimit_domains", len(rl.svc.Config().Domains()), "ratelimit_rules", len(rl.svc.Config().Rules()))
 
 	var runErr error
 	select {
