@@ -33,6 +33,9 @@ type Config struct {
 	Drains   Drains
 	Rules    Rules
 	Gatherer Gatherer
+	// Stats are the rate-limit statistics (NewStats), the observer of the
+	// rate-limit service; nil: none (the page shows the rules only).
+	Stats *Stats
 	// TokenRequired: the admin address needs a bearer token. The pages are
 	// then served without data (the script asks for the token once and
 	// keeps it in sessionStorage); only /ui/api/ returns data.
@@ -95,6 +98,8 @@ type Console struct {
 	history *history
 	stats   *Stats
 
+	first chan struct{} // gets one value when the first snapshot arrives
+
 	mu   sync.Mutex
 	snap discovery.Snapshot // the latest served snapshot
 	have bool
@@ -113,20 +118,28 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, log: cfg.Logger.With("component", "console"), m: m,
 		history: newHistory(cfg.HistoryPoints, cfg.MaxSeries, m.seriesDropped),
-		stats:   NewStats(m.domainsDropped)}
+		stats:   cfg.Stats, first: make(chan struct{}, 1)}
+	if c.stats == nil {
+		c.stats, _ = NewStats(nil)
+	}
 	c.stats.Tick(cfg.Now())
 	return c, nil
 }
 
-// Stats is the rate-limit observer to set as ratelimit.ServiceConfig.Observer.
-func (c *Console) Stats() *Stats { return c.stats }
-
 // Observe takes the snapshot being served (after the drain overlay). It
-// keeps a reference: the snapshot must not be mutated afterwards.
+// keeps a reference: the snapshot must not be mutated afterwards. A nil
+// console ignores it.
 func (c *Console) Observe(s discovery.Snapshot) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
+	first := !c.have
 	c.snap, c.have = s, true
 	c.mu.Unlock()
+	if first {
+		c.first <- struct{}{} // room for one: never blocks
+	}
 }
 
 // snapshot is the latest served snapshot, and whether there is one.
@@ -136,18 +149,20 @@ func (c *Console) snapshot() (discovery.Snapshot, bool) {
 	return c.snap, c.have
 }
 
-// Run samples the history every HistoryInterval and refreshes the
-// rate-limit statistics every second until ctx is done.
+// Run samples the history every HistoryInterval (and when the first
+// snapshot arrives) and refreshes the rate-limit statistics every second
+// until ctx is done.
 func (c *Console) Run(ctx context.Context) {
 	hist := time.NewTicker(c.cfg.HistoryInterval)
 	defer hist.Stop()
 	tick := time.NewTicker(statsTick)
 	defer tick.Stop()
-	c.Sample(c.cfg.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-c.first:
+			c.Sample(c.cfg.Now())
 		case <-hist.C:
 			c.Sample(c.cfg.Now())
 		case <-tick.C:

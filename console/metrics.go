@@ -7,9 +7,8 @@ import (
 )
 
 type metrics struct {
-	requests       *prometheus.CounterVec
-	seriesDropped  prometheus.Counter
-	domainsDropped prometheus.Counter
+	requests      *prometheus.CounterVec
+	seriesDropped prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -21,10 +20,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "console_history_series_dropped_total",
 			Help: "Samples of series (services, endpoints) the console history did not keep: it was full.",
 		}),
-		domainsDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "console_ratelimit_domains_dropped_total",
-			Help: "Rate-limit decisions of domains beyond the console's bound (64 domains), not in its statistics.",
-		}),
 	}
 	for _, k := range []string{"page", "api", "asset", "error"} {
 		m.requests.WithLabelValues(k)
@@ -32,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.seriesDropped, m.domainsDropped} {
+	for _, c := range []prometheus.Collector{m.requests, m.seriesDropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("console: metrics: %w", err)
 		}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -60,13 +61,22 @@ type topEntry struct {
 	at          int64   // unix nanoseconds
 }
 
-// NewStats returns empty statistics; dropped (may be nil) counts the
-// decisions of domains beyond MaxDomains.
-func NewStats(dropped prometheus.Counter) *Stats {
-	s := &Stats{dropped: dropped}
+// NewStats returns empty statistics; console_ratelimit_domains_dropped_total
+// (decisions of domains beyond MaxDomains) is registered on reg unless
+// it is nil.
+func NewStats(reg prometheus.Registerer) (*Stats, error) {
+	s := &Stats{dropped: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "console_ratelimit_domains_dropped_total",
+		Help: "Rate-limit decisions of domains beyond the console's bound (64 domains), not in its statistics.",
+	})}
+	if reg != nil {
+		if err := reg.Register(s.dropped); err != nil {
+			return nil, fmt.Errorf("console: metrics: %w", err)
+		}
+	}
 	m := map[string]*domainStats{}
 	s.domains.Store(&m)
-	return s
+	return s, nil
 }
 
 // ObserveDecision implements ratelimit.Observer.
@@ -107,9 +117,7 @@ func (s *Stats) domain(name string) *domainStats {
 		return ds
 	}
 	if len(old) >= MaxDomains {
-		if s.dropped != nil {
-			s.dropped.Inc()
-		}
+		s.dropped.Inc()
 		return nil
 	}
 	m := make(map[string]*domainStats, len(old)+1)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/console"
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/examples"
@@ -80,6 +81,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		return err
 	}
 	var drains *drain.Manager // the ORCA sink's target, set below before any report can arrive
+	var ui *console.Console   // sees the served snapshots; set below before discovery starts
 	wc := cfg.WeightsPipeline()
 	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer, wc.HA = srv, srv.GRPC(), log, reg, hap.wcfg
 	if m := cfg.Drain.ORCAMetric; m != "" {
@@ -92,7 +94,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		return err
 	}
 	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg, Store: hap.drains,
-		Emit: func(snap discovery.Snapshot) { ws.Observe(snap); srv.Update(snap) }})
+		Emit: func(snap discovery.Snapshot) { ws.Observe(snap); srv.Update(snap); ui.Observe(snap) }})
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -106,7 +108,13 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, sec, lm)
+	rlStats, err := console.NewStats(reg)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
+	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, sec, lm, rlStats)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -118,7 +126,16 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 		hap.debug(mux)
 	}
-	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI), reg)
+	ui, err = console.New(console.Config{Fleet: srv, Weights: ws, Drains: drains, Rules: rl.svc, Gatherer: reg,
+		Stats: rlStats, TokenRequired: cfg.Admin.TokenFile != "", Registerer: reg, Logger: log})
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		rl.lis.Close()
+		rl.closeStore()
+		return err
+	}
+	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI, ui.Handler), reg)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -141,6 +158,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		wg.Go(func() { hap.weights.Run(bg); stopAlive() })
 	}
 	wg.Go(func() { drains.Run(bg) })
+	wg.Go(func() { ui.Run(bg) })
 	wg.Go(func() { drains.Watch(bg) }) // a no-op without HA
 	wg.Go(func() {
 		if err := src.Run(bg, guard.Observe); err != nil {
