@@ -125,6 +125,7 @@ func (s *Stats) domain(name string) *domainStats {
 		m[k] = v
 	}
 	ds := &domainStats{top: make([]topEntry, 0, TopK)}
+	ds.rates[0].at = s.now.Load() // decisions/s counts from here
 	m[name] = ds
 	s.domains.Store(&m)
 	return ds
