@@ -1,0 +1,417 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/hashicorp/consul/api"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// consoleRateLimits is the rate-limit config of the console test.
+const consoleRateLimits = `
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 5}
+`
+
+// TestConsoleBrowser drives the web console in a real headless Chromium
+// (chromedp) against the real binary, a real Consul and a real grpc-go
+// xDS client: the fleet page lists every service, the service page draws
+// one bar per endpoint and shows a Consul maintenance drain within 2 s,
+// its drain button drains (the grpc-go client acknowledges an EDS with
+// the endpoint DRAINING), the drains page shows the API's errors verbatim
+// and undrains, the rate-limit page shows a domain's decisions. Each page
+// is screenshotted (consoleShots says where); any console error or
+// uncaught exception fails the test.
+func TestConsoleBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	chromium := chromiumPath(t)
+	consul := harness.Consul(t)
+	echo := startEcho(t, 3)
+	registerEcho(t, consul, echo, "")
+	greeter := harness.StartBackend(t, "greeter-1")
+	if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: greeter.ID, Name: "greeter", Address: greeter.Host, Port: greeter.Port,
+		Check: &api.AgentServiceCheck{CheckID: "ttl-" + greeter.ID, TTL: "10m", Status: api.HealthPassing},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(t.TempDir(), "ratelimit.yaml")
+	if err := os.WriteFile(rules, []byte(consoleRateLimits), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, consul, "--ratelimit.config", rules)
+	const node = "console-grpc-1"
+	call := unaryCall(dialXDS(t, srv.XDSAddr, node))
+	awaitAll(t, call, []string{"echo-1", "echo-2", "echo-3"}, 30*time.Second)
+
+	b := newBrowser(t, chromium)
+	shots := consoleShots(t)
+
+	t.Run("fleet", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(srv.AdminURL("/"))) // redirects to /ui/
+		b.poll(t, `document.querySelectorAll('#services tbody tr').length === 2 && document.getElementById('status').textContent.startsWith('live')`, 10*time.Second)
+		text := b.text(t, "#services")
+		for _, s := range []string{"echo", "greeter"} {
+			if !strings.Contains(text, s) {
+				t.Errorf("fleet page lacks service %s: %q", s, text)
+			}
+		}
+		b.shot(t, shots, "fleet")
+	})
+
+	t.Run("service", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/echo")))
+		b.poll(t, `document.querySelectorAll('#bars rect.weight').length === 3`, 10*time.Second)
+		if n := b.count(t, "#heat rect"); n != 3 {
+			t.Errorf("heat strip has %d cells, want 3", n)
+		}
+		b.shot(t, shots, "service")
+	})
+
+	t.Run("consul maintenance shows within 2s", func(t *testing.T) {
+		bin, err := harness.ConsulBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		maint := func(flag string) {
+			out, err := exec.Command(bin, "maint", flag, "-service", "echo-2", "-http-addr", consul.Addr()).CombinedOutput()
+			if err != nil {
+				t.Fatalf("consul maint %s: %v: %s", flag, err, out)
+			}
+		}
+		maint("-enable")
+		start := time.Now()
+		b.poll(t, `document.querySelector('#bars g[data-endpoint="echo-2"] rect.weight.draining') !== null`, 2*time.Second)
+		t.Logf("the service page showed echo-2 draining %v after consul maint -enable", time.Since(start).Round(time.Millisecond))
+		if !strings.Contains(b.text(t, "#endpoints"), "consul_maintenance") {
+			t.Error("the endpoint table does not say why echo-2 drains")
+		}
+		b.shot(t, shots, "service-maintenance")
+		maint("-disable")
+		b.poll(t, `document.querySelector('#bars rect.weight.draining') === null`, 10*time.Second)
+	})
+
+	t.Run("drain button", func(t *testing.T) {
+		b.do(t, chromedp.Click(chromedp.CSS(`button.drain[data-endpoint="echo-3"]`)))
+		start := time.Now()
+		awaitNodeDraining(t, srv, node, echo[2].Addr(), 10*time.Second)
+		t.Logf("grpc-go node %s acknowledged echo-3 DRAINING %v after the click", node, time.Since(start).Round(time.Millisecond))
+		b.poll(t, `document.querySelector('button.undrain[data-endpoint="echo-3"]') !== null`, 5*time.Second)
+		b.shot(t, shots, "service-drained")
+	})
+
+	t.Run("drains page", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/drains")))
+		b.poll(t, `document.querySelector('#admin-drains') !== null`, 10*time.Second)
+		if text := b.text(t, "#admin-drains"); !strings.Contains(text, "echo-3") {
+			t.Errorf("admin drains: %q, want echo-3", text)
+		}
+		// A bad drain: the page shows the API's own error, verbatim.
+		want := drainError(t, srv, `{"service":"echo","endpoint":"no-such-endpoint"}`)
+		b.expectNetworkError("/v1/drain")
+		b.do(t, chromedp.SendKeys(chromedp.CSS(`#drain-form input[name=service]`), "echo"),
+			chromedp.SendKeys(chromedp.CSS(`#drain-form input[name=endpoint]`), "no-such-endpoint"),
+			chromedp.Click(chromedp.CSS(`#drain-form button`)))
+		b.poll(t, `(document.querySelector('#drain-result.error') || {}).textContent === `+jsString("404: "+want), 5*time.Second)
+		b.shot(t, shots, "drains")
+		b.do(t, chromedp.Click(chromedp.CSS(`button.undrain[data-endpoint="echo-3"]`)))
+		b.poll(t, `document.querySelector('#admin-drains') === null`, 5*time.Second)
+		b.poll(t, `document.getElementById('draining') === null`, 5*time.Second)
+	})
+
+	t.Run("rate limits", func(t *testing.T) {
+		for range 7 {
+			postRateLimit(t, srv, `{"domain":"api","descriptors":[{"entries":[{"key":"user","value":"alice"}]}]}`)
+		}
+		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/ratelimit")))
+		b.poll(t, `document.querySelector('.domain') !== null && document.querySelector('.domain').textContent.includes('api_user_alice_')`, 10*time.Second)
+		text := b.text(t, ".domain")
+		for _, w := range []string{"api.user", "5/minute", "7 decided, 2 over", "CRITICAL"} {
+			if !strings.Contains(text, w) {
+				t.Errorf("rate-limit page lacks %q: %q", w, text)
+			}
+		}
+		b.shot(t, shots, "ratelimit")
+	})
+
+	t.Run("history", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/echo")))
+		b.poll(t, `document.querySelectorAll('#history-table svg.spark.weight').length === 3`, 15*time.Second)
+		b.shot(t, shots, "service-history")
+	})
+
+	t.Run("without JavaScript", func(t *testing.T) {
+		body := httpGet(t, srv.AdminURL("/ui/"))
+		for _, w := range []string{`<a href="/ui/services/echo">echo</a></td><td>3</td>`, `<a href="/ui/services/greeter">greeter</a></td><td>1</td>`} {
+			if !strings.Contains(body, w) {
+				t.Errorf("GET /ui/ without JavaScript lacks %q", w)
+			}
+		}
+	})
+	b.checkConsole(t)
+}
+
+// browser is a headless Chromium tab that records console errors.
+type browser struct {
+	ctx context.Context
+
+	mu       sync.Mutex
+	errors   []string
+	expected []string // URL parts whose network errors the test provokes
+}
+
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("XDS_SERVER_REQUIRE_INTEGRATION") != "" {
+		t.Fatal("no chromium on PATH (scripts/install-chromium.sh installs it)")
+	}
+	t.Skip("no chromium on PATH (scripts/install-chromium.sh installs it)")
+	return ""
+}
+
+func newBrowser(t *testing.T, path string) *browser {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	b := &browser{ctx: ctx}
+	msgs := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
+				continue
+			}
+			b.mu.Lock()
+			if !b.isExpected(m) {
+				b.errors = append(b.errors, fmt.Sprintf("%s (%s:%d)", m.String(), m.URL, m.Line))
+			}
+			b.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	if err := chromedp.Do(ctx); err != nil { // start the browser
+		t.Fatalf("chromium: %v", err)
+	}
+	return b
+}
+
+// expectNetworkError lets one failed request to a URL containing part
+// (a 4xx the test provokes) through checkConsole.
+func (b *browser) expectNetworkError(part string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expected = append(b.expected, part)
+}
+
+func (b *browser) isExpected(m chromedp.ConsoleMessage) bool {
+	for i, part := range b.expected {
+		if m.Source == "network" && strings.Contains(m.URL, part) {
+			b.expected = append(b.expected[:i], b.expected[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (b *browser) checkConsole(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errors {
+		t.Errorf("browser console: %s", e)
+	}
+}
+
+func (b *browser) do(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll waits until the JavaScript expression is true.
+func (b *browser) poll(t *testing.T, expr string, limit time.Duration) {
+	t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(limit),
+		chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatalf("waiting %v for %s: %v", limit, expr, err)
+	}
+}
+
+func (b *browser) text(t *testing.T, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (b *browser) count(t *testing.T, sel string) int {
+	t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(` + jsString(sel) + `).length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (b *browser) shot(t *testing.T, dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// consoleShots is where the screenshots go: $XDS_SERVER_SCREENSHOTS, or
+// the test's artifact directory with go test -artifacts, else
+// $TMPDIR/xds-server-console (kept after the test).
+func consoleShots(t *testing.T) string {
+	dir := os.Getenv("XDS_SERVER_SCREENSHOTS")
+	if f := flag.Lookup("test.artifacts"); dir == "" && f != nil && f.Value.String() == "true" {
+		dir = t.ArtifactDir()
+	}
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "xds-server-console")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// drainError is the error the drain API answers to a POST of body.
+func drainError(t *testing.T, srv *harness.Server, body string) string {
+	t.Helper()
+	resp, err := http.Post(srv.AdminURL("/v1/drain"), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusNotFound || e.Error == "" {
+		t.Fatalf("POST /v1/drain %s: %d %v %q", body, resp.StatusCode, err, e.Error)
+	}
+	return e.Error
+}
+
+func postRateLimit(t *testing.T, srv *harness.Server, body string) {
+	t.Helper()
+	resp, err := http.Post(srv.AdminURL("/v1/ratelimit"), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+func httpGet(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// awaitNodeDraining waits until node has acknowledged an EDS of echo in
+// which addr is DRAINING.
+func awaitNodeDraining(t *testing.T, srv *harness.Server, node, addr string, limit time.Duration) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(limit)
+	for {
+		version, cla := sentEchoEDS(t, srv, node)
+		if cla != nil && endpointHealth(cla)[addr] == corev3.HealthStatus_DRAINING && ackedEDSOf(t, srv, node) == version {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("node %s did not acknowledge an EDS with %s DRAINING within %v", node, addr, limit)
+		}
+	}
+}
+
+func sentEchoEDS(t *testing.T, srv *harness.Server, node string) (string, *endpointv3.ClusterLoadAssignment) {
+	var cfg struct {
+		Resources map[string]struct {
+			Version   string            `json:"version"`
+			Resources []json.RawMessage `json:"resources"`
+		} `json:"resources"`
+	}
+	getJSON(t, srv.AdminURL("/debug/config?node="+url.QueryEscape(node)), &cfg)
+	eds := cfg.Resources["endpoint"]
+	for _, raw := range eds.Resources {
+		var cla endpointv3.ClusterLoadAssignment
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &cla); err == nil && cla.GetClusterName() == "echo" {
+			return eds.Version, &cla
+		}
+	}
+	return eds.Version, nil
+}
+
+func ackedEDSOf(t *testing.T, srv *harness.Server, node string) string {
+	var nodes struct {
+		Nodes []struct {
+			ID    string            `json:"id"`
+			Acked map[string]string `json:"acked_versions"`
+		} `json:"nodes"`
+	}
+	getJSON(t, srv.AdminURL("/debug/nodes"), &nodes)
+	for _, n := range nodes.Nodes {
+		if n.ID == node {
+			return n.Acked[edsTypeURL]
+		}
+	}
+	return ""
+}
