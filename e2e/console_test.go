@@ -78,7 +78,7 @@ func TestConsoleBrowser(t *testing.T) {
 				t.Errorf("fleet page lacks service %s: %q", s, text)
 			}
 		}
-		b.shot(t, shots, "fleet")
+		b.shot(t, shots, "fleet") // quality 100: PNG
 	})
 
 	t.Run("service", func(t *testing.T) {
@@ -173,6 +173,36 @@ func TestConsoleBrowser(t *testing.T) {
 	b.checkConsole(t)
 }
 
+// TestConsoleStatic is `make run`: the binary on the static example file
+// (examples/endpoints.yaml, the default), its console in Chromium.
+func TestConsoleStatic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	chromium := chromiumPath(t)
+	srv := harness.StartServer(t)
+	srv.WaitReady(t)
+	b := newBrowser(t, chromium)
+	shots := consoleShots(t)
+	b.do(t, chromedp.Navigate(srv.AdminURL("/")))
+	b.probeConsole(t)
+	b.poll(t, `document.querySelectorAll('#services tbody tr').length === 2 && document.getElementById('status').textContent.startsWith('live')`, 10*time.Second)
+	rows := b.text(t, "#services")
+	for _, w := range []string{"echo", "greeter"} {
+		if !strings.Contains(rows, w) {
+			t.Errorf("fleet page of the static example lacks %s: %q", w, rows)
+		}
+	}
+	if n := b.count(t, `#services rect.draining`); n != 1 {
+		t.Errorf("%d draining health bars, want 1 (greeter-2 is draining in the example)", n)
+	}
+	b.shot(t, shots, "static-fleet")
+	b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/greeter")))
+	b.poll(t, `document.querySelectorAll('#bars rect.weight').length === 2 && document.querySelectorAll('#bars rect.weight.draining').length === 1`, 10*time.Second)
+	b.shot(t, shots, "static-service")
+	b.checkConsole(t)
+}
+
 // browser is a headless Chromium tab that records console errors.
 type browser struct {
 	ctx context.Context
@@ -245,6 +275,31 @@ func (b *browser) isExpected(m chromedp.ConsoleMessage) bool {
 	return false
 }
 
+// probeConsole checks that the test sees console errors and uncaught
+// exceptions at all: it provokes one of each and forgets them.
+func (b *browser) probeConsole(t *testing.T) {
+	t.Helper()
+	b.do(t, chromedp.Evaluate[chromedp.Void](`console.error("console-probe"); setTimeout(() => { throw new Error("exception-probe"); }); undefined`))
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		b.mu.Lock()
+		all := strings.Join(b.errors, "\n")
+		if strings.Contains(all, "console-probe") && strings.Contains(all, "exception-probe") {
+			b.errors = nil
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the browser's console error and exception did not reach the test: %q", all)
+		}
+	}
+}
+
 func (b *browser) checkConsole(t *testing.T) {
 	t.Helper()
 	b.mu.Lock()
@@ -292,7 +347,7 @@ func (b *browser) count(t *testing.T, sel string) int {
 
 func (b *browser) shot(t *testing.T, dir, name string) {
 	t.Helper()
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
