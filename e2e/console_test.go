@@ -203,6 +203,51 @@ func TestConsoleStatic(t *testing.T) {
 	b.checkConsole(t)
 }
 
+// TestConsoleToken: with admin.token_file the pages carry no data and the
+// JSON API answers 401; the page asks for the token once, keeps it in the
+// tab's sessionStorage and then shows the fleet (and a drain works).
+func TestConsoleToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	chromium := chromiumPath(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	const token = "console-admin-token"
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := harness.StartServer(t, "--admin.token_file", tokenFile)
+	srv.WaitReady(t)
+	if body := httpGet(t, srv.AdminURL("/ui/")); strings.Contains(body, "greeter") || !strings.Contains(body, "needs a bearer token") {
+		t.Errorf("GET /ui/ without a token shows data or no notice:\n%s", body)
+	}
+	resp, err := http.Get(srv.AdminURL("/ui/api/fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /ui/api/fleet without a token: %d, want 401", resp.StatusCode)
+	}
+	b := newBrowser(t, chromium)
+	shots := consoleShots(t)
+	b.do(t, chromedp.Navigate(srv.AdminURL("/ui/")))
+	b.poll(t, `!document.getElementById('token-form').hidden`, 10*time.Second)
+	b.shot(t, shots, "token-asked")
+	b.do(t, chromedp.SendKeys(chromedp.CSS(`#token`), token), chromedp.Click(chromedp.CSS(`#token-form button`)))
+	b.poll(t, `document.querySelectorAll('#services tbody tr').length === 2`, 10*time.Second)
+	if text := b.text(t, "body"); strings.Contains(text, token) {
+		t.Error("the page shows the token")
+	}
+	// Another page of the same tab: the token is kept.
+	b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/echo")))
+	b.poll(t, `document.querySelectorAll('#bars rect.weight').length === 3`, 10*time.Second)
+	b.do(t, chromedp.Click(chromedp.CSS(`button.drain[data-endpoint="echo-1"]`)))
+	b.poll(t, `document.querySelector('#bars g[data-endpoint="echo-1"] rect.weight.draining') !== null`, 10*time.Second)
+	b.shot(t, shots, "token-service")
+	b.checkConsole(t)
+}
+
 // browser is a headless Chromium tab that records console errors.
 type browser struct {
 	ctx context.Context
