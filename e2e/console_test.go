@@ -49,6 +49,9 @@ func TestConsoleBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
 	consul := harness.Consul(t)
 	echo := startEcho(t, 3)
+	for i, cpu := range []float64{0.2, 0.4, 0.8} { // ORCA: weights 4:2:1
+		echo[i].SetLoad(cpu, 100)
+	}
 	registerEcho(t, consul, echo, "")
 	greeter := harness.StartBackend(t, "greeter-1")
 	if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
@@ -61,7 +64,14 @@ func TestConsoleBrowser(t *testing.T) {
 	if err := os.WriteFile(rules, []byte(consoleRateLimits), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, consul, "--ratelimit.config", rules)
+	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
+	if err := os.WriteFile(cfg, []byte(`services:
+  echo: { weights: { enabled: true, sources: [orca] } }
+weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_interval: 50ms }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, consul, "--config", cfg, "--ratelimit.config", rules)
 	const node = "console-grpc-1"
 	call := unaryCall(dialXDS(t, srv.XDSAddr, node))
 	awaitAll(t, call, []string{"echo-1", "echo-2", "echo-3"}, 30*time.Second)
@@ -84,6 +94,13 @@ func TestConsoleBrowser(t *testing.T) {
 	t.Run("service", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/echo")))
 		b.poll(t, `document.querySelectorAll('#bars rect.weight').length === 3`, 10*time.Second)
+		// Weight against utilization: echo-1 (cpu 0.2) has the tallest
+		// weight bar and the shortest utilization bar, echo-3 the reverse.
+		b.poll(t, `(() => {
+			const h = (id, c) => +document.querySelector('#bars g[data-endpoint="' + id + '"] rect.' + c).getAttribute('height');
+			return h('echo-1', 'weight') > h('echo-2', 'weight') && h('echo-2', 'weight') > h('echo-3', 'weight') &&
+				h('echo-1', 'util') < h('echo-2', 'util') && h('echo-2', 'util') < h('echo-3', 'util');
+		})()`, 20*time.Second)
 		if n := b.count(t, "#heat rect"); n != 3 {
 			t.Errorf("heat strip has %d cells, want 3", n)
 		}

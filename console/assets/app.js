@@ -123,7 +123,7 @@
 
   function histogram(buckets) {
     const n = buckets.length;
-    if (!n) return '<p class="muted">no pushes yet</p>';
+    if (!n) return '<p class="muted">no discovery change pushed yet</p>';
     const top = Math.max(1, ...buckets.map((b) => b.count));
     const bw = 24, h = 80;
     const bars = buckets.map((b, i) => {
@@ -155,15 +155,17 @@
   function bars(eps) {
     const maxW = Math.max(1, ...eps.map((e) => e.weight));
     const maxU = Math.max(1, ...eps.map((e) => e.utilization));
-    const h = 120, gw = Math.max(18, Math.min(60, Math.floor(720 / Math.max(1, eps.length)))), bw = (gw - 4) / 2;
+    const h = 120, gw = Math.max(18, Math.min(60, Math.floor(720 / Math.max(1, eps.length)))), bw = (gw - 6) / 2;
+    const labels = gw >= 40; // room for an id under each pair of bars
     const g = eps.map((e, i) => {
       const x = i * gw, wh = (h * e.weight) / maxW, uh = (h * e.utilization) / maxU;
       const cls = e.health === "draining" ? " draining" : e.health === "unhealthy" ? " unhealthy" : "";
       return '<g class="endpoint" data-endpoint="' + esc(e.id) + '">' +
         '<rect class="weight' + cls + '" x="' + x + '" y="' + (h - wh).toFixed(1) + '" width="' + bw.toFixed(1) + '" height="' + wh.toFixed(1) + '"><title>' + esc(e.id) + " weight " + e.weight + "</title></rect>" +
-        '<rect class="util" x="' + (x + bw).toFixed(1) + '" y="' + (h - uh).toFixed(1) + '" width="' + bw.toFixed(1) + '" height="' + uh.toFixed(1) + '"><title>' + esc(e.id) + " utilization " + fmt(e.utilization) + "</title></rect></g>";
+        '<rect class="util" x="' + (x + bw).toFixed(1) + '" y="' + (h - uh).toFixed(1) + '" width="' + bw.toFixed(1) + '" height="' + uh.toFixed(1) + '"><title>' + esc(e.id) + " utilization " + fmt(e.utilization) + "</title></rect>" +
+        (labels ? '<text class="tick" x="' + (x + bw).toFixed(1) + '" y="' + (h + 12) + '">' + esc(e.id.length > 9 ? "…" + e.id.slice(-8) : e.id) + "</text>" : "") + "</g>";
     }).join("");
-    return '<svg id="bars" width="' + eps.length * gw + '" height="' + h + '">' + g + "</svg>" +
+    return '<svg id="bars" width="' + eps.length * gw + '" height="' + (h + (labels ? 16 : 0)) + '">' + '<line class="axis" x1="0" x2="' + eps.length * gw + '" y1="' + h + '" y2="' + h + '"/>' + g + "</svg>" +
       '<p class="legend"><span class="key weight"></span> weight (of ' + maxW + ') <span class="key util"></span> utilization (of ' + fmt(maxU) + ")</p>";
   }
 
@@ -185,11 +187,13 @@
     let d = "", pen = false;
     values.forEach((v, i) => {
       if (v == null) { pen = false; return; }
-      const x = n === 1 ? w : (w * i) / (n - 1), y = h - (h * (v - bottom)) / Math.max(1e-9, top - bottom);
+      const x = n === 1 ? w : (w * i) / (n - 1), y = h - 2 - ((h - 4) * (v - bottom)) / Math.max(1e-9, top - bottom);
       d += (pen ? "L" : "M") + x.toFixed(1) + " " + Math.min(h, Math.max(0, y)).toFixed(1);
       pen = true;
     });
-    return '<svg class="spark ' + cls + '" width="' + w + '" height="' + h + '"><path d="' + d + '"/></svg>';
+    const last = values[n - 1];
+    const dot = last == null ? "" : '<circle cx="' + (w - 2) + '" cy="' + Math.min(h - 2, Math.max(2, h - 2 - ((h - 4) * (last - bottom)) / Math.max(1e-9, top - bottom))).toFixed(1) + '" r="2"/>';
+    return '<svg class="spark ' + cls + '" width="' + w + '" height="' + h + '"><path d="' + d + '"/>' + dot + "<title>latest " + fmt(last) + "</title></svg>";
   }
 
   function serviceView(d) {
@@ -215,12 +219,12 @@
   function nodeSelect(s) {
     if (!s || !s.nodes.length) return "";
     const opts = ['<option value="">choose a node</option>'].concat(s.nodes.map((n) => "<option" + (n === chosenNode ? " selected" : "") + ">" + esc(n) + "</option>"));
-    return '<p><label>subset of node <select id="node">' + opts.join("") + "</select></label></p>";
+    return '<section class="nodesel"><label>subset and replacements of node <select id="node">' + opts.join("") + "</select></label></section>";
   }
 
   function nodeView(s) {
     if (!s || !s.node) return "";
-    return table("node-subset", ["subset", "replacements", "in its EDS"], [[esc(s.node.subset.join(", ")), esc(s.node.replacements.join(", ")), esc(s.node.endpoints.join(", "))]]);
+    return '<section><h2>Node ' + esc(s.node.id) + " (" + esc(s.node.group) + " #" + s.node.index + ")</h2>" + table("node-subset", ["subset", "replacements", "in its EDS"], [[esc(s.node.subset.join(", ")), esc(s.node.replacements.join(", ")), esc(s.node.endpoints.join(", "))]]) + "</section>";
   }
 
   function historyHTML() {
