@@ -71,7 +71,7 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServer(t, consul, "--config", cfg, "--ratelimit.config", rules)
+	srv := startServer(t, consul, "--config", cfg, "--ratelimit.config", rules, "--console.history.interval", "1s")
 	const node = "console-grpc-1"
 	call := unaryCall(dialXDS(t, srv.XDSAddr, node))
 	awaitAll(t, call, []string{"echo-1", "echo-2", "echo-3"}, 30*time.Second)
@@ -175,7 +175,10 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 
 	t.Run("history", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/echo")))
-		b.poll(t, `document.querySelectorAll('#history-table svg.spark.weight').length === 3`, 15*time.Second)
+		// Sampled every second: a line (not a dot) per endpoint's
+		// utilization, and the service's spread.
+		b.poll(t, `document.querySelectorAll('#history-table svg.spark.util path[d*="L"]').length === 3 &&
+			document.querySelector('#history svg.spark.spread path[d*="L"]') !== null`, 15*time.Second)
 		b.shot(t, shots, "service-history")
 	})
 

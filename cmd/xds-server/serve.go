@@ -126,8 +126,10 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 		hap.debug(mux)
 	}
-	ui, err = console.New(console.Config{Fleet: srv, Weights: ws, Drains: drains, Rules: rl.svc, Gatherer: reg,
-		Stats: rlStats, TokenRequired: cfg.Admin.TokenFile != "", Registerer: reg, Logger: log})
+	uc := cfg.ConsoleConfig()
+	uc.Fleet, uc.Weights, uc.Drains, uc.Rules, uc.Gatherer, uc.Stats = srv, ws, drains, rl.svc, reg, rlStats
+	uc.TokenRequired, uc.Registerer, uc.Logger = cfg.Admin.TokenFile != "", reg, log
+	ui, err = console.New(uc)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
