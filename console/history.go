@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -219,7 +220,7 @@ func (h *history) of(name string, interval time.Duration) (History, bool) {
 	for id, es := range ss.endpoints {
 		out.Endpoints = append(out.Endpoints, EndpointHistory{ID: id, Weight: order(es.weight), Utilization: order(es.util)})
 	}
-	slices.SortFunc(out.Endpoints, func(a, b EndpointHistory) int { return compareStrings(a.ID, b.ID) })
+	slices.SortFunc(out.Endpoints, func(a, b EndpointHistory) int { return strings.Compare(a.ID, b.ID) })
 	return out, true
 }
 
@@ -240,14 +241,4 @@ func (ns nums) MarshalJSON() ([]byte, error) {
 		b = strconv.AppendFloat(b, float64(v), 'g', 4, 32)
 	}
 	return append(b, ']'), nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

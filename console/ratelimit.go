@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,7 +221,7 @@ func (s *Stats) Domains() []DomainStats {
 	for name, ds := range *s.domains.Load() {
 		out = append(out, ds.view(name, now))
 	}
-	slices.SortFunc(out, func(a, b DomainStats) int { return compareStrings(a.Domain, b.Domain) })
+	slices.SortFunc(out, func(a, b DomainStats) int { return strings.Compare(a.Domain, b.Domain) })
 	return out
 }
 
@@ -255,7 +256,7 @@ func (ds *domainStats) view(name string, now int64) DomainStats {
 			}
 			return 1
 		}
-		return compareStrings(a.Key, b.Key)
+		return strings.Compare(a.Key, b.Key)
 	})
 	for c := range numClasses {
 		a, r := ds.classes[c][0].Load(), ds.classes[c][1].Load()

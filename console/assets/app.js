@@ -230,7 +230,8 @@
   function historyHTML() {
     const h = history;
     if (!h || !h.times.length) return '<section><h2>History</h2><p class="muted">no samples yet (one every ' + (h ? h.interval_seconds : 10) + " s)</p></section>";
-    const span = h.times.length > 1 ? Math.round((h.times[h.times.length - 1] - h.times[0]) / 60) + " min" : "one sample";
+    const secs = h.times[h.times.length - 1] - h.times[0];
+    const span = h.times.length < 2 ? "one sample" : secs < 120 ? "last " + secs + " s" : "last " + Math.round(secs / 60) + " min";
     const rows = h.endpoints.map((e) => [esc(e.id), spark(e.weight, "weight"), spark(e.utilization, "util", 0, 1)]);
     return '<section id="history"><h2>History (' + span + ", every " + h.interval_seconds + " s)</h2><p>spread " + spark(h.spread, "spread", 1) + "</p>" +
       table("history-table", ["endpoint", "weight", "utilization (0–1)"], rows) + "</section>";
