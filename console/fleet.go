@@ -78,12 +78,33 @@ func (c *Console) fleet() FleetView {
 	if c.cfg.Fleet != nil {
 		c.nodes(&v, c.cfg.Fleet.Nodes())
 	}
-	if c.cfg.Gatherer != nil {
-		if fams, err := c.cfg.Gatherer.Gather(); err == nil {
-			fromMetrics(&v, fams)
-		}
-	}
+	c.fromMetrics(&v)
 	return v
+}
+
+// metricsEvery bounds how often the fleet page gathers the registry,
+// whatever the number of open pages.
+const metricsEvery = time.Second
+
+// fromMetrics fills the parts of v that come from the metrics, gathered
+// at most once per metricsEvery.
+func (c *Console) fromMetrics(v *FleetView) {
+	if c.cfg.Gatherer == nil {
+		return
+	}
+	c.metricsMu.Lock()
+	defer c.metricsMu.Unlock()
+	now := c.cfg.Now()
+	if c.metricsAt.IsZero() || now.Sub(c.metricsAt) >= metricsEvery || now.Before(c.metricsAt) {
+		fams, err := c.cfg.Gatherer.Gather()
+		if err != nil {
+			c.log.Debug("gathering metrics for the fleet page failed", "error", err)
+		}
+		m := FleetView{Nodes: NodeCounts{ByProtocol: map[string]int{}}, Discovery: []SourceState{}, PushLatency: []Bucket{}}
+		fromMetrics(&m, fams)
+		c.metrics, c.metricsAt = m, now
+	}
+	v.Nodes.ByProtocol, v.NACKTotal, v.Discovery, v.PushLatency = c.metrics.Nodes.ByProtocol, c.metrics.NACKTotal, c.metrics.Discovery, c.metrics.PushLatency
 }
 
 func counts(snap discovery.Snapshot) []ServiceCount {

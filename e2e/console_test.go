@@ -104,6 +104,14 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 		if n := b.count(t, "#heat rect"); n != 3 {
 			t.Errorf("heat strip has %d cells, want 3", n)
 		}
+		// One node's subset: choose the grpc-go client.
+		b.poll(t, `document.querySelector('#node option[value=""] ~ option') !== null`, 10*time.Second)
+		b.do(t, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('node');
+			s.value = `+jsString(node)+`; s.dispatchEvent(new Event('change', {bubbles: true})); })()`))
+		b.poll(t, `document.querySelector('#node-subset') !== null`, 5*time.Second)
+		if text := b.text(t, "#node-subset"); !strings.Contains(text, "echo-1") || !strings.Contains(text, "echo-3") {
+			t.Errorf("node %s's subset: %q, want every echo endpoint (no subsetting)", node, text)
+		}
 		b.shot(t, shots, "service")
 	})
 
