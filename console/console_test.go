@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,6 +132,10 @@ func TestFleetAPI(t *testing.T) {
 	}
 	if len(v.NACKs) != 1 || v.NACKs[0].Node != "n2" || v.NACKs[0].Type != "Cluster" {
 		t.Errorf("nacks = %+v", v.NACKs)
+	}
+	if want := []Problem{{"critical", "discovery source consul is stale: serving the last known endpoints"},
+		{"warning", "echo: 1 of 3 endpoints unhealthy, 1 draining"}, {"warning", "1 nodes rejected their last update (NACK)"}}; !slices.Equal(v.Problems, want) {
+		t.Errorf("problems = %q, want %q", v.Problems, want)
 	}
 	if len(v.Discovery) != 1 || !v.Discovery[0].Stale || v.Discovery[0].Source != "consul" {
 		t.Errorf("discovery = %+v", v.Discovery)
@@ -287,5 +292,34 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to say %q", err, want)
 		}
+	}
+}
+
+func TestProblems(t *testing.T) {
+	many := FleetView{}
+	for i := range 30 {
+		many.Services = append(many.Services, ServiceCount{Name: "s" + itoa(i), Endpoints: 2, Healthy: 1, Unhealthy: 1})
+	}
+	for name, tc := range map[string]struct {
+		in   FleetView
+		want []Problem
+	}{
+		"all well": {FleetView{Services: []ServiceCount{{Name: "a", Endpoints: 2, Healthy: 2}}}, []Problem{}},
+		"nothing serving comes first": {FleetView{Services: []ServiceCount{
+			{Name: "a", Endpoints: 2, Healthy: 1, Draining: 1}, {Name: "b", Endpoints: 2, Unhealthy: 1, Draining: 1}}},
+			[]Problem{{"critical", "b: no serving endpoint (1 unhealthy, 1 draining)"}, {"warning", "a: 0 of 2 endpoints unhealthy, 1 draining"}}},
+		"bounded": {many, append(func() []Problem {
+			var p []Problem
+			for i := range maxProblems - 1 {
+				p = append(p, Problem{"warning", "s" + itoa(i) + ": 1 of 2 endpoints unhealthy, 0 draining"})
+			}
+			return p
+		}(), Problem{"warning", "and 21 more"})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := problems(tc.in); !slices.Equal(got, tc.want) {
+				t.Errorf("problems = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -15,8 +16,12 @@ import (
 
 // FleetView is /ui/api/fleet.
 type FleetView struct {
-	At        time.Time      `json:"at"`
-	Ready     bool           `json:"ready"` // a discovery snapshot was served
+	At    time.Time `json:"at"`
+	Ready bool      `json:"ready"` // a discovery snapshot was served
+	// Problems says what is wrong, worst first, in at most maxProblems
+	// lines: services without a serving endpoint, unhealthy or draining
+	// endpoints, stale discovery sources, NACKs. Empty when all is well.
+	Problems  []Problem      `json:"problems"`
 	Services  []ServiceCount `json:"services"`
 	Nodes     NodeCounts     `json:"nodes"`
 	NACKs     []NodeNACK     `json:"nacks"` // nodes whose last response was rejected, at most maxNACKs
@@ -79,7 +84,50 @@ func (c *Console) fleet() FleetView {
 		c.nodes(&v, c.cfg.Fleet.Nodes())
 	}
 	c.fromMetrics(&v)
+	v.Problems = problems(v)
 	return v
+}
+
+// Problem is one line of what is wrong.
+type Problem struct {
+	Level string `json:"level"` // critical (traffic is at risk) or warning
+	Text  string `json:"text"`
+}
+
+const maxProblems = 10
+
+// problems lists what is wrong in v, critical first.
+func problems(v FleetView) []Problem {
+	var worst, bad []Problem
+	crit := func(format string, args ...any) {
+		worst = append(worst, Problem{"critical", fmt.Sprintf(format, args...)})
+	}
+	warn := func(format string, args ...any) { bad = append(bad, Problem{"warning", fmt.Sprintf(format, args...)}) }
+	for _, s := range v.Services {
+		serving := s.Healthy + s.Degraded
+		switch {
+		case serving == 0 && s.Endpoints > 0:
+			crit("%s: no serving endpoint (%d unhealthy, %d draining)", s.Name, s.Unhealthy, s.Draining)
+		case s.Unhealthy > 0 || s.Draining > 0:
+			warn("%s: %d of %d endpoints unhealthy, %d draining", s.Name, s.Unhealthy, s.Endpoints, s.Draining)
+		}
+	}
+	for _, d := range v.Discovery {
+		if d.Stale {
+			crit("discovery source %s is stale: serving the last known endpoints", d.Source)
+		}
+	}
+	if n := len(v.NACKs); n > 0 {
+		warn("%d nodes rejected their last update (NACK)", n)
+	}
+	out := append(worst, bad...)
+	if len(out) > maxProblems {
+		out = append(out[:maxProblems-1], Problem{"warning", fmt.Sprintf("and %d more", len(out)-maxProblems+1)})
+	}
+	if out == nil {
+		out = []Problem{}
+	}
+	return out
 }
 
 // metricsEvery bounds how often the fleet page gathers the registry,

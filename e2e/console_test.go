@@ -224,6 +224,9 @@ func TestConsoleStatic(t *testing.T) {
 	if n := b.count(t, `#services rect.draining`); n != 1 {
 		t.Errorf("%d draining health bars, want 1 (greeter-2 is draining in the example)", n)
 	}
+	if text := b.text(t, "#problems"); !strings.Contains(text, "greeter: 0 of 2 endpoints unhealthy, 1 draining") {
+		t.Errorf("the fleet page's problems do not name greeter's draining endpoint: %q", text)
+	}
 	b.shot(t, shots, "static-fleet")
 	b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/greeter")))
 	b.poll(t, `document.querySelectorAll('#bars rect.weight').length === 2 && document.querySelectorAll('#bars rect.weight.draining').length === 1`, 10*time.Second)

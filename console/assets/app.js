@@ -141,11 +141,14 @@
     const disc = d.discovery.map((s) => [esc(s.source), s.stale ? '<b class="bad">STALE</b>' : "fresh",
       s.last_success ? esc(new Date(s.last_success).toLocaleTimeString()) : "never", s.errors]);
     const nacks = d.nacks.map((n) => [esc(n.node), esc(new Date(n.at).toLocaleTimeString()), esc(n.type), esc(n.error)]);
-    return "<section><h1>Services</h1>" + (d.ready ? "" : '<p class="notice">waiting for the first discovery snapshot</p>') +
+    const problems = '<section id="problems">' + (d.problems.length
+      ? '<ul class="problems">' + d.problems.map((p) => '<li class="' + esc(p.level) + '">' + esc(p.text) + "</li>").join("") + "</ul>"
+      : '<p class="allwell">All services serving; discovery fresh; no NACKs.</p>') + "</section>";
+    return problems + "<section><h1>Services</h1>" + (d.ready ? "" : '<p class="notice">waiting for the first discovery snapshot</p>') +
       table("services", ["service", "endpoints", "health", "healthy", "degraded", "draining", "unhealthy"], svcs) + "</section>" +
       '<section class="cols"><div><h2>Nodes</h2><p>' + d.nodes.connected + " connected (" + d.nodes.known + " known)</p>" +
-      table("", ["cluster", "nodes"], kv(d.nodes.by_cluster)) + table("", ["client", "nodes"], kv(d.nodes.by_client)) +
-      table("", ["protocol", "streams"], kv(d.nodes.streams_by_protocol)) + "</div>" +
+      (d.nodes.connected ? table("", ["cluster", "nodes"], kv(d.nodes.by_cluster)) + table("", ["client", "nodes"], kv(d.nodes.by_client)) +
+        table("", ["protocol", "streams"], kv(d.nodes.streams_by_protocol)) : "") + "</div>" +
       "<div><h2>Discovery</h2>" + table("", ["source", "state", "last success", "errors"], disc) +
       "<h2>Push latency</h2>" + histogram(d.push_latency) + "</div></section>" +
       "<section><h2>NACKs (" + d.nack_total + " in all)</h2>" + (nacks.length ? table("nacks", ["node", "at", "type", "error"], nacks) : '<p class="muted">none</p>') + "</section>";
