@@ -414,7 +414,7 @@ func (b *browser) text(t *testing.T, sel string) string {
 
 func (b *browser) count(t *testing.T, sel string) int {
 	t.Helper()
-	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(` + jsString(sel) + `).length`))
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+jsString(sel)+`).length`))
 	if err != nil {
 		t.Fatal(err)
 	}
