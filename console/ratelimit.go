@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -40,14 +41,39 @@ type Stats struct {
 }
 
 type domainStats struct {
-	decisions, over atomic.Uint64
-	classes         [numClasses][2]atomic.Uint64 // hits admitted, refused per class
+	stripes [numStripes]stripe // counters, spread so cores do not share a cache line
 
 	topMu sync.Mutex
 	top   []topEntry                // at most TopK
 	floor atomic.Uint64             // float64 bits: the smallest ratio in a full top-k, else 0
 	rates [rateWindow + 1]ratePoint // ring of totals per tick; guarded by topMu
 	head  int
+}
+
+// numStripes is how many copies of a domain's counters decisions are
+// spread over (at random), a power of two.
+const numStripes = 8
+
+// stripe is one copy of a domain's counters, padded to its own cache lines.
+type stripe struct {
+	decisions, over atomic.Uint64
+	classes         [numClasses][2]atomic.Uint64 // hits admitted, refused per class
+	_               [128 - 10*8]byte
+}
+
+// totals sums the stripes: decisions, over-limit decisions, and hits
+// admitted and refused per class.
+func (ds *domainStats) totals() (decisions, over uint64, classes [numClasses][2]uint64) {
+	for i := range ds.stripes {
+		st := &ds.stripes[i]
+		decisions += st.decisions.Load()
+		over += st.over.Load()
+		for c := range numClasses {
+			classes[c][0] += st.classes[c][0].Load()
+			classes[c][1] += st.classes[c][1].Load()
+		}
+	}
+	return decisions, over, classes
 }
 
 type ratePoint struct {
@@ -86,14 +112,15 @@ func (s *Stats) ObserveDecision(d ratelimit.Decision) {
 	if ds == nil {
 		return
 	}
-	ds.decisions.Add(1)
+	st := &ds.stripes[rand.Uint32()&(numStripes-1)] // the runtime's per-thread generator: no shared state
+	st.decisions.Add(1)
 	refused := 0
 	if !d.Allowed {
-		ds.over.Add(1)
+		st.over.Add(1)
 		refused = 1
 	}
 	if c := int(d.Class); c < numClasses {
-		ds.classes[c][refused].Add(uint64(d.Hits))
+		st.classes[c][refused].Add(uint64(d.Hits))
 	}
 	if d.Limit == 0 {
 		return
@@ -178,7 +205,8 @@ func (s *Stats) Tick(now time.Time) {
 	for _, ds := range *s.domains.Load() {
 		ds.topMu.Lock()
 		ds.head = (ds.head + 1) % len(ds.rates)
-		ds.rates[ds.head] = ratePoint{at: t, decisions: ds.decisions.Load(), over: ds.over.Load()}
+		n, over, _ := ds.totals()
+		ds.rates[ds.head] = ratePoint{at: t, decisions: n, over: over}
 		ds.top = slices.DeleteFunc(ds.top, func(e topEntry) bool { return t-e.at > int64(topKAge) })
 		ds.setFloor()
 		ds.topMu.Unlock()
@@ -226,7 +254,8 @@ func (s *Stats) Domains() []DomainStats {
 }
 
 func (ds *domainStats) view(name string, now int64) DomainStats {
-	v := DomainStats{Domain: name, Decisions: ds.decisions.Load(), OverLimit: ds.over.Load(),
+	n, over, classes := ds.totals()
+	v := DomainStats{Domain: name, Decisions: n, OverLimit: over,
 		Nearest: []KeyStat{}, Criticality: make([]ClassStat, 0, numClasses)}
 	ds.topMu.Lock()
 	last := ds.rates[ds.head]
@@ -259,7 +288,7 @@ func (ds *domainStats) view(name string, now int64) DomainStats {
 		return strings.Compare(a.Key, b.Key)
 	})
 	for c := range numClasses {
-		a, r := ds.classes[c][0].Load(), ds.classes[c][1].Load()
+		a, r := classes[c][0], classes[c][1]
 		cs := ClassStat{Class: ratelimit.Criticality(c).String(), Admitted: a, Refused: r, Accepted: 1}
 		if a+r > 0 {
 			cs.Accepted = float64(a) / float64(a+r)
