@@ -224,6 +224,14 @@ func TestConsoleStatic(t *testing.T) {
 		t.Errorf("the fleet page's problems do not name greeter's draining endpoint: %q", text)
 	}
 	b.shot(t, shots, "static-fleet")
+	// Live, but at most one request per second from an open page: over a
+	// 3 s window, 2 to 4 calls of the JSON API.
+	const series = `console_requests_total{kind="api"}`
+	before := metricValue(t, srv, "", series)
+	<-time.After(3 * time.Second) // a rate: there is no event to wait for
+	if n := metricValue(t, srv, "", series) - before; n < 2 || n > 4 {
+		t.Errorf("the fleet page made %v API requests in 3 s, want 2 to 4 (live, at most 1/s)", n)
+	}
 	b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/greeter")))
 	b.poll(t, `document.querySelectorAll('#bars rect.weight').length === 2 && document.querySelectorAll('#bars rect.weight.draining').length === 1`, 10*time.Second)
 	b.shot(t, shots, "static-service")
