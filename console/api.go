@@ -3,6 +3,7 @@ package console
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/xds-server/xds-server/drain"
@@ -71,7 +72,8 @@ func (c *Console) rateLimits() RateLimitView {
 		get(ds.Domain).DomainStats = ds
 	}
 	out := RateLimitView{Domains: make([]DomainView, 0, len(order))}
-	for _, n := range sortedCopy(order) {
+	slices.Sort(order)
+	for _, n := range order {
 		out.Domains = append(out.Domains, *byName[n])
 	}
 	return out

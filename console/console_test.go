@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +95,7 @@ func newTestConsole(t *testing.T, mod func(*Config)) (*Console, *prometheus.Regi
 	}
 	c.Observe(testSnapshot())
 	mux := http.NewServeMux()
-	c.Handler(mux)
+	c.Handlers(mux)
 	return c, reg, mux
 }
 
@@ -235,9 +236,9 @@ func TestHistoryBounds(t *testing.T) {
 	big := func(round int) discovery.Snapshot {
 		var snap discovery.Snapshot
 		for s := range 10 {
-			svc := discovery.Service{Name: "svc" + itoa(s)}
+			svc := discovery.Service{Name: "svc" + strconv.Itoa(s)}
 			for e := range 20 {
-				svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{ID: "r" + itoa(round) + "-" + itoa(e), Address: "10.0.0.1", Port: 1})
+				svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{ID: "r" + strconv.Itoa(round) + "-" + strconv.Itoa(e), Address: "10.0.0.1", Port: 1})
 			}
 			snap.Services = append(snap.Services, svc)
 		}
@@ -298,7 +299,7 @@ func TestConfigValidate(t *testing.T) {
 func TestProblems(t *testing.T) {
 	many := FleetView{}
 	for i := range 30 {
-		many.Services = append(many.Services, ServiceCount{Name: "s" + itoa(i), Endpoints: 2, Healthy: 1, Unhealthy: 1})
+		many.Services = append(many.Services, ServiceCount{Name: "s" + strconv.Itoa(i), Endpoints: 2, Healthy: 1, Unhealthy: 1})
 	}
 	for name, tc := range map[string]struct {
 		in   FleetView
@@ -311,7 +312,7 @@ func TestProblems(t *testing.T) {
 		"bounded": {many, append(func() []Problem {
 			var p []Problem
 			for i := range maxProblems - 1 {
-				p = append(p, Problem{"warning", "s" + itoa(i) + ": 1 of 2 endpoints unhealthy, 0 draining"})
+				p = append(p, Problem{"warning", "s" + strconv.Itoa(i) + ": 1 of 2 endpoints unhealthy, 0 draining"})
 			}
 			return p
 		}(), Problem{"warning", "and 21 more"})},

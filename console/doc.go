@@ -11,7 +11,16 @@
 // server's nodes and subsets, the weight table, the drain state, the
 // rate-limit rules and the metrics registry. Without JavaScript every
 // page is a server-rendered table (html/template); the script polls one
-// JSON endpoint per page, at most once a second.
+// JSON endpoint per page, at most once a second, and calls the existing
+// drain API (/v1/drain) for the drain and undrain buttons. With an admin
+// token the pages are served without data, and the script sends the
+// token (entered once, kept in the tab's sessionStorage) on every call.
+//
+// Bounds: the history holds at most MaxSeries series of HistoryPoints
+// samples (console_history_series_dropped_total counts the rest); the
+// rate-limit statistics hold MaxDomains domains
+// (console_ratelimit_domains_dropped_total) of TopK keys each; the
+// fleet page gathers the metrics at most once a second.
 //
 // console may import discovery, xds, weights, drain and ratelimit (their
 // types); it must not import cmd, config or envoy.

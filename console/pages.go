@@ -32,13 +32,13 @@ type page struct {
 // csp allows only the console's own script and styles.
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
 
-// Handler adds the console to an admin mux: / (a redirect to /ui/), the
+// Handlers adds the console to an admin mux: / (a redirect to /ui/), the
 // pages under /ui/, /ui/static/ and the JSON API under /ui/api/.
-func (c *Console) Handler(mux *http.ServeMux) {
+func (c *Console) Handlers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusFound)
 	})
-	static, _ := fs.Sub(assets, "assets")
+	static, _ := fs.Sub(assets, "assets") // cannot fail: a valid, embedded directory
 	files := http.StripPrefix("/ui/static/", http.FileServerFS(static))
 	mux.HandleFunc("GET /ui/static/", func(w http.ResponseWriter, r *http.Request) {
 		c.m.requests.WithLabelValues("asset").Inc()

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -125,7 +126,7 @@ func TestStatsBounds(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 20_000 {
-				stats.ObserveDecision(ratelimit.Decision{Domain: "d" + itoa((g*20_000+i)%100), Key: "k" + itoa(g*20_000+i),
+				stats.ObserveDecision(ratelimit.Decision{Domain: "d" + strconv.Itoa((g*20_000+i)%100), Key: "k" + strconv.Itoa(g*20_000+i),
 					Used: uint64(i % 1000), Limit: 1000, Allowed: true, Hits: 1})
 			}
 		})
@@ -134,7 +135,7 @@ func TestStatsBounds(t *testing.T) {
 	// A quiet pass: every key offered once more, without contention, so
 	// the top-k of d0 holds its nearest keys.
 	for i := range 1000 {
-		stats.ObserveDecision(ratelimit.Decision{Domain: "d0", Key: "quiet" + itoa(i), Used: uint64(i), Limit: 1000, Allowed: true})
+		stats.ObserveDecision(ratelimit.Decision{Domain: "d0", Key: "quiet" + strconv.Itoa(i), Used: uint64(i), Limit: 1000, Allowed: true})
 	}
 	doms := stats.Domains()
 	if len(doms) != MaxDomains {
@@ -169,7 +170,7 @@ func BenchmarkObserveDecision(b *testing.B) {
 	stats.Tick(t0)
 	keys := make([]string, 1024)
 	for i := range keys {
-		keys[i] = "api_user_" + itoa(i) + "_"
+		keys[i] = "api_user_" + strconv.Itoa(i) + "_"
 	}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -196,7 +197,7 @@ func BenchmarkServiceObserver(b *testing.B) {
 			svc := newRLService(b, stats, nil)
 			reqs := make([]*rlsv3.RateLimitRequest, 1024)
 			for i := range reqs {
-				reqs[i] = rlRequest("api", "user", "u"+itoa(i))
+				reqs[i] = rlRequest("api", "user", "u"+strconv.Itoa(i))
 			}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {

@@ -2,6 +2,8 @@ package console
 
 import (
 	"math"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -111,8 +113,5 @@ func subsetView(rep xds.SubsetReport, node string) *SubsetView {
 }
 
 func hostPort(ep discovery.Endpoint) string {
-	if strings.Contains(ep.Address, ":") {
-		return "[" + ep.Address + "]:" + itoa(ep.Port)
-	}
-	return ep.Address + ":" + itoa(ep.Port)
+	return net.JoinHostPort(ep.Address, strconv.Itoa(ep.Port))
 }

@@ -137,7 +137,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		rl.closeStore()
 		return err
 	}
-	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI, ui.Handler), reg)
+	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI, ui.Handlers), reg)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
