@@ -19,10 +19,11 @@ run:
 build:
 	$(GO) build -buildvcs=auto -o bin/xds-server ./cmd/xds-server
 
-## deps: install what the integration and end-to-end tests need (Consul, Redis), idempotently
+## deps: install what the integration and end-to-end tests need (Consul, Redis, Chromium), idempotently
 deps:
 	bash scripts/install-consul.sh >/dev/null
 	bash scripts/install-redis.sh
+	bash scripts/install-chromium.sh
 
 ## test: install test dependencies, check formatting and vet, run every test with the race detector
 test: deps lint

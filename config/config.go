@@ -26,6 +26,7 @@ type Config struct {
 	Listeners  []ListenerConfig         `mapstructure:"-"` // file only; see listeners.go
 	Log        LogConfig                `mapstructure:"log"`
 	Runtime    RuntimeConfig            `mapstructure:"runtime"`
+	Console    ConsoleSection           `mapstructure:"console"`
 }
 
 // RuntimeConfig tunes the Go runtime.
@@ -178,6 +179,7 @@ func (c Config) validate(p *problems) {
 	c.validateRateLimit(p)
 	c.validateListeners(p)
 	c.validateSecurity(p)
+	c.validateConsole(p)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

@@ -205,6 +205,7 @@ func TestValidationErrors(t *testing.T) {
 		"bad per-node damping":          {file: "weights: { per_node_damping: 1.5 }\n", want: []string{"weights.per_node_damping", "damping"}},
 		"bad drain window":              {file: "services: { api: { drain_window: soon } }\n", want: []string{"services.api.drain_window", "soon"}},
 		"negative drain window":         {file: "drain: { window: -1s }\n", want: []string{"drain.window", "negative"}},
+		"console history out of range":  {file: "console: { history: { interval: 100ms, points: 1, max_series: 0 } }\n", want: []string{"console.history.interval: 100ms: is not in [1s, 1h]", "console.history.points: 1: is not in [2, 100000]", "console.history.max_series: 0"}},
 		"negative shutdown grace":       {file: "xds: { shutdown_grace: -1s }\n", want: []string{"xds.shutdown_grace", "negative"}},
 		"bad weights source":            {file: "services: { api: { weights: { sources: [orca, snmp] } } }\n", want: []string{"services.api.weights.sources", "snmp"}},
 		"bad smoothing":                 {args: []string{"--weights.smoothing", "0"}, want: []string{"weights", "smoothing"}},

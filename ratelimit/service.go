@@ -131,6 +131,8 @@ type ServiceConfig struct {
 	Logger *slog.Logger
 	// Now is the clock of decisions; nil means time.Now.
 	Now func() time.Time
+	// Observer, if set, sees every decided descriptor (the web console).
+	Observer Observer
 }
 
 // Validate reports every invalid field.

@@ -89,6 +89,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 		return ds
 	}
 	r := it.res
+	s.observe(domain, it)
 	ds.DurationUntilReset = &sp.reset
 	sp.reset.Seconds, sp.reset.Nanos = int64(r.Reset/time.Second), int32(r.Reset%time.Second) // as durationpb.New
 	if r.Allowed {

@@ -187,6 +187,9 @@ func (p *Pipeline) Run(ctx context.Context) {
 // stop of the gRPC server until its deadline).
 func (p *Pipeline) StopLRS() { p.lrs.Stop() }
 
+// Table returns the weight table as last computed (the web console).
+func (p *Pipeline) Table() Table { return p.runner.Table() }
+
 // Handlers adds POST /v1/load (the push API) and GET /debug/weights to an
 // admin mux.
 func (p *Pipeline) Handlers(mux *http.ServeMux) {

@@ -26,7 +26,7 @@ type rateLimit struct {
 	closeStore func()
 }
 
-func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.Registerer, sec security, lm *netlimit.Metrics) (*rateLimit, error) {
+func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.Registerer, sec security, lm *netlimit.Metrics, obs ratelimit.Observer) (*rateLimit, error) {
 	mode, err := ratelimit.ParseFailureMode(cfg.FailureMode)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 		return nil, err
 	}
 	sc := cfg.Service()
-	sc.Store, sc.Config, sc.FailureMode, sc.Registerer, sc.Logger = store, rules, mode, reg, log
+	sc.Store, sc.Config, sc.FailureMode, sc.Registerer, sc.Logger, sc.Observer = store, rules, mode, reg, log, obs
 	svc, err := ratelimit.NewService(sc)
 	if err != nil {
 		closeStore()

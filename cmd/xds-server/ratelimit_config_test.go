@@ -80,7 +80,7 @@ func TestRateLimitAllowEmptyKey(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	rc := config.RateLimitConfig{Address: "127.0.0.1:0", Config: empty, FailureMode: "allow", Store: "memory"}
 	reg := prometheus.NewRegistry()
-	if _, err := newRateLimit(rc, log, reg, newSecurity(reg, log), netlimit.NewMetrics(reg)); !errors.Is(err, ratelimit.ErrEmptyConfig) {
+	if _, err := newRateLimit(rc, log, reg, newSecurity(reg, log), netlimit.NewMetrics(reg), nil); !errors.Is(err, ratelimit.ErrEmptyConfig) {
 		t.Errorf("server with an empty directory: %v, want ErrEmptyConfig", err)
 	}
 
@@ -100,7 +100,7 @@ func TestRateLimitAllowEmptyKey(t *testing.T) {
 		t.Fatalf("%s=true not passed on: %+v", allowEmptyEnv, cfg.RateLimit)
 	}
 	reg2 := prometheus.NewRegistry()
-	r, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg2, newSecurity(reg2, log), netlimit.NewMetrics(reg2))
+	r, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg2, newSecurity(reg2, log), netlimit.NewMetrics(reg2), nil)
 	if err != nil {
 		t.Fatalf("server with allow_empty: %v", err)
 	}

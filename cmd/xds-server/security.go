@@ -64,6 +64,14 @@ func identityInterceptor(globs []string, denied prometheus.Counter, log *slog.Lo
 // openAdminPaths are served without the bearer token.
 var openAdminPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
+// openAdminPath reports whether path is served without the bearer token:
+// openAdminPaths, and the console's pages and assets (served without
+// data when a token is required; its JSON under /ui/api/ needs the token).
+func openAdminPath(path string) bool {
+	return openAdminPaths[path] || path == "/" ||
+		(strings.HasPrefix(path, "/ui/") && !strings.HasPrefix(path, "/ui/api/"))
+}
+
 // requireToken wraps the admin handler: with a token file, every path but
 // /healthz, /readyz and /metrics needs "Authorization: Bearer <token>"
 // (401 otherwise). The token is compared in constant time (of its
@@ -71,7 +79,7 @@ var openAdminPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metric
 // file changes.
 func requireToken(next http.Handler, token *certs.File, unauthorized prometheus.Counter) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if openAdminPaths[r.URL.Path] {
+		if openAdminPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}

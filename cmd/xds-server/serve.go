@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/console"
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/examples"
@@ -80,6 +81,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		return err
 	}
 	var drains *drain.Manager // the ORCA sink's target, set below before any report can arrive
+	var ui *console.Console   // sees the served snapshots; set below before discovery starts
 	wc := cfg.WeightsPipeline()
 	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer, wc.HA = srv, srv.GRPC(), log, reg, hap.wcfg
 	if m := cfg.Drain.ORCAMetric; m != "" {
@@ -93,7 +95,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	}
 	changes := discovery.NewChangeLog(log, cfg.Discovery.Source) // health and drain transitions, per service per update
 	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg, Store: hap.drains, Logger: log,
-		Emit: func(snap discovery.Snapshot) { changes.Observe(snap); ws.Observe(snap); srv.Update(snap) }})
+		Emit: func(snap discovery.Snapshot) { changes.Observe(snap); ws.Observe(snap); srv.Update(snap); ui.Observe(snap) }})
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -107,7 +109,13 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		adminLis.Close()
 		return err
 	}
-	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, sec, lm)
+	rlStats, err := console.NewStats(reg)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		return err
+	}
+	rl, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg, sec, lm, rlStats)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -119,7 +127,18 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		mux.Handle("/json", rl.svc.HTTPHandler()) // envoyproxy/ratelimit's path
 		hap.debug(mux)
 	}
-	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI), reg)
+	uc := cfg.ConsoleConfig()
+	uc.Fleet, uc.Weights, uc.Drains, uc.Rules, uc.Gatherer, uc.Stats = srv, ws, drains, rl.svc, reg, rlStats
+	uc.TokenRequired, uc.Registerer, uc.Logger = cfg.Admin.TokenFile != "", reg, log
+	ui, err = console.New(uc)
+	if err != nil {
+		xdsLis.Close()
+		adminLis.Close()
+		rl.lis.Close()
+		rl.closeStore()
+		return err
+	}
+	admin, err := newAdminServer(cfg.Admin, sec, adminHandler(srv, reg, ws.Handlers, drainAPI, ui.Handlers), reg)
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -142,6 +161,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		wg.Go(func() { hap.weights.Run(bg); stopAlive() })
 	}
 	wg.Go(func() { drains.Run(bg) })
+	wg.Go(func() { ui.Run(bg) })
 	wg.Go(func() { drains.Watch(bg) }) // a no-op without HA
 	wg.Go(func() {
 		if err := src.Run(bg, guard.Observe); err != nil {

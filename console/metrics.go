@@ -1,0 +1,36 @@
+package console
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests      *prometheus.CounterVec
+	seriesDropped prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "console_requests_total", Help: "Requests to the web console (/ui/), by kind: page, api, asset or error.",
+		}, []string{"kind"}),
+		seriesDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "console_history_series_dropped_total",
+			Help: "Samples of series (services, endpoints) the console history did not keep: it was full.",
+		}),
+	}
+	for _, k := range []string{"page", "api", "asset", "error"} {
+		m.requests.WithLabelValues(k)
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.seriesDropped} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("console: metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,117 @@
+package console
+
+import (
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/xds"
+)
+
+// ServiceView is /ui/api/services/{name}.
+type ServiceView struct {
+	At        time.Time      `json:"at"`
+	Name      string         `json:"name"`
+	Endpoints []EndpointView `json:"endpoints"`
+	Counts    ServiceCount   `json:"counts"`
+	Spread    *float64       `json:"spread"`           // measured max/mean utilization of serving endpoints; null unknown
+	Predicted float64        `json:"predicted_spread"` // what balancing predicts; 0 when not balanced
+	Subsets   *SubsetView    `json:"subsets,omitempty"`
+	History   *History       `json:"history,omitempty"` // with ?history=1
+}
+
+// EndpointView is one endpoint on the service page.
+type EndpointView struct {
+	ID          string   `json:"id"`
+	Address     string   `json:"address"`
+	Node        string   `json:"node,omitempty"`
+	Zone        string   `json:"zone,omitempty"`
+	Health      string   `json:"health"`
+	Drain       []string `json:"drain"` // reasons; empty when not draining
+	Weight      uint32   `json:"weight"`
+	Reason      string   `json:"weight_reason,omitempty"`
+	Utilization float64  `json:"utilization"` // 0 unknown
+	QPS         float64  `json:"qps"`
+	ReportAge   *float64 `json:"report_age_seconds"` // null: no report
+	Connections int      `json:"connections"`        // nodes with it in their EDS
+}
+
+// SubsetView is the service's subsets, and one chosen node's.
+type SubsetView struct {
+	Subsetting bool            `json:"subsetting"`
+	Algorithm  string          `json:"algorithm,omitempty"`
+	SubsetSize int             `json:"subset_size"`
+	Balance    xds.Balance     `json:"balance"`
+	Nodes      []string        `json:"nodes"` // node ids, at most maxNodeIDs
+	Node       *xds.SubsetNode `json:"node,omitempty"`
+}
+
+const maxNodeIDs = 500
+
+// service returns the view of service name (with node's subset when
+// node is set), or false if it is unknown.
+func (c *Console) service(name, node string) (ServiceView, bool) {
+	snap, _ := c.snapshot()
+	svc, ok := snap.Service(name)
+	if !ok {
+		return ServiceView{}, false
+	}
+	st, _ := c.table().Service(name)
+	v := ServiceView{At: c.cfg.Now(), Name: name, Endpoints: make([]EndpointView, 0, len(svc.Endpoints)),
+		Counts: counts(discovery.Snapshot{Services: []discovery.Service{svc}})[0], Predicted: st.PredictedSpread}
+	var rep xds.SubsetReport
+	if c.cfg.Fleet != nil {
+		rep, _ = c.cfg.Fleet.Subsets(name)
+	}
+	conns := map[string]int{}
+	for _, e := range rep.Endpoints {
+		conns[e.ID] = e.Connections
+	}
+	var utils []float64
+	for _, ep := range svc.Endpoints {
+		e := EndpointView{ID: ep.ID, Address: hostPort(ep), Node: ep.Node, Zone: ep.Locality.Zone,
+			Health: ep.Health.String(), Drain: []string{}, Weight: max(ep.Weight, 1), Connections: conns[ep.ID]}
+		if ep.Drain != "" {
+			e.Drain = strings.Split(ep.Drain, ",")
+		}
+		if row, ok := st.Row(ep.ID); ok {
+			e.Weight, e.Reason, e.Utilization, e.QPS = row.Weight, string(row.Reason), row.Utilization, row.QPS
+			if !row.LastReport.IsZero() {
+				age := math.Max(0, v.At.Sub(row.LastReport).Seconds())
+				e.ReportAge = &age
+			}
+			if row.Utilization > 0 && ep.Health.Serving() {
+				utils = append(utils, row.Utilization)
+			}
+		}
+		v.Endpoints = append(v.Endpoints, e)
+	}
+	if s := spread(utils); !math.IsNaN(s) {
+		v.Spread = &s
+	}
+	if c.cfg.Fleet != nil && rep.Service != "" {
+		v.Subsets = subsetView(rep, node)
+	}
+	return v, true
+}
+
+func subsetView(rep xds.SubsetReport, node string) *SubsetView {
+	sv := &SubsetView{Subsetting: rep.Subsetting, Algorithm: rep.Algorithm, SubsetSize: rep.SubsetSize,
+		Balance: rep.Balance, Nodes: make([]string, 0, min(len(rep.Nodes), maxNodeIDs))}
+	for i, n := range rep.Nodes {
+		if i < maxNodeIDs {
+			sv.Nodes = append(sv.Nodes, n.ID)
+		}
+		if n.ID == node {
+			sv.Node = &rep.Nodes[i]
+		}
+	}
+	return sv
+}
+
+func hostPort(ep discovery.Endpoint) string {
+	return net.JoinHostPort(ep.Address, strconv.Itoa(ep.Port))
+}

@@ -1,0 +1,35 @@
+package console
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/drain"
+	"github.com/xds-server/xds-server/ratelimit"
+	"github.com/xds-server/xds-server/weights"
+	"github.com/xds-server/xds-server/xds"
+)
+
+// Fleet is what the console reads of the xDS server (*xds.Server).
+type Fleet interface {
+	Nodes() []xds.Node
+	Subsets(service string) (xds.SubsetReport, bool)
+}
+
+// Weights is the weight table as last computed (*weights.Pipeline).
+type Weights interface {
+	Table() weights.Table
+}
+
+// Drains is the drain state (*drain.Manager).
+type Drains interface {
+	State() drain.State
+}
+
+// Rules is the rate-limit configuration in use (*ratelimit.Service).
+type Rules interface {
+	Config() *ratelimit.Config
+}
+
+// Gatherer reads the process's metrics (push latency, NACKs, discovery
+// state); *prometheus.Registry is one.
+type Gatherer = prometheus.Gatherer
