@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -111,8 +112,12 @@ func (st *State) Expiry(l Limit) int64 {
 // key followed by the window start in Unix seconds.
 func FixedWindowKey(key string, now time.Time, u Unit) string {
 	s, d := now.Unix(), max(u.Seconds(), 1)
-	b := make([]byte, 0, len(key)+20) // one allocation, not two
-	return string(strconv.AppendInt(append(b, key...), s-floorMod(s, d), 10))
+	var b strings.Builder // one allocation
+	b.Grow(len(key) + 20)
+	b.WriteString(key)
+	var digits [20]byte
+	b.Write(strconv.AppendInt(digits[:0], s-floorMod(s, d), 10))
+	return b.String()
 }
 
 // fixedWindow is envoyproxy/ratelimit's fixed window: the window is

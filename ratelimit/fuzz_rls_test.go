@@ -14,7 +14,8 @@ import (
 // FuzzShouldRateLimit feeds ShouldRateLimit whatever a gRPC peer can
 // send (any RateLimitRequest in wire format): it answers, or refuses with
 // InvalidArgument; an answer has one status per descriptor and an overall
-// code of OK or OVER_LIMIT.
+// code of OK or OVER_LIMIT, encoded by the server's codec as
+// proto.Marshal encodes it.
 func FuzzShouldRateLimit(f *testing.F) {
 	seeds := []*rlsv3.RateLimitRequest{
 		{Domain: "d", Descriptors: []*rlcommonv3.RateLimitDescriptor{{Entries: []*rlcommonv3.RateLimitDescriptor_Entry{{Key: "k", Value: "a"}}}}},
@@ -52,5 +53,6 @@ func FuzzShouldRateLimit(f *testing.F) {
 		if c := resp.OverallCode; c != rlsv3.RateLimitResponse_OK && c != rlsv3.RateLimitResponse_OVER_LIMIT {
 			t.Fatalf("overall code %v", c)
 		}
+		checkWire(t, resp) // the codec encodes it as proto.Marshal does
 	})
 }

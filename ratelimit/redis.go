@@ -199,7 +199,7 @@ func (r *Redis) Close() error {
 // Redis: a bucket of zero requests or burst refuses without state). An
 // error (unreachable, timeout, authentication) means no decision.
 func (r *Redis) Decide(ctx context.Context, now time.Time, checks []Check) ([]Result, error) {
-	call := &redisCall{done: make(chan redisReply, 1)}
+	call := &redisCall{}
 	n := len(checks)
 	res, keys, sent := room(call.res[:], n), room(call.keyBuf[:], n)[:0], room(call.sentBuf[:], n)[:0] // sent: indexes of the checks in keys
 	args := room(call.argBuf[:], n*redisArgsPerCheck)[:0]

@@ -93,29 +93,37 @@ func (b *batcher) do(ctx context.Context, call *redisCall) ([]any, error) {
 		return nil, errStoreClosed
 	default:
 	}
+	call.done = replyChans.Get().(chan redisReply)
 	select {
 	case b.calls <- call:
 	default: // the queue is full
 		select {
 		case b.calls <- call:
 		case <-ctx.Done():
+			replyChans.Put(call.done)
 			return nil, ctx.Err()
 		case <-b.stop:
+			replyChans.Put(call.done)
 			return nil, errStoreClosed
 		}
 	}
 	select {
 	case r := <-call.done:
+		replyChans.Put(call.done) // empty again, and no run holds the call any more
 		return r.vals, r.err
 	case <-b.stop:
 		select {
 		case r := <-call.done: // its run finished as the store closed
 			return r.vals, r.err
 		default:
-			return nil, errStoreClosed
+			return nil, errStoreClosed // a run may still answer: the channel is not reused
 		}
 	}
 }
+
+// replyChans are the done channels of calls (buffered, one reply),
+// reused once their reply has been received: no channel per call.
+var replyChans = sync.Pool{New: func() any { return make(chan redisReply, 1) }}
 
 // close stops the pipelines after their runs in flight; calls still
 // queued get an error. Only the first call does anything.
@@ -146,11 +154,7 @@ func (b *batcher) pipeline() {
 		case <-b.stop:
 			return
 		case first := <-b.calls:
-			if len(b.calls) == 0 {
-				// Let handlers about to queue do so first: larger batches
-				// (about 30% fewer script runs under load, ~5% more decisions/s).
-				runtime.Gosched()
-			}
+			gather(b.calls)
 			batch, keys, args = append(batch[:0], first), append(keys[:0], first.keys...), append(args[:1], first.args...)
 		collect:
 			for len(keys) < redisMaxBatchChecks {
@@ -165,6 +169,29 @@ func (b *batcher) pipeline() {
 			b.run(batch, keys, args)
 			clear(batch) // let the calls be collected
 		}
+	}
+}
+
+// gatherYields is the most times a pipeline yields, before a run, to
+// let handlers about to queue their calls do so.
+const gatherYields = 4
+
+// gather lets the handlers that are about to queue calls do so before a
+// run: it yields the processor while the queue grows (or is empty), at
+// most gatherYields times. Larger batches cost fewer script runs, Redis
+// commands and, their replies arriving together, fewer gRPC writes per
+// decision; under light load it costs a yield or two. (On 2 cores, 64
+// requests in flight: batches of 23 checks became 29, writes per
+// decision 0.29 became 0.25.)
+func gather(calls chan *redisCall) {
+	n := len(calls)
+	for range gatherYields {
+		runtime.Gosched()
+		m := len(calls)
+		if m == n && m > 0 {
+			return
+		}
+		n = m
 	}
 }
 

@@ -39,8 +39,22 @@ const malformedMarker = "\xff\xfemalformed:"
 // the error.
 type lenientCodec struct{ base encoding.CodecV2 }
 
-func (c lenientCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
-func (c lenientCodec) Name() string                           { return c.base.Name() }
+func (c lenientCodec) Name() string { return c.base.Name() }
+
+// Marshal encodes the service's responses without reflection (wire.go)
+// into a pooled buffer, which grpc-go frees once written; other messages
+// go to the base codec.
+func (c lenientCodec) Marshal(v any) (mem.BufferSlice, error) {
+	resp, ok := v.(*rlsv3.RateLimitResponse)
+	if !ok || !encodable(resp) {
+		return c.base.Marshal(v)
+	}
+	pool := mem.DefaultBufferPool()
+	size := sizeResponse(resp)
+	buf := pool.Get(size)
+	*buf = appendResponse((*buf)[:0], resp)
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
 
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.base.Unmarshal(data, v)
