@@ -125,7 +125,7 @@
     const n = buckets.length;
     if (!n) return '<p class="muted">no discovery change pushed yet</p>';
     const top = Math.max(1, ...buckets.map((b) => b.count));
-    const bw = 24, h = 80;
+    const bw = 36, h = 80; // wide enough for a "250ms" tick
     const bars = buckets.map((b, i) => {
       const bh = (h * b.count) / top;
       const le = b.le == null ? "+Inf" : b.le < 1 ? (b.le * 1000).toFixed(0) + "ms" : b.le + "s";
