@@ -97,6 +97,7 @@ type Console struct {
 	m       *metrics
 	history *history
 	stats   *Stats
+	subsets *subsetCache
 
 	first chan struct{} // gets one value when the first snapshot arrives
 
@@ -121,7 +122,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, log: cfg.Logger.With("component", "console"), m: m,
 		history: newHistory(cfg.HistoryPoints, cfg.MaxSeries, m.seriesDropped),
-		stats:   cfg.Stats, first: make(chan struct{}, 1)}
+		stats:   cfg.Stats, subsets: newSubsetCache(cfg.Fleet), first: make(chan struct{}, 1)}
 	if c.stats == nil {
 		c.stats, _ = NewStats(nil)
 	}

@@ -20,7 +20,11 @@
 // samples (console_history_series_dropped_total counts the rest); the
 // rate-limit statistics hold MaxDomains domains
 // (console_ratelimit_domains_dropped_total) of TopK keys each; the
-// fleet page gathers the metrics at most once a second.
+// fleet page gathers the metrics at most once a second; a service page
+// asks the xDS server for a summary of the service's subsets (connections
+// per endpoint, MaxNodeChoices node ids; never the per-node lists of all
+// nodes) at most once a second per service (subsets.go), and for the
+// chosen node's subset alone.
 //
 // console may import discovery, xds, weights, drain and ratelimit (their
 // types); it must not import cmd, config or envoy.

@@ -95,7 +95,7 @@
     if (page === "service") {
       if (d.history) history = d.history;
       part("live", serviceView(d));
-      const ids = d.subsets ? d.subsets.nodes.join("\n") : "";
+      const ids = d.subsets ? d.subsets.known_nodes + "\n" + d.subsets.nodes.join("\n") : "";
       if (ids !== nodeList) { part("nodesel", nodeSelect(d.subsets)); nodeList = ids; }
       part("nodeview", nodeView(d.subsets));
       part("hist", historyHTML());
@@ -222,7 +222,8 @@
   function nodeSelect(s) {
     if (!s || !s.nodes.length) return "";
     const opts = ['<option value="">choose a node</option>'].concat(s.nodes.map((n) => "<option" + (n === chosenNode ? " selected" : "") + ">" + esc(n) + "</option>"));
-    return '<section class="nodesel"><label>subset and replacements of node <select id="node">' + opts.join("") + "</select></label></section>";
+    const more = s.known_nodes > s.nodes.length ? ' <span class="muted">(the first ' + s.nodes.length + " of " + s.known_nodes + " nodes by id)</span>" : "";
+    return '<section class="nodesel"><label>subset and replacements of node <select id="node">' + opts.join("") + "</select></label>" + more + "</section>";
   }
 
   function nodeView(s) {
