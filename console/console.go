@@ -101,12 +101,11 @@ type Console struct {
 
 	first chan struct{} // gets one value when the first snapshot arrives
 
-	mu        sync.Mutex
-	snap      discovery.Snapshot // the latest served snapshot
-	have      bool
-	metricsMu sync.Mutex
-	metrics   FleetView // the parts of the fleet page from the metrics (fromMetrics)
-	metricsAt time.Time
+	mu      sync.Mutex
+	snap    discovery.Snapshot // the latest served snapshot
+	have    bool
+	metrics every[FleetView] // the parts of the fleet page from the metrics (fromMetrics)
+	nodes   every[nodesView] // the parts of the fleet page from the node list
 }
 
 // New returns a console; the error is that of cfg.Validate or of

@@ -29,9 +29,15 @@ type fakeFleet struct {
 	subsets map[string]xds.SubsetSummary
 	node    map[string]xds.SubsetNode // by service/node
 	calls   *int                      // SubsetSummary calls, if set
+	listed  *int                      // Nodes calls, if set
 }
 
-func (f fakeFleet) Nodes() []xds.Node { return f.nodes }
+func (f fakeFleet) Nodes() []xds.Node {
+	if f.listed != nil {
+		*f.listed++
+	}
+	return f.nodes
+}
 func (f fakeFleet) SubsetSummary(s string, maxNodes int) (xds.SubsetSummary, bool) {
 	if f.calls != nil {
 		*f.calls++

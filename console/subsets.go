@@ -7,13 +7,9 @@ import (
 	"github.com/xds-server/xds-server/xds"
 )
 
-// summaryEvery is how long a service's subset summary is reused: any
-// number of open service pages cost one summary per service per second.
-const summaryEvery = time.Second
-
-// subsetCache keeps each service's xds.SubsetSummary for summaryEvery.
+// subsetCache keeps each service's xds.SubsetSummary for refreshEvery.
 // Only services discovery has are asked for (service checks first), and
-// entries older than summaryEvery are dropped on every insert, so it holds
+// entries older than refreshEvery are dropped on every insert, so it holds
 // at most the services asked for in the last second.
 type subsetCache struct {
 	fleet Fleet // nil: no subsets
@@ -33,7 +29,7 @@ func newSubsetCache(f Fleet) *subsetCache {
 }
 
 // get returns the summary of service at now (computed at most
-// summaryEvery ago), and whether the xDS server has the service.
+// refreshEvery ago), and whether the xDS server has the service.
 func (sc *subsetCache) get(service string, now time.Time) (xds.SubsetSummary, bool) {
 	if sc.fleet == nil {
 		return xds.SubsetSummary{}, false
@@ -51,10 +47,4 @@ func (sc *subsetCache) get(service string, now time.Time) (xds.SubsetSummary, bo
 	}
 	sc.m[service] = cachedSummary{at: now, sum: sum, ok: ok}
 	return sum, ok
-}
-
-// fresh: at is less than summaryEvery before now (and not after it: a
-// clock stepped back refreshes).
-func fresh(at, now time.Time) bool {
-	return !now.Before(at) && now.Sub(at) < summaryEvery
 }
