@@ -41,13 +41,13 @@ func TestAnswersTellWhyThereAreNoWeights(t *testing.T) {
 		code              int
 		err               string
 	}{
-		"debug, weights off":            {"GET", "/debug/weights?service=echo", "", http.StatusConflict, disabled},
-		"debug, unknown service":        {"GET", "/debug/weights?service=nope", "", http.StatusNotFound, "unknown service nope"},
-		"debug, node of a service off":  {"GET", "/debug/weights?service=echo&node=n1", "", http.StatusConflict, disabled},
-		"load, weights off":             {"POST", "/v1/load", load("echo", "e1"), http.StatusConflict, "weights: http: report 0: " + disabled},
-		"load, unknown service":         {"POST", "/v1/load", load("nope", "x"), http.StatusNotFound, "weights: http: report 0: unknown service nope"},
-		"load, unknown endpoint":        {"POST", "/v1/load", load("api", "zz"), http.StatusBadRequest, `weights: http: report 0: weights: unknown endpoint: "api"/"zz"`},
-		"load, weighted":                {"POST", "/v1/load", load("api", "a1"), http.StatusOK, ""},
+		"debug, weights off":           {"GET", "/debug/weights?service=echo", "", http.StatusConflict, disabled},
+		"debug, unknown service":       {"GET", "/debug/weights?service=nope", "", http.StatusNotFound, "unknown service nope"},
+		"debug, node of a service off": {"GET", "/debug/weights?service=echo&node=n1", "", http.StatusConflict, disabled},
+		"load, weights off":            {"POST", "/v1/load", load("echo", "e1"), http.StatusConflict, "weights: http: report 0: " + disabled},
+		"load, unknown service":        {"POST", "/v1/load", load("nope", "x"), http.StatusNotFound, "weights: http: report 0: unknown service nope"},
+		"load, unknown endpoint":       {"POST", "/v1/load", load("api", "zz"), http.StatusBadRequest, `weights: http: report 0: weights: unknown endpoint: "api"/"zz"`},
+		"load, weighted":               {"POST", "/v1/load", load("api", "a1"), http.StatusOK, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, err := do(tc.method, tc.url, tc.body)
