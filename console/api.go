@@ -2,12 +2,14 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/ratelimit"
+	"github.com/xds-server/xds-server/xds"
 )
 
 // DrainsView is /ui/api/drains: the drain API's state.
@@ -103,8 +105,12 @@ func (c *Console) api(mux *http.ServeMux) {
 		c.writeJSON(w, http.StatusOK, c.fleet())
 	})
 	mux.HandleFunc("GET /ui/api/services/{name}", func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		v, ok := c.service(name, r.URL.Query().Get("node"))
+		name, node := r.PathValue("name"), r.URL.Query().Get("node")
+		if err := checkInput(name, node); err != nil {
+			c.writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		v, ok := c.service(name, node)
 		if !ok {
 			c.writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown service: " + name})
 			return
@@ -118,6 +124,10 @@ func (c *Console) api(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /ui/api/history/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
+		if err := checkInput(name, ""); err != nil {
+			c.writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
 		h, ok := c.history.of(name, c.cfg.HistoryInterval)
 		if !ok {
 			c.writeJSON(w, http.StatusNotFound, map[string]string{"error": "no history for service: " + name})
@@ -143,4 +153,21 @@ func (c *Console) writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Bounds of what a request names: a service name of at most
+// MaxServiceNameBytes, a node id of at most xds.MaxNodeIDBytes (what the
+// xDS server accepts of a node); longer ones are refused with 400 before
+// any lookup, and never echoed.
+const MaxServiceNameBytes = 512
+
+// checkInput reports a service name or node id over its bound.
+func checkInput(service, node string) error {
+	if len(service) > MaxServiceNameBytes {
+		return fmt.Errorf("console: service name of %d bytes, more than %d", len(service), MaxServiceNameBytes)
+	}
+	if len(node) > xds.MaxNodeIDBytes {
+		return fmt.Errorf("console: node id of %d bytes, more than %d", len(node), xds.MaxNodeIDBytes)
+	}
+	return nil
 }

@@ -97,15 +97,15 @@ type Console struct {
 	m       *metrics
 	history *history
 	stats   *Stats
+	subsets *subsetCache
 
 	first chan struct{} // gets one value when the first snapshot arrives
 
-	mu        sync.Mutex
-	snap      discovery.Snapshot // the latest served snapshot
-	have      bool
-	metricsMu sync.Mutex
-	metrics   FleetView // the parts of the fleet page from the metrics (fromMetrics)
-	metricsAt time.Time
+	mu      sync.Mutex
+	snap    discovery.Snapshot // the latest served snapshot
+	have    bool
+	metrics every[FleetView] // the parts of the fleet page from the metrics (fromMetrics)
+	nodes   every[nodesView] // the parts of the fleet page from the node list
 }
 
 // New returns a console; the error is that of cfg.Validate or of
@@ -121,7 +121,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{cfg: cfg, log: cfg.Logger.With("component", "console"), m: m,
 		history: newHistory(cfg.HistoryPoints, cfg.MaxSeries, m.seriesDropped),
-		stats:   cfg.Stats, first: make(chan struct{}, 1)}
+		stats:   cfg.Stats, subsets: newSubsetCache(cfg.Fleet), first: make(chan struct{}, 1)}
 	if c.stats == nil {
 		c.stats, _ = NewStats(nil)
 	}

@@ -26,13 +26,29 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // fakes of the console's sources (unit tests of the views only).
 type fakeFleet struct {
 	nodes   []xds.Node
-	subsets map[string]xds.SubsetReport
+	subsets map[string]xds.SubsetSummary
+	node    map[string]xds.SubsetNode // by service/node
+	calls   *int                      // SubsetSummary calls, if set
+	listed  *int                      // Nodes calls, if set
 }
 
-func (f fakeFleet) Nodes() []xds.Node { return f.nodes }
-func (f fakeFleet) Subsets(s string) (xds.SubsetReport, bool) {
+func (f fakeFleet) Nodes() []xds.Node {
+	if f.listed != nil {
+		*f.listed++
+	}
+	return f.nodes
+}
+func (f fakeFleet) SubsetSummary(s string, maxNodes int) (xds.SubsetSummary, bool) {
+	if f.calls != nil {
+		*f.calls++
+	}
 	r, ok := f.subsets[s]
+	r.Nodes = r.Nodes[:min(len(r.Nodes), maxNodes)]
 	return r, ok
+}
+func (f fakeFleet) SubsetOf(s, node string) (xds.SubsetNode, bool) {
+	n, ok := f.node[s+"/"+node]
+	return n, ok
 }
 
 type fakeWeights struct{ t weights.Table }
@@ -74,10 +90,11 @@ func newTestConsole(t *testing.T, mod func(*Config)) (*Console, *prometheus.Regi
 					LastNACK: &xds.NACK{At: t0, TypeURL: "type.googleapis.com/envoy.config.cluster.v3.Cluster", Error: "bad"}},
 				{ID: "n3", Cluster: "edge", UserAgent: "envoy"}, // gone, within the grace period
 			},
-			subsets: map[string]xds.SubsetReport{"echo": {Service: "echo", Subsetting: true, Algorithm: "steady", SubsetSize: 2,
-				Balance:   xds.Balance{Min: 1, Mean: 1, Max: 1, MaxOverMean: 1},
-				Endpoints: []xds.SubsetEndpoint{{ID: "e1", Connections: 2}, {ID: "e2", Connections: 1}},
-				Nodes:     []xds.SubsetNode{{ID: "n1", Subset: []string{"e1", "e2"}, Replacements: []string{"e3"}, Endpoints: []string{"e1", "e3"}}}}},
+			subsets: map[string]xds.SubsetSummary{"echo": {Service: "echo", Subsetting: true, Algorithm: "steady", SubsetSize: 2,
+				Balance:     xds.Balance{Min: 1, Mean: 1, Max: 1, MaxOverMean: 1},
+				Connections: map[string]int{"e1": 2, "e2": 1},
+				Nodes:       []string{"n1"}, KnownNodes: 3}},
+			node: map[string]xds.SubsetNode{"echo/n1": {ID: "n1", Subset: []string{"e1", "e2"}, Replacements: []string{"e3"}, Endpoints: []string{"e1", "e3"}}},
 		},
 		Weights: fakeWeights{weights.Table{At: t0, Services: []weights.ServiceTable{{Name: "echo", PredictedSpread: 1.1, Rows: []weights.Row{
 			{Endpoint: "e1", Weight: 300, Reason: weights.ReasonReported, Utilization: 0.5, QPS: 150, LastReport: t0.Add(-3 * time.Second)},

@@ -19,8 +19,15 @@
 // Bounds: the history holds at most MaxSeries series of HistoryPoints
 // samples (console_history_series_dropped_total counts the rest); the
 // rate-limit statistics hold MaxDomains domains
-// (console_ratelimit_domains_dropped_total) of TopK keys each; the
-// fleet page gathers the metrics at most once a second.
+// (console_ratelimit_domains_dropped_total) of TopK keys each, a key
+// kept as at most MaxKeyBytes; the fleet page gathers the metrics and
+// lists the nodes at most once a second (every.go); a service page
+// asks the xDS server for a summary of the service's subsets (connections
+// per endpoint, MaxNodeChoices node ids; never the per-node lists of all
+// nodes) at most once a second per service (subsets.go), and for the
+// chosen node's subset alone. A request naming a service of more than
+// MaxServiceNameBytes or a node of more than xds.MaxNodeIDBytes is
+// refused (400) before any lookup.
 //
 // console may import discovery, xds, weights, drain and ratelimit (their
 // types); it must not import cmd, config or envoy.

@@ -81,7 +81,8 @@ func (c *Console) fleet() FleetView {
 	v := FleetView{At: c.cfg.Now(), Ready: ok, Services: counts(snap), Discovery: []SourceState{}, PushLatency: []Bucket{},
 		NACKs: []NodeNACK{}, Nodes: NodeCounts{ByCluster: map[string]int{}, ByClient: map[string]int{}, ByProtocol: map[string]int{}}}
 	if c.cfg.Fleet != nil {
-		c.nodes(&v, c.cfg.Fleet.Nodes())
+		nv := c.nodes.get(v.At, func() nodesView { return nodeCounts(c.cfg.Fleet.Nodes()) })
+		v.Nodes, v.NACKs = nv.counts, nv.nacks
 	}
 	c.fromMetrics(&v)
 	v.Problems = problems(v)
@@ -130,29 +131,22 @@ func problems(v FleetView) []Problem {
 	return out
 }
 
-// metricsEvery bounds how often the fleet page gathers the registry,
-// whatever the number of open pages.
-const metricsEvery = time.Second
-
 // fromMetrics fills the parts of v that come from the metrics, gathered
-// at most once per metricsEvery.
+// at most once per refreshEvery.
 func (c *Console) fromMetrics(v *FleetView) {
 	if c.cfg.Gatherer == nil {
 		return
 	}
-	c.metricsMu.Lock()
-	defer c.metricsMu.Unlock()
-	now := c.cfg.Now()
-	if c.metricsAt.IsZero() || now.Sub(c.metricsAt) >= metricsEvery || now.Before(c.metricsAt) {
+	m := c.metrics.get(c.cfg.Now(), func() FleetView {
 		fams, err := c.cfg.Gatherer.Gather()
 		if err != nil {
 			c.log.Debug("gathering metrics for the fleet page failed", "error", err)
 		}
 		m := FleetView{Nodes: NodeCounts{ByProtocol: map[string]int{}}, Discovery: []SourceState{}, PushLatency: []Bucket{}}
 		fromMetrics(&m, fams)
-		c.metrics, c.metricsAt = m, now
-	}
-	v.Nodes.ByProtocol, v.NACKTotal, v.Discovery, v.PushLatency = c.metrics.Nodes.ByProtocol, c.metrics.NACKTotal, c.metrics.Discovery, c.metrics.PushLatency
+		return m
+	})
+	v.Nodes.ByProtocol, v.NACKTotal, v.Discovery, v.PushLatency = m.Nodes.ByProtocol, m.NACKTotal, m.Discovery, m.PushLatency
 }
 
 func counts(snap discovery.Snapshot) []ServiceCount {
@@ -176,23 +170,33 @@ func counts(snap discovery.Snapshot) []ServiceCount {
 	return out
 }
 
-func (c *Console) nodes(v *FleetView, nodes []xds.Node) {
-	v.Nodes.Known = len(nodes)
+// nodesView is what the fleet page shows of the node list; shared by
+// the responses of a second: read only.
+type nodesView struct {
+	counts NodeCounts
+	nacks  []NodeNACK
+}
+
+// nodeCounts counts the connected nodes and keeps the maxNACKs latest NACKs.
+func nodeCounts(nodes []xds.Node) nodesView {
+	v := nodesView{counts: NodeCounts{Known: len(nodes), ByCluster: map[string]int{}, ByClient: map[string]int{}, ByProtocol: map[string]int{}},
+		nacks: []NodeNACK{}}
 	for _, n := range nodes {
 		if n.LastNACK != nil {
-			v.NACKs = append(v.NACKs, NodeNACK{Node: n.ID, At: n.LastNACK.At, Type: typeName(n.LastNACK.TypeURL), Error: n.LastNACK.Error})
+			v.nacks = append(v.nacks, NodeNACK{Node: n.ID, At: n.LastNACK.At, Type: typeName(n.LastNACK.TypeURL), Error: n.LastNACK.Error})
 		}
 		if n.Streams == 0 {
 			continue
 		}
-		v.Nodes.Connected++
-		v.Nodes.ByCluster[n.Cluster]++
-		v.Nodes.ByClient[clientKind(n.UserAgent)]++
+		v.counts.Connected++
+		v.counts.ByCluster[n.Cluster]++
+		v.counts.ByClient[clientKind(n.UserAgent)]++
 	}
-	slices.SortFunc(v.NACKs, func(a, b NodeNACK) int { return b.At.Compare(a.At) })
-	if len(v.NACKs) > maxNACKs {
-		v.NACKs = v.NACKs[:maxNACKs]
+	slices.SortFunc(v.nacks, func(a, b NodeNACK) int { return b.At.Compare(a.At) })
+	if len(v.nacks) > maxNACKs {
+		v.nacks = v.nacks[:maxNACKs]
 	}
+	return v
 }
 
 func typeName(url string) string { return url[strings.LastIndexByte(url, '.')+1:] }

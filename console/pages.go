@@ -50,12 +50,20 @@ func (c *Console) Handlers(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /ui/services/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		v, ok := c.service(name, "")
-		code := http.StatusOK
-		if !ok && !c.cfg.TokenRequired {
-			code = http.StatusNotFound
+		if err := checkInput(name, ""); err != nil {
+			c.m.requests.WithLabelValues("error").Inc()
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
 		}
-		c.render(w, code, page{Title: name, Page: "service", Service: name}, func() any { return v })
+		code, data := http.StatusOK, func() any { return nil }
+		if !c.cfg.TokenRequired { // with a token the page has no data, and does not say whether the service exists
+			v, ok := c.service(name, "")
+			if !ok {
+				code = http.StatusNotFound
+			}
+			data = func() any { return v }
+		}
+		c.render(w, code, page{Title: name, Page: "service", Service: name}, data)
 	})
 	mux.HandleFunc("GET /ui/drains", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusOK, page{Title: "Drains", Page: "drains"}, func() any { return c.drains() })

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +23,9 @@ const (
 	MaxDomains = 64
 	// TopK is how many keys nearest their limit are kept per domain.
 	TopK = 20
+	// MaxKeyBytes is the most of a key the top-k keeps (and shows, marked
+	// truncated): keys carry descriptor values clients send.
+	MaxKeyBytes = 256
 	// topKAge: a key not decided for this long leaves the top-k.
 	topKAge = time.Minute
 	// rateWindow is how many stats ticks (seconds) decisions/s is over.
@@ -82,7 +86,8 @@ type ratePoint struct {
 }
 
 type topEntry struct {
-	key, rule   string
+	key, rule   string // key: at most MaxKeyBytes, a copy once in the top-k
+	truncated   bool   // key is the start of a longer one
 	used, limit uint64
 	ratio       float64 // used / limit
 	at          int64   // unix nanoseconds
@@ -163,9 +168,13 @@ func (s *Stats) domain(name string) *domainStats {
 // place, or replaces the entry with the smallest ratio if e's is larger.
 // ds.topMu must be held.
 func (ds *domainStats) offer(e topEntry) {
+	if len(e.key) > MaxKeyBytes {
+		e.key, e.truncated = cutUTF8(e.key, MaxKeyBytes), true // a substring: no copy yet
+	}
 	low := -1
 	for i := range ds.top {
 		if ds.top[i].key == e.key {
+			e.key = ds.top[i].key // keep the copy held, not the caller's string
 			ds.top[i] = e
 			ds.setFloor()
 			return
@@ -174,15 +183,27 @@ func (ds *domainStats) offer(e topEntry) {
 			low = i
 		}
 	}
-	switch {
-	case len(ds.top) < TopK:
-		ds.top = append(ds.top, e)
-	case e.ratio > ds.top[low].ratio:
-		ds.top[low] = e
-	default:
+	if len(ds.top) == TopK && e.ratio <= ds.top[low].ratio {
 		return
 	}
+	if e.truncated {
+		e.key = strings.Clone(e.key) // do not hold the whole key's memory
+	}
+	if len(ds.top) < TopK {
+		ds.top = append(ds.top, e)
+	} else {
+		ds.top[low] = e
+	}
 	ds.setFloor()
+}
+
+// cutUTF8 is the longest prefix of s of at most n bytes that does not
+// split a UTF-8 sequence.
+func cutUTF8(s string, n int) string {
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // setFloor publishes the smallest ratio of a full top-k. ds.topMu must be held.
@@ -226,7 +247,8 @@ type DomainStats struct {
 
 // KeyStat is one key near its limit.
 type KeyStat struct {
-	Key        string  `json:"key"`
+	Key        string  `json:"key"`                 // at most MaxKeyBytes
+	Truncated  bool    `json:"truncated,omitempty"` // Key is the start of a longer key
 	Rule       string  `json:"rule,omitempty"`
 	Used       uint64  `json:"used"`
 	Limit      uint64  `json:"limit"`
@@ -267,7 +289,7 @@ func (ds *domainStats) view(name string, now int64) DomainStats {
 		}
 	}
 	for _, e := range ds.top {
-		v.Nearest = append(v.Nearest, KeyStat{Key: e.key, Rule: e.rule, Used: e.used, Limit: e.limit,
+		v.Nearest = append(v.Nearest, KeyStat{Key: e.key, Truncated: e.truncated, Rule: e.rule, Used: e.used, Limit: e.limit,
 			Ratio: e.ratio, AgeSeconds: max(0, float64(now-e.at)/1e9)})
 	}
 	ds.topMu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	rlcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -211,5 +212,31 @@ func BenchmarkServiceObserver(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestStatsBoundKeyLength: a key longer than MaxKeyBytes is kept as its
+// first MaxKeyBytes (not splitting a UTF-8 sequence), a copy marked
+// truncated, and later decisions of the same long key update that entry.
+func TestStatsBoundKeyLength(t *testing.T) {
+	stats, _ := NewStats(nil)
+	stats.Tick(t0)
+	long := "api_user_" + strings.Repeat("é", 4096) + "_"
+	for used := range uint64(3) {
+		stats.ObserveDecision(ratelimit.Decision{Domain: "api", Key: long, Used: used + 1, Limit: 10, Allowed: true, Hits: 1})
+	}
+	stats.ObserveDecision(ratelimit.Decision{Domain: "api", Key: "api_user_bob_", Used: 1, Limit: 10, Allowed: true, Hits: 1})
+	d := stats.Domains()[0]
+	if len(d.Nearest) != 2 {
+		t.Fatalf("nearest = %+v, want the long key once and bob", d.Nearest)
+	}
+	k := d.Nearest[0]
+	if !k.Truncated || len(k.Key) > MaxKeyBytes || len(k.Key) < MaxKeyBytes-1 || !utf8.ValidString(k.Key) ||
+		!strings.HasPrefix(long, k.Key) || k.Used != 3 {
+		t.Errorf("long key kept as %d bytes (truncated %v, valid UTF-8 %v, used %d), want its first %d bytes, used 3",
+			len(k.Key), k.Truncated, utf8.ValidString(k.Key), k.Used, MaxKeyBytes)
+	}
+	if d.Nearest[1].Truncated || d.Nearest[1].Key != "api_user_bob_" {
+		t.Errorf("short key = %+v", d.Nearest[1])
 	}
 }

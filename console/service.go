@@ -41,15 +41,20 @@ type EndpointView struct {
 
 // SubsetView is the service's subsets, and one chosen node's.
 type SubsetView struct {
-	Subsetting bool            `json:"subsetting"`
-	Algorithm  string          `json:"algorithm,omitempty"`
-	SubsetSize int             `json:"subset_size"`
-	Balance    xds.Balance     `json:"balance"`
-	Nodes      []string        `json:"nodes"` // node ids, at most maxNodeIDs
+	Subsetting bool        `json:"subsetting"`
+	Algorithm  string      `json:"algorithm,omitempty"`
+	SubsetSize int         `json:"subset_size"`
+	Balance    xds.Balance `json:"balance"`
+	// Nodes are the ids of the first MaxNodeChoices known nodes by id (the
+	// page's choice); KnownNodes counts them all. Any known node can be
+	// asked for with ?node=.
+	Nodes      []string        `json:"nodes"`
+	KnownNodes int             `json:"known_nodes"`
 	Node       *xds.SubsetNode `json:"node,omitempty"`
 }
 
-const maxNodeIDs = 500
+// MaxNodeChoices bounds SubsetView.Nodes.
+const MaxNodeChoices = 500
 
 // service returns the view of service name (with node's subset when
 // node is set), or false if it is unknown.
@@ -62,18 +67,11 @@ func (c *Console) service(name, node string) (ServiceView, bool) {
 	st, _ := c.table().Service(name)
 	v := ServiceView{At: c.cfg.Now(), Name: name, Endpoints: make([]EndpointView, 0, len(svc.Endpoints)),
 		Counts: counts(discovery.Snapshot{Services: []discovery.Service{svc}})[0], Predicted: st.PredictedSpread}
-	var rep xds.SubsetReport
-	if c.cfg.Fleet != nil {
-		rep, _ = c.cfg.Fleet.Subsets(name)
-	}
-	conns := map[string]int{}
-	for _, e := range rep.Endpoints {
-		conns[e.ID] = e.Connections
-	}
+	sum, subsets := c.subsets.get(name, v.At)
 	var utils []float64
 	for _, ep := range svc.Endpoints {
 		e := EndpointView{ID: ep.ID, Address: hostPort(ep), Node: ep.Node, Zone: ep.Locality.Zone,
-			Health: ep.Health.String(), Drain: []string{}, Weight: max(ep.Weight, 1), Connections: conns[ep.ID]}
+			Health: ep.Health.String(), Drain: []string{}, Weight: max(ep.Weight, 1), Connections: sum.Connections[ep.ID]}
 		if ep.Drain != "" {
 			e.Drain = strings.Split(ep.Drain, ",")
 		}
@@ -92,24 +90,16 @@ func (c *Console) service(name, node string) (ServiceView, bool) {
 	if s := spread(utils); !math.IsNaN(s) {
 		v.Spread = &s
 	}
-	if c.cfg.Fleet != nil && rep.Service != "" {
-		v.Subsets = subsetView(rep, node)
+	if subsets {
+		v.Subsets = &SubsetView{Subsetting: sum.Subsetting, Algorithm: sum.Algorithm, SubsetSize: sum.SubsetSize,
+			Balance: sum.Balance, Nodes: sum.Nodes, KnownNodes: sum.KnownNodes}
+		if node != "" {
+			if sn, ok := c.cfg.Fleet.SubsetOf(name, node); ok {
+				v.Subsets.Node = &sn
+			}
+		}
 	}
 	return v, true
-}
-
-func subsetView(rep xds.SubsetReport, node string) *SubsetView {
-	sv := &SubsetView{Subsetting: rep.Subsetting, Algorithm: rep.Algorithm, SubsetSize: rep.SubsetSize,
-		Balance: rep.Balance, Nodes: make([]string, 0, min(len(rep.Nodes), maxNodeIDs))}
-	for i, n := range rep.Nodes {
-		if i < maxNodeIDs {
-			sv.Nodes = append(sv.Nodes, n.ID)
-		}
-		if n.ID == node {
-			sv.Node = &rep.Nodes[i]
-		}
-	}
-	return sv
 }
 
 func hostPort(ep discovery.Endpoint) string {

@@ -9,10 +9,13 @@ import (
 	"github.com/xds-server/xds-server/xds"
 )
 
-// Fleet is what the console reads of the xDS server (*xds.Server).
+// Fleet is what the console reads of the xDS server (*xds.Server): the
+// nodes, and a service's subsets in brief (connections per endpoint, at
+// most maxNodes node ids) and for one node.
 type Fleet interface {
 	Nodes() []xds.Node
-	Subsets(service string) (xds.SubsetReport, bool)
+	SubsetSummary(service string, maxNodes int) (xds.SubsetSummary, bool)
+	SubsetOf(service, node string) (xds.SubsetNode, bool)
 }
 
 // Weights is the weight table as last computed (*weights.Pipeline).

@@ -143,6 +143,8 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 		b.shot(t, shots, "service-drained")
 	})
 
+	t.Run("a page of another site cannot drain", func(t *testing.T) { crossSiteCannotDrain(t, b, srv) })
+
 	t.Run("drains page", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/drains")))
 		b.poll(t, `document.querySelector('#admin-drains') !== null`, 10*time.Second)

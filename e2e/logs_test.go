@@ -37,7 +37,7 @@ func TestLogsTellTheStory(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // the log is a file written by another process: polled
 		}
 	}
-	step("start-up", `level=INFO msg="xds-server started" xds_address=\S+ admin_address=\S+ discovery=consul ratelimit_address=\S+ .* listeners=0 .*ratelimit_domains=0`)
+	step("start-up", `level=INFO msg="xds-server started" xds_address=\S+ admin_address=\S+ console=http://127.0.0.1:\d+/ui/ discovery=consul ratelimit_address=\S+ .* listeners=0 .*ratelimit_domains=0`)
 	step("first snapshot", `level=INFO msg="first snapshot" component=discovery source=consul services=1 endpoints=3 unknown=0 healthy=3`)
 
 	if err := agent.UpdateTTL("ttl-"+backends[0].ID, "down", api.HealthCritical); err != nil {

@@ -3,7 +3,6 @@ package weights
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -238,15 +237,11 @@ func (r *Runner) DebugHandler() http.Handler {
 			}
 		case name != "":
 			if s, ok := t.Service(name); ok {
-				body = s
+				body = ServiceAnswer{ServiceTable: s, State: StateComputed}
 			} else {
 				code, body = http.StatusNotFound, map[string]string{"error": "no weights for service " + name}
 			}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(body)
+		writeDebug(w, code, body)
 	})
 }

@@ -1,10 +1,12 @@
 package weights
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Errors of the push API and /debug/weights about a service rather than
@@ -68,8 +70,25 @@ func serviceStatus(err error) int {
 	return http.StatusConflict
 }
 
+// Answers of /debug/weights?service=S for a weighted service: its table
+// (StateComputed), or, before the first weight update that includes it,
+// an empty one (StateWaiting) with a message saying so.
+const (
+	StateComputed = "computed"
+	StateWaiting  = "waiting"
+)
+
+// ServiceAnswer is /debug/weights?service=S for a weighted service.
+type ServiceAnswer struct {
+	ServiceTable
+	State   string `json:"state"`             // StateComputed or StateWaiting
+	Message string `json:"message,omitempty"` // why it is waiting
+}
+
 // debugHandler answers /debug/weights?service=S for a service without
-// weights with why (serviceError) and hands every other request to next.
+// weights with why (serviceError: 404 or 409), for a weighted service not
+// in the table yet with 200 and StateWaiting, and hands every other
+// request to next.
 func (p *Pipeline) debugHandler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.URL.Query().Get("service")
@@ -78,14 +97,34 @@ func (p *Pipeline) debugHandler(next http.Handler) http.Handler {
 			return
 		}
 		err := serviceError(name, p.ServiceState(name))
-		if err == nil {
+		if err != nil {
+			writeDebug(w, serviceStatus(err), map[string]string{"error": err.Error()})
+			return
+		}
+		if _, ok := p.Table().Service(name); ok || r.URL.Query().Get("node") != "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(serviceStatus(err))
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]string{"error": err.Error()})
+		writeDebug(w, http.StatusOK, p.waiting(name))
 	})
+}
+
+// waiting is the answer for weighted service name before its first
+// weights: between discovery listing it and the next update (every
+// UpdatePeriod), while it has no endpoints, or, with HA, until the
+// leader's table includes it.
+func (p *Pipeline) waiting(name string) ServiceAnswer {
+	return ServiceAnswer{ServiceTable: ServiceTable{Name: name, Rows: []Row{}}, State: StateWaiting,
+		Message: fmt.Sprintf("weights for service %s are not computed yet (weights are recomputed every %v, "+
+			"weights.update_period, for services with endpoints; with ha.enabled, from the leader's table)",
+			name, cmp.Or(p.cfg.UpdatePeriod, time.Second))}
+}
+
+// writeDebug writes v as indented JSON with status code.
+func writeDebug(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"net/http"
 	"net/http/pprof"
 
@@ -37,4 +38,25 @@ func adminHandler(srv *xds.Server, reg *prometheus.Registry, more ...func(*http.
 		add(mux)
 	}
 	return mux
+}
+
+// consoleURL is the web console's address on admin listener addr:
+// http(s)://host:port/ui/, with localhost for an unspecified host
+// (0.0.0.0, ::), which is reachable from the machine itself.
+func consoleURL(addr net.Addr, tls bool) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		host, port = addr.String(), ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	if port == "" {
+		return scheme + "://" + host + "/ui/"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/ui/"
 }

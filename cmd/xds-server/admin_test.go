@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -67,5 +68,26 @@ func TestAdminEndpoints(t *testing.T) {
 	}
 	if code, body := get("/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
 		t.Errorf("/debug/pprof/goroutine = %d %.80q", code, body)
+	}
+}
+
+func TestConsoleURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:9901": "http://127.0.0.1:9901/ui/",
+		"0.0.0.0:9901":   "http://localhost:9901/ui/",
+		"[::]:9901":      "http://localhost:9901/ui/",
+		"[::1]:9901":     "http://[::1]:9901/ui/",
+	} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := consoleURL(tcp, false); got != want {
+			t.Errorf("consoleURL(%s) = %q, want %q", addr, got, want)
+		}
+	}
+	tcp, _ := net.ResolveTCPAddr("tcp", "10.0.0.1:443")
+	if got := consoleURL(tcp, true); got != "https://10.0.0.1:443/ui/" {
+		t.Errorf("consoleURL with TLS = %q", got)
 	}
 }

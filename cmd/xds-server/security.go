@@ -99,7 +99,8 @@ func requireToken(next http.Handler, token *certs.File, unauthorized prometheus.
 }
 
 // newAdminServer is the admin HTTP server: HTTPS with admin.tls, the
-// bearer token of admin.token_file.
+// bearer token of admin.token_file, cross-origin browser requests that
+// would change state refused (refuseCrossOrigin).
 func newAdminServer(c config.AdminConfig, sec security, h http.Handler, reg prometheus.Registerer) (*http.Server, error) {
 	if c.TokenFile != "" {
 		token, err := certs.NewFile(c.TokenFile, 0, nil)
@@ -112,6 +113,7 @@ func newAdminServer(c config.AdminConfig, sec security, h http.Handler, reg prom
 		reg.MustRegister(unauthorized)
 		h = requireToken(h, token, unauthorized)
 	}
+	h = refuseCrossOrigin(h, newCrossOriginRefused(reg)) // before the token: a forged request is refused whatever it carries
 	tc, err := sec.serverTLS("admin", c.TLS)
 	if err != nil {
 		return nil, err

@@ -95,7 +95,12 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	}
 	changes := discovery.NewChangeLog(log, cfg.Discovery.Source) // health and drain transitions, per service per update
 	drains, err = drain.New(drain.Config{Policy: cfg.Drainer(), Registerer: reg, Store: hap.drains, Logger: log,
-		Emit: func(snap discovery.Snapshot) { changes.Observe(snap); ws.Observe(snap); srv.Update(snap); ui.Observe(snap) }})
+		Emit: func(snap discovery.Snapshot) {
+			changes.Observe(snap)
+			ws.Observe(snap)
+			srv.Update(snap)
+			ui.Observe(snap)
+		}})
 	if err != nil {
 		xdsLis.Close()
 		adminLis.Close()
@@ -176,6 +181,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		}
 	}()
 	log.Info("xds-server started", "xds_address", xdsLis.Addr().String(), "admin_address", adminLis.Addr().String(),
+		"console", consoleURL(adminLis.Addr(), cfg.Admin.TLS.Enabled()),
 		"discovery", cfg.Discovery.Source, "ratelimit_address", rl.lis.Addr().String(),
 		"xds_tls", cfg.XDS.TLS.Enabled(), "ratelimit_tls", cfg.RateLimit.TLS.Enabled(), "admin_tls", cfg.Admin.TLS.Enabled(),
 		"admin_token", cfg.Admin.TokenFile != "", "xds_authorization_rules", len(cfg.XDS.Authorization.Rules),

@@ -95,7 +95,7 @@
     if (page === "service") {
       if (d.history) history = d.history;
       part("live", serviceView(d));
-      const ids = d.subsets ? d.subsets.nodes.join("\n") : "";
+      const ids = d.subsets ? d.subsets.known_nodes + "\n" + d.subsets.nodes.join("\n") : "";
       if (ids !== nodeList) { part("nodesel", nodeSelect(d.subsets)); nodeList = ids; }
       part("nodeview", nodeView(d.subsets));
       part("hist", historyHTML());
@@ -222,7 +222,8 @@
   function nodeSelect(s) {
     if (!s || !s.nodes.length) return "";
     const opts = ['<option value="">choose a node</option>'].concat(s.nodes.map((n) => "<option" + (n === chosenNode ? " selected" : "") + ">" + esc(n) + "</option>"));
-    return '<section class="nodesel"><label>subset and replacements of node <select id="node">' + opts.join("") + "</select></label></section>";
+    const more = s.known_nodes > s.nodes.length ? ' <span class="muted">(the first ' + s.nodes.length + " of " + s.known_nodes + " nodes by id)</span>" : "";
+    return '<section class="nodesel"><label>subset and replacements of node <select id="node">' + opts.join("") + "</select></label>" + more + "</section>";
   }
 
   function nodeView(s) {
@@ -258,7 +259,7 @@
   function rateLimits(d) {
     if (!d.domains.length) return '<section><h1>Rate limits</h1><p class="notice">no rate-limit domains configured (ratelimit.config)</p></section>';
     return "<section><h1>Rate limits</h1>" + d.domains.map((x) => {
-      const near = x.nearest.map((k) => [esc(k.key), k.used + " / " + k.limit, '<svg class="meter" width="120" height="10"><rect class="track" width="120" height="10"/><rect class="' +
+      const near = x.nearest.map((k) => [esc(k.key) + (k.truncated ? "…" : ""), k.used + " / " + k.limit, '<svg class="meter" width="120" height="10"><rect class="track" width="120" height="10"/><rect class="' +
         (k.ratio >= 1 ? "over" : "fill") + '" width="' + (120 * Math.min(1, k.ratio)).toFixed(1) + '" height="10"/></svg>', fmt(k.age_seconds, 0) + "s"]);
       const classes = x.criticality.map((c) => [esc(c.class), c.admitted, c.refused, pct(c.acceptance)]);
       return '<div class="domain"><h2>' + esc(x.domain) + "</h2><p><b>" + fmt(x.decisions_per_second, 1) + "</b> decisions/s · <b>" + pct(x.over_limit_share) +

@@ -1,0 +1,51 @@
+package xds
+
+import (
+	"fmt"
+	"testing"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/xds-server/xds-server/subsetting"
+)
+
+// BenchmarkConsoleSubsets measures what the console's service page asks
+// each second: the full report (Subsets, every node's lists) against the
+// summary (SubsetSummary with 500 node ids, plus SubsetOf one node), for
+// one service of 1,000 endpoints (subset size 20) and 10,000 connected
+// nodes.
+//
+//	go test ./xds -run '^$' -bench ConsoleSubsets -benchmem
+func BenchmarkConsoleSubsets(b *testing.B) {
+	s, err := New(Config{
+		Settings: func(string) ServiceSettings { return ServiceSettings{SubsetSize: 20, Subsetting: subsetting.Steady} },
+		Logger:   quietLogger(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 10000 {
+		s.cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: "g"})
+	}
+	s.Update(world(1, 1000))
+	s.rec.reconcile()
+	b.Run("report", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, ok := s.Subsets("svc-000"); !ok {
+				b.Fatal("no report")
+			}
+		}
+	})
+	b.Run("summary", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if _, ok := s.SubsetSummary("svc-000", 500); !ok {
+				b.Fatal("no summary")
+			}
+			if _, ok := s.SubsetOf("svc-000", "node-04242"); !ok {
+				b.Fatal("no node")
+			}
+		}
+	})
+}
