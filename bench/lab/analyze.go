@@ -84,8 +84,9 @@ func spread(us []float64) (maxMean, p99Mean float64) {
 // figures are one policy's measured spread.
 type figures struct {
 	MaxMean, P99Mean float64   // of the backends' mean utilization over the final window
-	Converge         float64   // seconds until the smoothed spread stays within convergeBand of MaxMean; -1: never
-	Oscillation      float64   // standard deviation of the smoothed spread after convergence, relative to MaxMean
+	Settled          float64   // the smoothed spread's mean over the final window
+	Converge         float64   // seconds until the smoothed spread stays within convergeBand of Settled; -1: never
+	Oscillation      float64   // standard deviation of the smoothed spread after convergence, relative to Settled
 	Smoothed         []float64 // by second: max/mean of the backends' means over the trailing window
 	MeanUtil         float64   // mean utilization over the final window
 }
@@ -101,13 +102,27 @@ func analyze(util [][]float64, secs, w, f int) figures {
 		fig.MeanUtil += u / float64(max(1, len(final)))
 	}
 	fig.Smoothed = smoothed(util, secs, w)
-	fig.Converge = converged(fig.Smoothed, fig.MaxMean)
+	// The reference of convergence is the smoothed spread's own level over
+	// the final window, not MaxMean: the max of a dozen noisy w-second
+	// means sits above the max of their f-second means, and comparing the
+	// two would call a settled fleet unsettled.
+	fig.Settled = mean(fig.Smoothed[max(0, secs-f):])
+	fig.Converge = converged(fig.Smoothed, fig.Settled)
 	from := int(fig.Converge)
 	if fig.Converge < 0 {
 		from = secs - f
 	}
-	fig.Oscillation = relStd(fig.Smoothed[max(from, w-1):], fig.MaxMean)
+	fig.Oscillation = relStd(fig.Smoothed[max(from, w-1):], fig.Settled)
 	return fig
+}
+
+// mean of xs; 0 for none.
+func mean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(max(1, len(xs)))
 }
 
 // smoothed is, for each second s, the max/mean of every backend's mean

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 )
 
@@ -38,7 +40,8 @@ type client struct {
 	stub  testgrpc.TestServiceClient
 
 	mu        sync.Mutex
-	latencies []float64 // ms, of the successful requests
+	latencies []float64              // ms, of the successful requests
+	codes     map[codes.Code]int64 // of the failed requests
 	errors    atomic.Int64
 	sent      atomic.Int64
 }
@@ -119,6 +122,12 @@ func (c *client) call(timeout time.Duration) {
 	start := time.Now()
 	if _, err := c.stub.EmptyCall(ctx, &testgrpc.Empty{}); err != nil {
 		c.errors.Add(1)
+		c.mu.Lock()
+		if c.codes == nil {
+			c.codes = map[codes.Code]int64{}
+		}
+		c.codes[status.Code(err)]++
+		c.mu.Unlock()
 		return
 	}
 	ms := float64(time.Since(start).Microseconds()) / 1000

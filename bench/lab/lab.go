@@ -22,6 +22,7 @@ type result struct {
 	p50, p99   float64     // client latency, ms
 	requests   int64
 	errors     int64
+	codes      map[string]int64 // errors by gRPC status code
 	simMaxMean float64
 	cpuLoad    float64 // backends and clients: CPU seconds per second
 	cpuServer  float64 // xds-server: CPU seconds per second
@@ -93,7 +94,7 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 		r.simMaxMean = e.sims[cmpOr(p.subset, o.backends)].simMaxMean(p.sim)
 		results = append(results, r)
 		log.Info("policy done", "policy", p.label(o.backends), "max_mean", round3(r.fig.MaxMean),
-			"converge_s", r.fig.Converge, "errors", r.errors, "sim_max_mean", round3(r.simMaxMean))
+			"converge_s", r.fig.Converge, "errors", r.errors, "error_codes", r.codes, "sim_max_mean", round3(r.simMaxMean))
 	}
 	return e.write(results, args, time.Since(start), stdout)
 }
@@ -156,6 +157,12 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 	for _, c := range cs {
 		c.mu.Lock()
 		lat = append(lat, c.latencies...)
+		for code, n := range c.codes {
+			if r.codes == nil {
+				r.codes = map[string]int64{}
+			}
+			r.codes[code.String()] += n
+		}
 		c.mu.Unlock()
 		r.requests += c.sent.Load()
 		r.errors += c.errors.Load()

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,6 +56,18 @@ func toJSON(rs []result, backends int) []byte {
 	return append(b, '\n')
 }
 
+// errorsCell is the count of failed requests, with their status codes.
+func errorsCell(r result) string {
+	if r.errors == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(r.codes)) {
+		parts = append(parts, fmt.Sprintf("%s %d", code, r.codes[code]))
+	}
+	return fmt.Sprintf("%d (%s)", r.errors, strings.Join(parts, ", "))
+}
+
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
 // table is the figures as a Markdown table (also the stdout table).
@@ -70,9 +84,9 @@ func table(rs []result, backends int) string {
 		if r.fig.Converge >= 0 {
 			conv = fmt.Sprintf("%.0f s", r.fig.Converge)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %s | %.1f%% | %.1f / %.1f ms | %d | %d | %.2f cores | %.2f cores |\n",
+		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %s | %.1f%% | %.1f / %.1f ms | %d | %s | %.2f cores | %.2f cores |\n",
 			r.policy.name, sub, r.fig.MaxMean, r.fig.P99Mean, r.simMaxMean, conv, 100*r.fig.Oscillation,
-			r.p50, r.p99, r.requests, r.errors, r.cpuLoad, r.cpuServer)
+			r.p50, r.p99, r.requests, errorsCell(r), r.cpuLoad, r.cpuServer)
 	}
 	return b.String()
 }
@@ -170,9 +184,9 @@ func (e *env) markdown(rs []result, args []string, took time.Duration, charts []
 	p("`[orca, lrs]`: the formula (`weights.balance: false`), balanced (`weights.balance: true`), per-node")
 	p("(`mode: per_node`). Each run lasts %s. Utilization is each backend's own ORCA report, every second;", o.duration)
 	p("**max/mean** and **p99/mean** are over the backends' mean utilization in the last %s; the spread over time", o.final)
-	p("is max/mean of %s trailing means; **converged** is when it stays within 5%% of the final max/mean (it", o.window)
-	p("includes up to %s of that window's lag); **oscillation** is its standard deviation after that, relative", o.window)
-	p("to the final max/mean. **simulator** is `bench/weightsim`'s noise-free figure for the same fleet. CPU is")
+	p("is max/mean of %s trailing means; **converged** is when it stays within 5%% of its own mean over the", o.window)
+	p("last %s (it includes up to %s of that window's lag); **oscillation** is its standard deviation after", o.final, o.window)
+	p("that, relative to that mean. **simulator** is `bench/weightsim`'s noise-free figure for the same fleet. CPU is")
 	p("process CPU time over wall time (backends: /proc; clients: the lab process).")
 	p("")
 	b.WriteString(table(rs, o.backends))
