@@ -40,7 +40,7 @@ type client struct {
 	stub  testgrpc.TestServiceClient
 
 	mu        sync.Mutex
-	latencies []float64              // ms, of the successful requests
+	latencies []float64            // ms, of the successful requests
 	codes     map[codes.Code]int64 // of the failed requests
 	errors    atomic.Int64
 	sent      atomic.Int64
