@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -56,8 +57,8 @@ func bootstrap(xdsAddr string, i int) []byte {
 }`, xdsAddr, i, i)
 }
 
-// dialClients dials one xDS client per rate (xds:///lab) and waits until
-// each has made one successful call (it has its config and endpoints).
+// dialClients dials one xDS client per rate (xds:///lab) and warms each
+// up (warmUp).
 func dialClients(ctx context.Context, xdsAddr string, rates []float64) ([]*client, error) {
 	var cs []*client
 	for i, r := range rates {
@@ -73,16 +74,38 @@ func dialClients(ctx context.Context, xdsAddr string, rates []float64) ([]*clien
 		}
 		cs = append(cs, &client{index: i, rate: r, conn: conn, stub: testgrpc.NewTestServiceClient(conn)})
 	}
-	for _, c := range cs {
+	var wg sync.WaitGroup
+	errs := make([]error, len(cs))
+	for k, c := range cs {
+		wg.Go(func() { errs[k] = c.warmUp(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeClients(cs)
+		return nil, err
+	}
+	return cs, nil
+}
+
+// warmUpCalls are the calls, one after the other, a client makes before
+// the run: ring_hash connects to an endpoint only once a pick lands on it
+// and sends the pick to the next ready one meanwhile, so a client that
+// starts at full rate at once piles onto its first connected endpoint.
+// A few sequential calls with random hashes connect its whole subset.
+const warmUpCalls = 16
+
+// warmUp makes warmUpCalls calls, waiting for the client's config and
+// endpoints.
+func (c *client) warmUp(ctx context.Context) error {
+	for range warmUpCalls {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		_, err := c.stub.EmptyCall(cctx, &testgrpc.Empty{}, grpc.WaitForReady(true))
 		cancel()
 		if err != nil {
-			closeClients(cs)
-			return nil, fmt.Errorf("lab: client %d: first call: %w", c.index, err)
+			return fmt.Errorf("lab: client %d: warm-up call: %w", c.index, err)
 		}
 	}
-	return cs, nil
+	return nil
 }
 
 func closeClients(cs []*client) {
