@@ -44,7 +44,7 @@ func defaultOptions() options {
 // runs, the runs with subsets only, and weights pushed every 2s.
 func (o *options) quick() {
 	o.backends, o.clients, o.subset = 6, 18, 3
-	o.duration, o.final, o.window = 35*time.Second, 12*time.Second, 6*time.Second
+	o.duration, o.final, o.window = 30*time.Second, 10*time.Second, 5*time.Second
 	o.fast, o.noFull = true, true
 }
 
@@ -76,7 +76,7 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	}
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.Bool("quick", false, "a smaller, shorter lab (6 backends, 18 clients, subsets of 3, 35s per policy, weights pushed every 2s, no runs without subsets): within 3 minutes")
+	fs.Bool("quick", false, "a smaller, shorter lab (6 backends, 18 clients, subsets of 3, 30s per policy, weights pushed every 2s, no runs without subsets): within 3 minutes")
 	fs.IntVar(&o.backends, "backends", o.backends, "backends; capacities uniform in [1, 2] x 100 requests/s (bench/weightsim's fleet)")
 	fs.IntVar(&o.clients, "clients", o.clients, "grpc-go xDS clients, each its own node")
 	fs.IntVar(&o.subset, "subset", o.subset, "subset size of the runs with subsets")
