@@ -36,7 +36,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{backends: 12, clients: 36, subset: 4, slots: 4, util: 0.5, sigma: 0.7, seed: 1,
+	return options{backends: 12, clients: 36, subset: 4, slots: 8, util: 0.5, sigma: 0.7, seed: 1,
 		duration: 75 * time.Second, window: 10 * time.Second, final: 25 * time.Second, timeout: 5 * time.Second}
 }
 
