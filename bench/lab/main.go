@@ -25,6 +25,7 @@ type options struct {
 	window                    time.Duration // smoothing window of the spread over time
 	final                     time.Duration // the final window the figures are taken over
 	timeout                   time.Duration // per request
+	ringSize                  int           // ring_hash ring size (grpc-go's cap raised to it: ringHashCapEnv)
 	fast                      bool          // xds-server's weights blackout and push interval at 2s (--quick)
 	noFull                    bool          // skip the runs without subsets
 	only                      string        // run only the policies whose label contains this
@@ -37,7 +38,8 @@ type options struct {
 
 func defaultOptions() options {
 	return options{backends: 12, clients: 36, subset: 4, slots: 8, util: 0.5, sigma: 0.7, seed: 1,
-		duration: 75 * time.Second, window: 10 * time.Second, final: 25 * time.Second, timeout: 5 * time.Second}
+		duration: 75 * time.Second, window: 10 * time.Second, final: 25 * time.Second, timeout: 5 * time.Second,
+		ringSize: 65536}
 }
 
 // quick shrinks o to the --quick lab: a fleet half the size, shorter
@@ -48,8 +50,15 @@ func (o *options) quick() {
 	o.fast, o.noFull = true, true
 }
 
+// ringHashCapEnv is grpc-go's cap on ring_hash rings (default 4096), read
+// once when grpc-go initializes: the lab re-executes itself with it set.
+const ringHashCapEnv = "GRPC_RING_HASH_CAP"
+
 func main() {
 	o, err := parseOptions(os.Args[1:], os.Stderr)
+	if err == nil && os.Getenv(ringHashCapEnv) == "" {
+		reexec(o.ringSize) // returns only if it cannot
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -88,6 +97,8 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.window, "window", o.window, "smoothing window of the spread over time (convergence, oscillation)")
 	fs.DurationVar(&o.final, "final", o.final, "the figures are the backends' mean utilization over the last this of each run")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "deadline of each request (a request past it is an error)")
+	fs.IntVar(&o.ringSize, "ring-size", o.ringSize, "ring_hash ring size of the weighted policies: every client of a set of endpoints builds the same ring, "+
+		"so its arcs' deviation from the weights (about 1/sqrt(ring size / endpoints)) is the same for all and does not average out")
 	fs.BoolVar(&o.noFull, "no-full", o.noFull, "skip the runs without subsets")
 	fs.StringVar(&o.only, "only", "", "run only the policies whose label contains this (e.g. per-node)")
 	fs.BoolVar(&o.hold, "hold", false, "keep the last policy's fleet running until interrupted (watch it in the console, /ui/)")
@@ -127,10 +138,24 @@ func (o options) validate() error {
 	if o.window < time.Second || o.final < time.Second || o.final > o.duration || o.window > o.duration {
 		errs = append(errs, fmt.Errorf("lab: want 1s <= window, final <= duration (got %v, %v, %v)", o.window, o.final, o.duration))
 	}
+	if o.ringSize < 1024 || o.ringSize > 8<<20 {
+		errs = append(errs, fmt.Errorf("lab: ring size %d not in [1024, 8388608]", o.ringSize))
+	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("lab: timeout %v, want > 0", o.timeout))
 	}
 	return errors.Join(errs...)
+}
+
+// reexec runs this program again with grpc-go's ring cap at size: grpc-go
+// reads it only at initialization.
+func reexec(size int) {
+	self, err := os.Executable()
+	if err != nil {
+		return
+	}
+	env := append(os.Environ(), fmt.Sprintf("%s=%d", ringHashCapEnv, size))
+	_ = syscall.Exec(self, os.Args, env) // on success, never returns
 }
 
 // command is the lab's command line as the Markdown shows it.

@@ -73,7 +73,7 @@ func (p policy) serverConfig(consul string, o options) string {
 		b.WriteString("    lb_policy: round_robin\n")
 	} else {
 		b.WriteString("    lb_policy: ring_hash\n")
-		b.WriteString("    ring_hash: { minimum_ring_size: 4096, maximum_ring_size: 4096 }\n")
+		fmt.Fprintf(&b, "    ring_hash: { minimum_ring_size: %d, maximum_ring_size: %d }\n", o.ringSize, o.ringSize)
 		fmt.Fprintf(&b, "    weights: { enabled: true, mode: %s, sources: [orca, lrs] }\n", p.mode)
 	}
 	fmt.Fprintf(&b, "weights: { balance: %t", p.balance)
