@@ -79,3 +79,22 @@ func TestAnalyzeNeverConverged(t *testing.T) {
 		t.Errorf("oscillation %v of a flapping fleet, want large", fig.Oscillation)
 	}
 }
+
+// TestNoiseFloor: a balanced fleet measured over a short window shows a
+// spread above 1 that shrinks as the window grows (more requests per
+// backend), and more backends raise it (the max of more noisy means).
+func TestNoiseFloor(t *testing.T) {
+	caps := []float64{100, 120, 150, 200, 110, 130, 170, 190, 105, 140, 160, 180}
+	short, long := noiseFloor(caps, 0.5, 5, 501), noiseFloor(caps, 0.5, 100, 501)
+	if !(short > long && long > 1 && short < 1.25) {
+		t.Errorf("floor over 5s %.3f, over 100s %.3f: want 1 < long < short < 1.25", short, long)
+	}
+	// sqrt(N) noise: 12 backends at ~70 requests/s for 25s: per-backend
+	// sd about 2.4%, the max of 12 about 1.6 sd above the mean.
+	if f := noiseFloor(caps, 0.5, 25, 501); math.Abs(f-1.04) > 0.015 {
+		t.Errorf("floor over 25s %.3f, want about 1.04", f)
+	}
+	if few := noiseFloor(caps[:3], 0.5, 25, 501); few >= noiseFloor(caps, 0.5, 25, 501) {
+		t.Errorf("3 backends floor %.3f not below 12 backends'", few)
+	}
+}

@@ -24,6 +24,7 @@ type result struct {
 	errors     int64
 	codes      map[string]int64 // errors by gRPC status code
 	simMaxMean float64
+	floor      float64 // max/mean a perfectly balanced fleet would measure (noiseFloor)
 	cpuLoad    float64 // backends and clients: CPU seconds per second
 	cpuServer  float64 // xds-server: CPU seconds per second
 	ui         string
@@ -153,6 +154,11 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 	secs := int(o.duration / time.Second)
 	r.util = grid(e.sampler.window(t0, t0.Add(o.duration)), secs)
 	r.fig = analyze(r.util, secs, int(o.window/time.Second), int(o.final/time.Second))
+	caps := make([]float64, len(e.backends))
+	for j, b := range e.backends {
+		caps[j] = b.capacity
+	}
+	r.floor = noiseFloor(caps, r.fig.MeanUtil, o.final.Seconds(), 1001)
 	var lat []float64
 	for _, c := range cs {
 		c.mu.Lock()

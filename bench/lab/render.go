@@ -73,8 +73,8 @@ func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 // table is the figures as a Markdown table (also the stdout table).
 func table(rs []result, backends int) string {
 	var b strings.Builder
-	b.WriteString("| policy | subsets | max/mean | p99/mean | simulator max/mean | converged | oscillation | mean utilization | latency p50 / p99 | requests | errors | backends+clients CPU | xds-server CPU |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| policy | subsets | max/mean | p99/mean | simulator max/mean | noise floor | converged | oscillation | mean utilization | latency p50 / p99 | requests | errors | backends+clients CPU | xds-server CPU |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
 		sub := "none"
 		if r.policy.subset > 0 && r.policy.subset < backends {
@@ -84,8 +84,8 @@ func table(rs []result, backends int) string {
 		if r.fig.Converge >= 0 {
 			conv = fmt.Sprintf("%.0f s", r.fig.Converge)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %s | %.1f%% | %.2f | %.1f / %.1f ms | %d | %s | %.2f cores | %.2f cores |\n",
-			r.policy.name, sub, r.fig.MaxMean, r.fig.P99Mean, r.simMaxMean, conv, 100*r.fig.Oscillation, r.fig.MeanUtil,
+		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %.3f | %s | %.1f%% | %.2f | %.1f / %.1f ms | %d | %s | %.2f cores | %.2f cores |\n",
+			r.policy.name, sub, r.fig.MaxMean, r.fig.P99Mean, r.simMaxMean, r.floor, conv, 100*r.fig.Oscillation, r.fig.MeanUtil,
 			r.p50, r.p99, r.requests, errorsCell(r), r.cpuLoad, r.cpuServer)
 	}
 	return b.String()
@@ -188,7 +188,10 @@ func (e *env) markdown(rs []result, args []string, took time.Duration, charts []
 	p("**max/mean** and **p99/mean** are over the backends' mean utilization in the last %s; the spread over time", o.final)
 	p("is max/mean of %s trailing means; **converged** is when it stays within 5%% of its own mean over the", o.window)
 	p("last %s (it includes up to %s of that window's lag); **oscillation** is its standard deviation after", o.final, o.window)
-	p("that, relative to that mean. **simulator** is `bench/weightsim`'s noise-free figure for the same fleet. CPU is")
+	p("that, relative to that mean. **simulator** is `bench/weightsim`'s noise-free figure for the same fleet;")
+	p("**noise floor** is what a perfectly balanced fleet would measure over the same window (Poisson arrivals: the")
+	p("max of a dozen noisy means sits above their mean), so a measured figure is at best about the simulator's")
+	p("times the floor. CPU is")
 	p("process CPU time over wall time (backends: /proc; clients: the lab process). **mean utilization** should be")
 	p("%g: a backend's busy time includes its timers' lateness, so a loaded machine makes every backend slower", o.util)
 	p("(a higher mean) and the figures noisier; run the lab on a quiet machine.")
