@@ -25,6 +25,7 @@ type result struct {
 	codes      map[string]int64 // errors by gRPC status code
 	simMaxMean float64
 	floor      float64 // max/mean a perfectly balanced fleet would measure (noiseFloor)
+	mismatched int     // clients whose subset is not the simulator's; -1: not checked
 	cpuLoad    float64 // backends and clients: CPU seconds per second
 	cpuServer  float64 // xds-server: CPU seconds per second
 	ui         string
@@ -95,7 +96,7 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 		r.simMaxMean = e.sims[cmpOr(p.subset, o.backends)].simMaxMean(p.sim)
 		results = append(results, r)
 		log.Info("policy done", "policy", p.label(o.backends), "max_mean", round3(r.fig.MaxMean),
-			"converge_s", r.fig.Converge, "errors", r.errors, "error_codes", r.codes, "sim_max_mean", round3(r.simMaxMean))
+			"converge_s", r.fig.Converge, "errors", r.errors, "error_codes", r.codes, "sim_max_mean", round3(r.simMaxMean), "subsets_unlike_sim", r.mismatched)
 	}
 	return e.write(results, args, time.Since(start), stdout)
 }
@@ -130,6 +131,13 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 		return result{}, err
 	}
 	defer closeClients(cs)
+	mismatched, err := subsetMismatches(srv.admin, e.sims[cmpOr(p.subset, o.backends)].Fleet.Subsets, e.backends)
+	if err != nil {
+		e.log.Warn("subsets not checked", "error", err)
+		mismatched = -1
+	} else if mismatched > 0 {
+		e.log.Warn("clients' subsets differ from the simulator's", "policy", p.label(o.backends), "clients", mismatched)
+	}
 	cpu0, srv0, t0 := e.loadCPU(), srv.p.cpuSeconds(), time.Now()
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -147,7 +155,7 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 	stop()
 	wg.Wait()
 	wall := time.Since(t0).Seconds()
-	r := result{policy: p, ui: srv.ui(), cpuLoad: (e.loadCPU() - cpu0) / wall, cpuServer: (srv.p.cpuSeconds() - srv0) / wall}
+	r := result{policy: p, ui: srv.ui(), mismatched: mismatched, cpuLoad: (e.loadCPU() - cpu0) / wall, cpuServer: (srv.p.cpuSeconds() - srv0) / wall}
 	if ctx.Err() != nil && !hold {
 		return result{}, ctx.Err()
 	}

@@ -56,6 +56,22 @@ func toJSON(rs []result, backends int) []byte {
 	return append(b, '\n')
 }
 
+// mismatchSummary sums the runs' subset checks.
+func mismatchSummary(rs []result) string {
+	total, unchecked := 0, 0
+	for _, r := range rs {
+		if r.mismatched < 0 {
+			unchecked++
+			continue
+		}
+		total += r.mismatched
+	}
+	if unchecked > 0 {
+		return fmt.Sprintf("%d (%d runs not checked)", total, unchecked)
+	}
+	return fmt.Sprint(total)
+}
+
 // errorsCell is the count of failed requests, with their status codes.
 func errorsCell(r result) string {
 	if r.errors == 0 {
@@ -197,6 +213,8 @@ func (e *env) markdown(rs []result, args []string, took time.Duration, charts []
 	p("(a higher mean) and the figures noisier; run the lab on a quiet machine.")
 	p("")
 	b.WriteString(table(rs, o.backends))
+	p("")
+	p("Clients whose subset (read from `/debug/config`) is not the simulator's: %s.", mismatchSummary(rs))
 	p("")
 	p("Against the targets of issue 18:")
 	p("")
