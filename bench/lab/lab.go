@@ -159,6 +159,14 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 	if ctx.Err() != nil && !hold {
 		return result{}, ctx.Err()
 	}
+	e.measure(&r, cs, t0)
+	return r, nil
+}
+
+// measure fills r with the backends' utilization from t0 over the run
+// and the clients' latencies and errors.
+func (e *env) measure(r *result, cs []*client, t0 time.Time) {
+	o := e.o
 	secs := int(o.duration / time.Second)
 	r.util = grid(e.sampler.window(t0, t0.Add(o.duration)), secs)
 	r.fig = analyze(r.util, secs, int(o.window/time.Second), int(o.final/time.Second))
@@ -185,7 +193,6 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 	if len(lat) > 0 {
 		r.p50, r.p99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
 	}
-	return r, nil
 }
 
 // loadCPU is the CPU time so far of the backends and of this process (the
