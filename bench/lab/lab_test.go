@@ -27,6 +27,7 @@ func TestQuickLab(t *testing.T) {
 		}
 		t.Skip(err)
 	}
+	t.Setenv("TMPDIR", t.TempDir()) // the lab's binaries and logs go there, removed after the test
 	o := defaultOptions()
 	o.quick()
 	o.seed = 3
