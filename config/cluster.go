@@ -59,6 +59,9 @@ func (s ServiceConfig) clusterOptions() envoy.ClusterOptions {
 		Protocol:           p,
 		LocalityWeightedLB: s.LocalityWeightedLB,
 		RingHash:           envoy.RingHashSize{Min: uint64(s.RingHash.MinimumRingSize), Max: uint64(s.RingHash.MaximumRingSize)},
+		// Weights from LRS: name this server as the cluster's LRS server,
+		// or grpc-go clients send none.
+		LoadReporting: s.Weights.Enabled && slices.Contains(s.Weights.Sources, "lrs"),
 	}
 	if hc := s.HealthCheck; hc != nil {
 		o.HealthCheck = envoy.HealthCheck{Enabled: hc.Enabled == nil || *hc.Enabled,

@@ -127,6 +127,13 @@ weights: { min_push_interval: 2s, max_ratio: 50 }
 	if _, on := cfg.WeightsOf("other"); on {
 		t.Error("other: weights on without opting in")
 	}
+	// grpc-go sends LRS only to a cluster that names an LRS server: a
+	// service whose weights take lrs names this server.
+	for name, want := range map[string]bool{"api": false, "web": true, "other": false} {
+		if got := cfg.ServiceSettings(name).Cluster.LoadReporting; got != want {
+			t.Errorf("%s: cluster LoadReporting %v, want %v", name, got, want)
+		}
+	}
 	w := cfg.Weights
 	if w.MinPushInterval != 2*time.Second || w.MaxRatio != 50 || w.Smoothing != 0.8 || w.UpdatePeriod != time.Second || w.MinChange != 0.05 {
 		t.Errorf("weights: %+v", w)

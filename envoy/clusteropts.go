@@ -53,6 +53,11 @@ type ClusterOptions struct {
 	// (common_lb_config.locality_weighted_lb_config); grpc-go always does.
 	LocalityWeightedLB bool
 	RingHash           RingHashSize // used by ring_hash (and maglev's grpc-go fallback)
+	// LoadReporting names this server as the cluster's LRS server
+	// (lrs_server: {self: {}}), so that grpc-go clients send it their load
+	// reports (LRS) on the same connection as xDS. Envoy ignores the field
+	// (it reports with its bootstrap's cluster_manager.load_stats_config).
+	LoadReporting bool
 }
 
 // HealthCheck is Envoy's active health checking of the endpoints (grpc-go
@@ -200,6 +205,10 @@ func applyClusterOptions(c *clusterv3.Cluster, o ClusterOptions) error {
 			MaxRequests:        optUInt32(cb.MaxRequests),
 			MaxRetries:         optUInt32(cb.MaxRetries),
 		}}}
+	}
+	if o.LoadReporting {
+		c.LrsServer = &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3,
+			ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
 	}
 	if o.LocalityWeightedLB {
 		c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{

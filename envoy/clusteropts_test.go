@@ -37,6 +37,7 @@ type caseCluster struct {
 		MaxRetries         uint32 `json:"max_retries"`
 	} `json:"circuit_breakers"`
 	LocalityWeightedLB bool `json:"locality_weighted_lb"`
+	LoadReporting      bool `json:"load_reporting"`
 	RingHash           struct {
 		Min uint64 `json:"minimum_ring_size"`
 		Max uint64 `json:"maximum_ring_size"`
@@ -58,6 +59,7 @@ func (cc caseCluster) options(t *testing.T, path string) ClusterOptions {
 	o := ClusterOptions{
 		Protocol: Protocol(cc.Protocol), CircuitBreakers: CircuitBreakers(cc.CircuitBreakers),
 		LocalityWeightedLB: cc.LocalityWeightedLB, RingHash: RingHashSize(cc.RingHash),
+		LoadReporting: cc.LoadReporting,
 	}
 	if hc := cc.HealthCheck; hc != nil {
 		o.HealthCheck = HealthCheck{Enabled: true, Path: hc.Path, GRPC: hc.GRPC, Interval: dur(hc.Interval),

@@ -36,6 +36,7 @@ func TestGRPCClientAcceptsBootstrapAndClusters(t *testing.T) {
 		CircuitBreakers:    CircuitBreakers{MaxConnections: 100, MaxRequests: 200, MaxRetries: 3},
 		LocalityWeightedLB: true,
 		RingHash:           RingHashSize{Min: 64, Max: 4096},
+		LoadReporting:      true,
 	}
 	for _, policy := range lbPolicies {
 		t.Run(string(policy), func(t *testing.T) {

@@ -27,7 +27,10 @@
 // A Report is one measurement of one endpoint: from the backend itself
 // (ORCA, HTTP: Node == "", with its total QPS and EPS and its CPU and
 // application utilization) or from a client (LRS: Node is the xDS node,
-// with that node's QPS and EPS to the endpoint). Rates are per second;
+// with that node's QPS and EPS to the endpoint; grpc-go reports a
+// locality's load only, which the pipeline spreads over the node's subset
+// in the shares of the EDS weights it last sent that node:
+// pipeline_split.go). Rates are per second;
 // utilization is the fraction of capacity in use (1 = all of it, up to
 // MaxUtilization; 0 = unknown). Weight is gRFC A58's formula,
 //

@@ -109,7 +109,7 @@ func BenchmarkIngestLRS(b *testing.B) {
 			if err := proto.Unmarshal(w, &req); err != nil {
 				b.Fatal(err)
 			}
-			reports, _ := lrsReports("node-"+strconv.Itoa(n), &req, now, time.Second, resolve)
+			reports, _ := lrsReports("node-"+strconv.Itoa(n), &req, now, time.Second, resolve, nil)
 			for _, r := range reports {
 				if err := tr.Observe(r, now); err != nil {
 					b.Fatal(err)

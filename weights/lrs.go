@@ -23,7 +23,7 @@ const (
 	skipNoInterval   = "no_interval"      // no load_report_interval and no previous report to measure from
 	skipNoAddress    = "no_address"       // endpoint without a socket address
 	skipUnknown      = "unknown_endpoint" // Resolve does not know the address
-	skipLocalityOnly = "locality_only"    // a locality's load without endpoint granularity (grpc-go)
+	skipLocalityOnly = "locality_only"    // a locality's load without endpoint granularity (grpc-go), with no known split
 	skipRejected     = "rejected"         // the sink refused the report
 )
 
@@ -44,6 +44,13 @@ type LRSConfig struct {
 	// service; ok false skips the endpoint. Required; called from many
 	// streams at once.
 	Resolve func(cluster, address string, port uint32) (endpoint string, ok bool)
+	// Split, optional, says how a node spreads its requests to a cluster
+	// over the endpoints it is given (their ids, and shares summing to 1,
+	// e.g. those of the EDS weights it was sent): the load of a locality
+	// without endpoint stats, all that grpc-go reports, is spread by it.
+	// nil, or ok false: such a load is skipped (locality_only). Called
+	// from many streams at once.
+	Split func(node, cluster string) (ids []string, shares []float64, ok bool)
 	// Interval is the load_reporting_interval asked of clients; 0 means 1s.
 	Interval   time.Duration
 	Logger     *slog.Logger // nil means slog.Default()
@@ -223,7 +230,7 @@ func (s *LRS) handle(st *lrsStream, req *lrsv3.LoadStatsRequest, now time.Time) 
 	if len(req.GetClusterStats()) == 0 {
 		return
 	}
-	reports, skipped := lrsReports(st.node, req, now, elapsed, s.cfg.Resolve)
+	reports, skipped := lrsReports(st.node, req, now, elapsed, s.cfg.Resolve, s.cfg.Split)
 	for reason, n := range skipped {
 		s.m.skipped.WithLabelValues(reason).Add(float64(n))
 	}

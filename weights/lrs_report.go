@@ -34,22 +34,32 @@ type lrsMetric struct {
 	n     uint64  // requests that reported it; > 0
 }
 
+// lrsSplit says how node spreads its requests to cluster over the
+// endpoints it is given: their ids and shares (>= 0, summing to 1); ok
+// false when it is not known. See LRSConfig.Split.
+type lrsSplit func(node, cluster string) (ids []string, shares []float64, ok bool)
+
 // lrsReports converts the load of one LRS request from node, received at
 // now and elapsed after the stream's previous request, into one Report per
-// endpoint, sorted by service and endpoint. skipped counts the endpoint
-// (and locality-only) loads that did not become a report, by reason.
+// endpoint, sorted by service and endpoint. A locality's load without
+// endpoint stats (grpc-go sends no others) is spread over the node's
+// endpoints by split (nil: skipped). skipped counts the endpoint (and
+// locality-only) loads that did not become a report, by reason.
 func lrsReports(node string, req *lrsv3.LoadStatsRequest, now time.Time, elapsed time.Duration,
-	resolve func(cluster, address string, port uint32) (string, bool)) (reports []Report, skipped map[string]int) {
+	resolve func(cluster, address string, port uint32) (string, bool), split lrsSplit) (reports []Report, skipped map[string]int) {
 	skipped = map[string]int{}
 	loads := map[lrsKey]*lrsLoad{}
 	for _, cs := range req.GetClusterStats() {
 		service := cs.GetClusterName()
 		secs := lrsSeconds(cs.GetLoadReportInterval(), elapsed)
+		var whole lrsLoad // of the localities without endpoint stats
+		localities := 0
 		for _, loc := range cs.GetUpstreamLocalityStats() {
 			eps := loc.GetUpstreamEndpointStats()
 			if len(eps) == 0 {
 				if loc.GetTotalSuccessfulRequests()+loc.GetTotalErrorRequests()+loc.GetTotalIssuedRequests() > 0 {
-					skipped[skipLocalityOnly]++
+					localities++
+					whole.addCounts(loc.GetTotalSuccessfulRequests(), loc.GetTotalErrorRequests(), secs)
 				}
 				continue
 			}
@@ -67,6 +77,9 @@ func lrsReports(node string, req *lrsv3.LoadStatsRequest, now time.Time, elapsed
 				}
 				l.add(ep, secs)
 			}
+		}
+		if localities > 0 && !spreadLoad(loads, whole, node, service, secs, split) {
+			skipped[skipLocalityOnly] += localities
 		}
 	}
 	keys := make([]lrsKey, 0, len(loads))
@@ -113,6 +126,41 @@ func lrsResolve(service string, secs float64, ep *endpointv3.UpstreamEndpointSta
 		return "", skipUnknown
 	}
 	return id, ""
+}
+
+// spreadLoad adds whole, the load of node's localities of service without
+// endpoint stats, to loads, spread over the node's endpoints by split; it
+// reports whether it could (a period, a split and a known endpoint).
+// Named metrics stay with the locality: they are not an endpoint's.
+func spreadLoad(loads map[lrsKey]*lrsLoad, whole lrsLoad, node, service string, secs float64, split lrsSplit) bool {
+	if split == nil || service == "" || secs <= 0 {
+		return false
+	}
+	ids, shares, ok := split(node, service)
+	if !ok || len(ids) != len(shares) {
+		return false
+	}
+	for k, id := range ids {
+		key := lrsKey{service, id}
+		l := loads[key]
+		if l == nil {
+			l = &lrsLoad{named: map[string]*lrsMetric{}}
+			loads[key] = l
+		}
+		l.qps += whole.qps * shares[k]
+		l.eps += whole.eps * shares[k]
+	}
+	return len(ids) > 0
+}
+
+// addCounts adds ok successful and failed requests over secs seconds;
+// secs <= 0 adds nothing.
+func (l *lrsLoad) addCounts(ok, failed uint64, secs float64) {
+	if secs <= 0 {
+		return
+	}
+	l.qps += float64(ok+failed) / secs
+	l.eps += float64(failed) / secs
 }
 
 // add adds the load of ep over secs seconds (> 0).

@@ -67,7 +67,7 @@ func TestLRSReports(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			got, skipped := lrsReports("n", &lrsv3.LoadStatsRequest{ClusterStats: tc.stats}, at, tc.elapsed, lrsResolveMap)
+			got, skipped := lrsReports("n", &lrsv3.LoadStatsRequest{ClusterStats: tc.stats}, at, tc.elapsed, lrsResolveMap, nil)
 			if len(got) == 0 {
 				got = nil
 			}
@@ -95,11 +95,43 @@ func TestLRSReportsKeepAtMostMaxNamed(t *testing.T) {
 		ms = append(ms, metric(fmt.Sprintf("m%03d", i), 1, 1))
 	}
 	stats := []*endpointv3.ClusterStats{clusterStats("api", time.Second, endpointStats("10.0.0.1:8080", 1, 0, ms...))}
-	got, _ := lrsReports("n", &lrsv3.LoadStatsRequest{ClusterStats: stats}, lrsT0, 0, lrsResolveMap)
+	got, _ := lrsReports("n", &lrsv3.LoadStatsRequest{ClusterStats: stats}, lrsT0, 0, lrsResolveMap, nil)
 	if len(got) != 1 || len(got[0].Named) != MaxNamed || got[0].Validate() != nil {
 		t.Fatalf("reports %+v, want one valid report with %d named metrics", got, MaxNamed)
 	}
 	if _, ok := got[0].Named["m000"]; !ok {
 		t.Errorf("named metrics %v lack m000: want the first by name", got[0].Named)
+	}
+}
+
+// TestLRSReportsSpreadLocalityLoad: grpc-go reports a locality's load
+// without endpoint stats; it is spread over the node's endpoints by the
+// split (the shares of the weights it was sent), and skipped without one.
+func TestLRSReportsSpreadLocalityLoad(t *testing.T) {
+	localityOnly := func(ok, failed uint64) *endpointv3.UpstreamLocalityStats {
+		return &endpointv3.UpstreamLocalityStats{TotalSuccessfulRequests: ok, TotalErrorRequests: failed, TotalIssuedRequests: ok + failed}
+	}
+	stats := func() []*endpointv3.ClusterStats {
+		cs := clusterStats("api", 2*time.Second)
+		cs.UpstreamLocalityStats = append(cs.UpstreamLocalityStats, localityOnly(30, 10), localityOnly(20, 0))
+		return []*endpointv3.ClusterStats{cs}
+	}
+	split := func(node, cluster string) ([]string, []float64, bool) {
+		if node != "n" || cluster != "api" {
+			return nil, nil, false
+		}
+		return []string{"a", "b"}, []float64{0.75, 0.25}, true
+	}
+	got, skipped := lrsReports("n", &lrsv3.LoadStatsRequest{ClusterStats: stats()}, lrsT0, 0, lrsResolveMap, split)
+	want := []Report{ // 60 requests (10 failed) in 2s: 30/s, 5/s failed
+		{Service: "api", Endpoint: "a", Node: "n", At: lrsT0, QPS: 22.5, EPS: 3.75},
+		{Service: "api", Endpoint: "b", Node: "n", At: lrsT0, QPS: 7.5, EPS: 1.25},
+	}
+	if !reflect.DeepEqual(got, want) || len(skipped) != 0 {
+		t.Errorf("spread: reports %+v, skipped %v; want %+v and none skipped", got, skipped, want)
+	}
+	got, skipped = lrsReports("other", &lrsv3.LoadStatsRequest{ClusterStats: stats()}, lrsT0, 0, lrsResolveMap, split)
+	if len(got) != 0 || skipped[skipLocalityOnly] != 2 {
+		t.Errorf("no split known: reports %+v, skipped %v; want none and 2 locality_only", got, skipped)
 	}
 }

@@ -123,6 +123,8 @@ type Pipeline struct {
 	services map[string]bool              // every service of the latest snapshot (ServiceState)
 	addrs    map[string]map[string]string // service -> host:port -> endpoint id (for LRS)
 	sources  map[string]map[string]bool   // service -> enabled sources
+
+	lrsSubsets lrsSubsets // node subsets for the LRS split
 }
 
 // NewPipeline builds the pipeline and registers LRS on cfg.GRPC; nothing
@@ -166,7 +168,8 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 		Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
-	if p.lrs, err = NewLRS(LRSConfig{Sink: p.sink(SourceLRS), Resolve: p.resolve,
+	p.lrsSubsets.ttl = max(cfg.UpdatePeriod, time.Second)
+	if p.lrs, err = NewLRS(LRSConfig{Sink: p.sink(SourceLRS), Resolve: p.resolve, Split: p.split,
 		Interval: cfg.LRSInterval, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}

@@ -108,3 +108,33 @@ func TestORCAPort(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineSplit: the LRS split of a node is its subset in the shares
+// of the weights last published (equal before any), and unknown for a node
+// the publisher does not list.
+func TestPipelineSplit(t *testing.T) {
+	p := newTestPipeline(t, map[string]ServiceConfig{"api": {Enabled: true, Sources: []string{SourceHTTP}}}, nil)
+	p.cfg.Publisher.(*fakePublisher).subsets = map[string]map[string][]string{"api": {"n": {"a1", "a2"}}}
+	p.Observe(discovery.Snapshot{Services: []discovery.Service{{Name: "api", Endpoints: []discovery.Endpoint{
+		{ID: "a1", Address: "10.0.0.1", Port: 80, Weight: 1}, {ID: "a2", Address: "10.0.0.2", Port: 80, Weight: 1}}}}})
+	ids, shares, ok := p.split("n", "api")
+	if !ok || len(ids) != 2 || shares[0] != 0.5 || shares[1] != 0.5 {
+		t.Fatalf("before any weights: %v %v %v, want [a1 a2] in equal shares", ids, shares, ok)
+	}
+	if _, _, ok := p.split("stranger", "api"); ok {
+		t.Error("a node without a subset has a split")
+	}
+	t0 := time.Unix(1_000_000, 0)
+	for _, at := range []time.Time{t0, t0.Add(DefaultBlackoutPeriod + time.Second)} {
+		for id, cpu := range map[string]float64{"a1": 0.25, "a2": 0.75} { // capacities 3:1 at equal qps
+			if err := p.sink(SourceHTTP).Observe(Report{Service: "api", Endpoint: id, At: at, QPS: 30, CPU: cpu}, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p.runner.Step(t0.Add(DefaultBlackoutPeriod + time.Second))
+	ids, shares, _ = p.split("n", "api")
+	if ids[0] != "a1" || shares[0] < 0.7 || shares[0] > 0.8 || shares[0]+shares[1] < 1-1e-9 {
+		t.Errorf("after weights 3:1: %v %v, want a1 at about 0.75", ids, shares)
+	}
+}

@@ -168,6 +168,13 @@ func (r *Runner) Step(now time.Time) bool {
 	return global || nodes
 }
 
+// Published returns the table last published (zero before the first).
+func (r *Runner) Published() Table {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.published
+}
+
 // Table returns the table last computed.
 func (r *Runner) Table() Table {
 	r.mu.Lock()

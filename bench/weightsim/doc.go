@@ -23,6 +23,10 @@
 // <!-- weightsim:begin --> and <!-- weightsim:end --> (appending the
 // markers at the end if they are absent).
 //
+// With -json FILE it also writes the first trial's fleet (capacities,
+// rates, subsets) and every policy's steady-state figures: the load lab
+// (bench/lab) builds that fleet with real processes and compares.
+//
 // It must not import cmd, e2e, xds or discovery: it drives the pure
 // weights and subsetting code only.
 package main

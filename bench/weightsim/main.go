@@ -25,6 +25,7 @@ type options struct {
 	seed                    uint64
 	markdown                string
 	goBench                 string
+	json                    string // -json: the first trial's fleet and every policy's figures
 }
 
 func defaultOptions() options {
@@ -45,6 +46,7 @@ func main() {
 	flag.Float64Var(&o.damping, "ll-damping", o.damping, "least-loaded: fraction of the way to its new split a client goes per interval, in (0, 1]")
 	flag.IntVar(&o.trials, "trials", o.trials, "trials (seeds seed..seed+trials-1); figures are medians")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first trial (capacities, rates, noise)")
+	flag.StringVar(&o.json, "json", "", "also write the first trial's fleet and each policy's steady-state figures to this JSON file (read by bench/lab)")
 	flag.StringVar(&o.markdown, "markdown", "", "rewrite the weightsim section of this Markdown file")
 	flag.StringVar(&o.goBench, "go-bench", "", "output of `go test ./weights -run '^$' -bench 'Solve|Balance|Ingest' -benchmem` to include (optional)")
 	flag.Parse()
@@ -104,6 +106,11 @@ func run(o options, args []string, stdout io.Writer, log *slog.Logger) error {
 			return err
 		}
 		res.goBench = gb
+	}
+	if o.json != "" {
+		if err := writeJSON(o.json, res); err != nil {
+			return err
+		}
 	}
 	return section.Emit(stdout, o.markdown, sectionName, render(res))
 }

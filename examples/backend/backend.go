@@ -33,6 +33,7 @@ type backend struct {
 	health   *health.Server
 	metrics  *serverMetrics // reported over ORCA, out of band and per call
 	load     *load          // of the test service, sampled into metrics
+	slots    *slots         // the capacity model (-slots); nil: calls take no time
 	registry *registry
 
 	lameDuck chan struct{}      // closed when lame duck begins
@@ -64,6 +65,9 @@ func start(cfg Config, log *slog.Logger) (*backend, error) {
 	b := &backend{cfg: cfg, log: log.With("id", id), id: id, grpcLis: grpcLis, httpLis: httpLis,
 		health: health.NewServer(), metrics: metrics, load: newLoad(time.Now()), registry: reg,
 		lameDuck: make(chan struct{}), stopping: make(chan struct{}), failed: make(chan error, 2)}
+	if cfg.Slots > 0 {
+		b.slots = newSlots(cfg.Slots, cfg.ServiceTime, time.Now())
+	}
 	b.grpc = b.newGRPCServer()
 	b.http = &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
 	b.serve()
@@ -81,7 +85,7 @@ func start(cfg Config, log *slog.Logger) (*backend, error) {
 func (b *backend) newGRPCServer() *grpc.Server {
 	srv := grpc.NewServer(orca.CallMetricsServerOption(b.metrics))
 	hostname, _ := os.Hostname()
-	testgrpc.RegisterTestServiceServer(srv, &testService{id: b.id, hostname: hostname, load: b.load})
+	testgrpc.RegisterTestServiceServer(srv, &testService{id: b.id, hostname: hostname, load: b.load, slots: b.slots})
 	b.health.SetServingStatus("grpc.testing.TestService", healthgrpc.HealthCheckResponse_SERVING)
 	healthgrpc.RegisterHealthServer(srv, b.health)
 	orcaservice.RegisterOpenRcaServiceServer(srv, &orcaService{metrics: b.metrics,
@@ -113,7 +117,7 @@ func (b *backend) httpHandler() http.Handler {
 func (b *backend) serve() {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stopLoad = cancel
-	go reportLoad(ctx, b.load, b.metrics, b.cfg.Utilization, b.cfg.Capacity)
+	go reportLoad(ctx, b.load, b.slots, b.metrics, b.cfg.Utilization, b.cfg.Capacity)
 	go func() {
 		if err := b.grpc.Serve(b.grpcLis); err != nil {
 			b.failed <- fmt.Errorf("backend: grpc serve: %w", err)

@@ -38,6 +38,8 @@ type Config struct {
 
 	Utilization     float64       // fixed CPU utilization reported in [0, 1]; < 0: from the in-flight RPCs
 	Capacity        int           // in-flight RPCs that make a CPU utilization of 1; >= 1
+	Slots           int           // capacity model: concurrent slots, calls beyond wait; 0: off (calls take no time)
+	ServiceTime     time.Duration // capacity model: time a call holds a slot; > 0 with Slots
 	LameDuckMetric  string        // ORCA named metric set to 1 in lame duck
 	ORCAMinInterval time.Duration // shortest out-of-band ORCA report interval granted; > 0
 
@@ -74,6 +76,11 @@ func parseConfig(args []string, out io.Writer) (Config, error) {
 	fs.Float64Var(&cfg.Utilization, "utilization", -1,
 		"fixed CPU utilization reported over ORCA, in [0, 1] (negative: in-flight RPCs / -capacity)")
 	fs.IntVar(&cfg.Capacity, "capacity", 10, "in-flight RPCs that make a CPU utilization of 1")
+	fs.IntVar(&cfg.Slots, "slots", 0,
+		"capacity model: concurrent slots, each call holding one for -service-time, calls beyond them queue; "+
+			"the utilization reported is then the slot time in use (0: off)")
+	fs.DurationVar(&cfg.ServiceTime, "service-time", 10*time.Millisecond,
+		"capacity model: time a call holds a slot (capacity = -slots / -service-time calls per second)")
 	fs.StringVar(&cfg.LameDuckMetric, "lame-duck-metric", "lame_duck", "ORCA named metric set to 1 in lame duck")
 	fs.DurationVar(&cfg.ORCAMinInterval, "orca-min-interval", time.Second,
 		"shortest out-of-band ORCA report interval granted to a client")
@@ -119,6 +126,12 @@ func (c Config) Validate() error {
 	}
 	if c.Capacity < 1 {
 		errs = append(errs, fmt.Errorf("-capacity is %d, want >= 1", c.Capacity))
+	}
+	if c.Slots < 0 {
+		errs = append(errs, fmt.Errorf("-slots is %d, want >= 0", c.Slots))
+	}
+	if c.Slots > 0 && c.ServiceTime <= 0 {
+		errs = append(errs, fmt.Errorf("-service-time is %v, want > 0 with -slots", c.ServiceTime))
 	}
 	if c.RegisterPort != "grpc" && c.RegisterPort != "http" {
 		errs = append(errs, fmt.Errorf("-register-port is %q, want grpc or http", c.RegisterPort))

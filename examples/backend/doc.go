@@ -31,6 +31,14 @@
 //     measured over the last second. In lame duck the named metric
 //     -lame-duck-metric (default lame_duck) is 1; before, it is absent.
 //
+// With -slots N (the capacity model of the load lab, bench/lab), every
+// test call holds one of N slots for -service-time (plus its x-delay-ms),
+// and calls beyond N wait for a slot in arrival order: the capacity is
+// N / -service-time calls per second, and nothing burns CPU (timers only).
+// The CPU utilization reported over ORCA is then what the backend
+// measures: the slot time in use over N x the wall time of the last
+// second (unless -utilization fixes it).
+//
 // On -http-addr: GET /healthz answers 200 "ok", also in lame duck
 // (maintenance mode, not a failing check, is what tells Consul, and so
 // xds-server, to drain); any other GET says hello with the service id and

@@ -16,8 +16,9 @@ import (
 const loadPeriod = time.Second
 
 // reportLoad samples l into m every loadPeriod until ctx ends: CPU
-// utilization (fixed, or average RPCs in flight / capacity), QPS and EPS.
-func reportLoad(ctx context.Context, l *load, m orca.ServerMetricsRecorder, utilization float64, capacity int) {
+// utilization (fixed; else, with s set, the share of slot time in use;
+// else average RPCs in flight / capacity), QPS and EPS.
+func reportLoad(ctx context.Context, l *load, s *slots, m orca.ServerMetricsRecorder, utilization float64, capacity int) {
 	tick := time.NewTicker(loadPeriod)
 	defer tick.Stop()
 	setLoad(m, sample{}, utilization, capacity)
@@ -26,7 +27,14 @@ func reportLoad(ctx context.Context, l *load, m orca.ServerMetricsRecorder, util
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			setLoad(m, l.sample(now), utilization, capacity)
+			calls, u := l.sample(now), utilization
+			if s != nil {
+				busy := s.busy.sample(now)
+				if u < 0 {
+					u = s.utilization(busy)
+				}
+			}
+			setLoad(m, calls, u, capacity)
 		}
 	}
 }

@@ -24,6 +24,7 @@ type testService struct {
 	id       string // Consul service id, answered in server_id
 	hostname string
 	load     *load
+	slots    *slots // nil: a call takes only its x-delay-ms
 }
 
 // UnaryCall answers with the backend's id in server_id and its hostname.
@@ -55,6 +56,9 @@ func (s *testService) serve(ctx context.Context) (err error) {
 	}
 	if rec := orca.CallMetricsRecorderFromContext(ctx); rec != nil {
 		rec.SetRequestCost("delay_ms", float64(delay.Milliseconds()))
+	}
+	if s.slots != nil {
+		return s.slots.hold(ctx, delay)
 	}
 	if delay == 0 {
 		return nil

@@ -1,0 +1,31 @@
+// Command lab is the load lab (issue 18): it closes the loop utilization ->
+// weights -> traffic -> utilization with real processes on loopback, and
+// measures how well each balancing policy evens out the utilization of
+// backends of unequal capacity.
+//
+//	make lab                               # defaults: 12 backends, 36 clients, subsets of 4
+//	go run ./bench/lab --quick             # a smaller, shorter run (within 3 minutes)
+//	go run ./bench/lab --json -            # the figures as JSON on stdout
+//	go run ./bench/lab --hold              # keep the last policy's fleet running (watch it at /ui/)
+//
+// It builds and starts a real Consul agent (`consul agent -dev`), the real
+// xds-server binary, N example backends (examples/backend with -slots:
+// capacity = slots / service time, queueing beyond, utilization over ORCA
+// measured by the backend) and M grpc-go xDS clients in this process (each
+// its own node and xDS client, open-loop Poisson arrivals at lognormal
+// rates, ring_hash with a random hash per request so grpc-go honours the
+// endpoint weights). The fleet (capacities, rates, subsets) is the one
+// bench/weightsim draws for the same seed (weightsim -json), so its
+// simulated figures stand beside the measured ones.
+//
+// For each policy in turn (round robin with weights off; global weights
+// from the formula; balanced global weights; per-node weights; with
+// subsets, and round robin and the formula without) it starts a fresh
+// xds-server, connects fresh clients, and samples each backend's own ORCA
+// reports every second. It prints a table, writes the lab section of
+// BENCHMARKS.md (--markdown), an SVG chart per policy (utilization per
+// backend over time, --charts) and, with --json, the figures in the shape
+// of issue 18.
+//
+// lab must not import cmd or e2e: it starts the binaries as a user would.
+package main

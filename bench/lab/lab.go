@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/xds-server/xds-server/bench"
+)
+
+// result is one policy's run.
+type result struct {
+	policy     policy
+	fig        figures
+	util       [][]float64 // by backend and second
+	p50, p99   float64     // client latency, ms
+	requests   int64
+	errors     int64
+	codes      map[string]int64 // errors by gRPC status code
+	simMaxMean float64
+	floor      float64 // max/mean a perfectly balanced fleet would measure (noiseFloor)
+	mismatched int     // clients whose subset is not the simulator's; -1: not checked
+	cpuLoad    float64 // backends and clients: CPU seconds per second
+	cpuServer  float64 // xds-server: CPU seconds per second
+	ui         string
+}
+
+// env is what every run shares: the binaries, Consul, the backends and
+// their samplers, the simulator's fleets.
+type env struct {
+	o        options
+	dir      string
+	bins     map[string]string
+	consul   string
+	backends []*backend
+	sampler  *sampler
+	sims     map[int]simFleet // by subset size
+	log      *slog.Logger
+}
+
+// run runs the lab and writes its outputs.
+func run(ctx context.Context, o options, args []string, stdout io.Writer, log *slog.Logger) error {
+	start := time.Now()
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "xds-lab-")
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	log.Info("building", "dir", dir)
+	e := &env{o: o, dir: dir, log: log, sims: map[int]simFleet{}}
+	if e.bins, err = build(ctx, root, dir); err != nil {
+		return err
+	}
+	ps := selected(o)
+	for _, p := range ps {
+		size := cmpOr(p.subset, o.backends)
+		if _, ok := e.sims[size]; !ok {
+			if e.sims[size], err = simulate(ctx, e.bins["weightsim"], dir, o, size); err != nil {
+				return err
+			}
+		}
+	}
+	fleet := e.sims[cmpOr(ps[0].subset, o.backends)].Fleet
+	consul, addr, err := startConsul(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer consul.stop(5 * time.Second)
+	e.consul = addr
+	if e.backends, err = startBackends(ctx, e.bins["backend"], dir, addr, o, fleet.Capacities); err != nil {
+		return err
+	}
+	defer stopBackends(e.backends)
+	sctx, stopSampler := context.WithCancel(ctx)
+	if e.sampler, err = startSampler(sctx, e.backends); err != nil {
+		stopSampler()
+		return err
+	}
+	defer func() { stopSampler(); e.sampler.close() }()
+	log.Info("fleet up", "consul", addr, "backends", len(e.backends), "clients", o.clients, "logs", dir)
+	var results []result
+	for k, p := range ps {
+		r, err := e.runPolicy(ctx, p, fleet.Rates, o.hold && k == len(ps)-1)
+		if err != nil {
+			return err
+		}
+		r.simMaxMean = e.sims[cmpOr(p.subset, o.backends)].simMaxMean(p.sim)
+		results = append(results, r)
+		log.Info("policy done", "policy", p.label(o.backends), "max_mean", round3(r.fig.MaxMean),
+			"converge_s", r.fig.Converge, "errors", r.errors, "error_codes", r.codes, "sim_max_mean", round3(r.simMaxMean), "subsets_unlike_sim", r.mismatched)
+	}
+	return e.write(results, args, time.Since(start), stdout)
+}
+
+// selected are the policies --only keeps.
+func selected(o options) []policy {
+	var out []policy
+	for _, p := range policies(o) {
+		if o.only == "" || strings.Contains(p.label(o.backends), o.only) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return policies(o)
+	}
+	return out
+}
+
+// runPolicy runs one policy on a fresh xds-server with fresh clients for
+// o.duration and measures it. With hold, it keeps everything running
+// until ctx ends before it measures.
+func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold bool) (result, error) {
+	o := e.o
+	srv, err := startServer(ctx, e.bins["xds-server"], e.dir, e.consul, p, o)
+	if err != nil {
+		return result{}, err
+	}
+	defer srv.stop()
+	e.log.Info("policy start", "policy", p.label(o.backends), "console", srv.ui())
+	cs, err := dialClients(ctx, srv.xds, rates)
+	if err != nil {
+		return result{}, err
+	}
+	defer closeClients(cs)
+	mismatched, err := subsetMismatches(srv.admin, e.sims[cmpOr(p.subset, o.backends)].Fleet.Subsets, e.backends)
+	if err != nil {
+		e.log.Warn("subsets not checked", "error", err)
+		mismatched = -1
+	} else if mismatched > 0 {
+		e.log.Warn("clients' subsets differ from the simulator's", "policy", p.label(o.backends), "clients", mismatched)
+	}
+	cpu0, srv0, t0 := e.loadCPU(), srv.p.cpuSeconds(), time.Now()
+	rctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() { c.run(rctx, newArrivals(o.seed, c.index, c.rate), o.timeout) })
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(o.duration):
+	}
+	if hold {
+		fmt.Fprintf(os.Stderr, "lab: holding %s; watch it at %s; interrupt to stop\n", p.label(o.backends), srv.ui())
+		<-ctx.Done()
+	}
+	stop()
+	wg.Wait()
+	wall := time.Since(t0).Seconds()
+	r := result{policy: p, ui: srv.ui(), mismatched: mismatched, cpuLoad: (e.loadCPU() - cpu0) / wall, cpuServer: (srv.p.cpuSeconds() - srv0) / wall}
+	if ctx.Err() != nil && !hold {
+		return result{}, ctx.Err()
+	}
+	e.measure(&r, cs, t0)
+	return r, nil
+}
+
+// measure fills r with the backends' utilization from t0 over the run
+// and the clients' latencies and errors.
+func (e *env) measure(r *result, cs []*client, t0 time.Time) {
+	o := e.o
+	secs := int(o.duration / time.Second)
+	r.util = grid(e.sampler.window(t0, t0.Add(o.duration)), secs)
+	r.fig = analyze(r.util, secs, int(o.window/time.Second), int(o.final/time.Second))
+	caps := make([]float64, len(e.backends))
+	for j, b := range e.backends {
+		caps[j] = b.capacity
+	}
+	r.floor = noiseFloor(caps, r.fig.MeanUtil, o.final.Seconds(), 1001)
+	var lat []float64
+	for _, c := range cs {
+		c.mu.Lock()
+		lat = append(lat, c.latencies...)
+		for code, n := range c.codes {
+			if r.codes == nil {
+				r.codes = map[string]int64{}
+			}
+			r.codes[code.String()] += n
+		}
+		c.mu.Unlock()
+		r.requests += c.sent.Load()
+		r.errors += c.errors.Load()
+	}
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		r.p50, r.p99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
+	}
+}
+
+// loadCPU is the CPU time so far of the backends and of this process (the
+// clients and samplers).
+func (e *env) loadCPU() float64 {
+	total := selfCPU()
+	for _, b := range e.backends {
+		total += b.p.cpuSeconds()
+	}
+	return total
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/xds-server/xds-server/bench/section"
+)
+
+// sectionName is the lab's section of BENCHMARKS.md.
+const sectionName = "lab"
+
+// Targets of issue 18 (max/mean utilization at defaults) and the bounds
+// every weighted policy must meet.
+var targets = map[string]float64{formula: 1.40, balanced: 1.15, perNode: 1.10}
+
+const (
+	convergeTarget    = 60.0 // seconds
+	oscillationTarget = 0.05
+	simTolerance      = 0.10 // |measured - simulated| max/mean
+	cpuTarget         = 1.0  // cores for backends and clients together
+)
+
+// jsonPolicy is one policy in --json, in exactly the shape of issue 18.
+type jsonPolicy struct {
+	Name         string  `json:"name"`
+	SubsetSize   int     `json:"subset_size"`
+	MaxMean      float64 `json:"max_mean"`
+	P99Mean      float64 `json:"p99_mean"`
+	ConvergeS    float64 `json:"converge_s"` // -1: not converged
+	Oscillation  float64 `json:"oscillation"`
+	P99LatencyMS float64 `json:"p99_latency_ms"`
+	Errors       int64   `json:"errors"`
+	SimMaxMean   float64 `json:"sim_max_mean"`
+}
+
+func toJSON(rs []result, backends int) []byte {
+	out := struct {
+		Policies []jsonPolicy `json:"policies"`
+	}{}
+	for _, r := range rs {
+		out.Policies = append(out.Policies, jsonPolicy{Name: r.policy.name, SubsetSize: cmpOr(r.policy.subset, backends),
+			MaxMean: round3(r.fig.MaxMean), P99Mean: round3(r.fig.P99Mean), ConvergeS: r.fig.Converge,
+			Oscillation: round3(r.fig.Oscillation), P99LatencyMS: round3(r.p99), Errors: r.errors, SimMaxMean: round3(r.simMaxMean)})
+	}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	return append(b, '\n')
+}
+
+// mismatchSummary sums the runs' subset checks.
+func mismatchSummary(rs []result) string {
+	total, unchecked := 0, 0
+	for _, r := range rs {
+		if r.mismatched < 0 {
+			unchecked++
+			continue
+		}
+		total += r.mismatched
+	}
+	if unchecked > 0 {
+		return fmt.Sprintf("%d (%d runs not checked)", total, unchecked)
+	}
+	return fmt.Sprint(total)
+}
+
+// errorsCell is the count of failed requests, with their status codes.
+func errorsCell(r result) string {
+	if r.errors == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, code := range slices.Sorted(maps.Keys(r.codes)) {
+		parts = append(parts, fmt.Sprintf("%s %d", code, r.codes[code]))
+	}
+	return fmt.Sprintf("%d (%s)", r.errors, strings.Join(parts, ", "))
+}
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// table is the figures as a Markdown table (also the stdout table).
+func table(rs []result, backends int) string {
+	var b strings.Builder
+	b.WriteString("| policy | subsets | max/mean | p99/mean | simulator max/mean | noise floor | converged | oscillation | mean utilization | latency p50 / p99 | requests | errors | backends+clients CPU | xds-server CPU |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		sub := "none"
+		if r.policy.subset > 0 && r.policy.subset < backends {
+			sub = fmt.Sprint(r.policy.subset)
+		}
+		conv := "no"
+		if r.fig.Converge >= 0 {
+			conv = fmt.Sprintf("%.0f s", r.fig.Converge)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %.3f | %s | %.1f%% | %.2f | %.1f / %.1f ms | %d | %s | %.2f cores | %.2f cores |\n",
+			r.policy.name, sub, r.fig.MaxMean, r.fig.P99Mean, r.simMaxMean, r.floor, conv, 100*r.fig.Oscillation, r.fig.MeanUtil,
+			r.p50, r.p99, r.requests, errorsCell(r), r.cpuLoad, r.cpuServer)
+	}
+	return b.String()
+}
+
+// verdicts judges each run against issue 18's targets.
+func verdicts(rs []result, backends int) string {
+	var b strings.Builder
+	b.WriteString("| policy | target max/mean | measured | converged <= 60 s | oscillation < 5% | errors 0 | within 0.10 of the simulator |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
+	yes := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "**no**"
+	}
+	for _, r := range rs {
+		label := r.policy.label(backends)
+		if !r.policy.weights {
+			fmt.Fprintf(&b, "| %s | reported (about 1.6-1.8 expected) | %.3f | | | %s | %s |\n", label, r.fig.MaxMean,
+				yes(r.errors == 0), yes(math.Abs(r.fig.MaxMean-r.simMaxMean) <= simTolerance))
+			continue
+		}
+		target := "none"
+		met := true
+		if t, ok := targets[r.policy.name]; ok {
+			target, met = fmt.Sprintf("<= %.2f", t), r.fig.MaxMean <= t
+		}
+		fmt.Fprintf(&b, "| %s | %s | %.3f (%s) | %s | %s | %s | %s (sim %.3f) |\n", label, target, r.fig.MaxMean, yes(met),
+			yes(r.fig.Converge >= 0 && r.fig.Converge <= convergeTarget), yes(r.fig.Oscillation < oscillationTarget),
+			yes(r.errors == 0), yes(math.Abs(r.fig.MaxMean-r.simMaxMean) <= simTolerance), r.simMaxMean)
+	}
+	return b.String()
+}
+
+// write prints the table (or the JSON to stdout), and writes the JSON
+// file, the charts and the Markdown section as asked.
+func (e *env) write(rs []result, args []string, took time.Duration, stdout io.Writer) error {
+	o := e.o
+	js := toJSON(rs, o.backends)
+	switch o.json {
+	case "":
+	case "-":
+		if _, err := stdout.Write(js); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+	default:
+		if err := os.WriteFile(o.json, js, 0o644); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+	}
+	if o.json != "-" {
+		fmt.Fprint(stdout, table(rs, o.backends))
+		fmt.Fprintf(stdout, "\n%s\nlogs and configs: %s; took %s\n", verdicts(rs, o.backends), e.dir, took.Round(time.Second))
+	}
+	var charts []string
+	if o.charts != "" {
+		if err := os.MkdirAll(o.charts, 0o755); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+		for _, r := range rs {
+			path := filepath.Join(o.charts, r.policy.slug()+".svg")
+			svg := chart(r, e.backends, o)
+			if err := os.WriteFile(path, []byte(svg), 0o644); err != nil {
+				return fmt.Errorf("lab: %w", err)
+			}
+			charts = append(charts, path)
+		}
+	}
+	if o.markdown == "" {
+		return nil
+	}
+	body := e.markdown(rs, args, took, charts)
+	return section.Rewrite(o.markdown, sectionName, body)
+}
+
+// markdown is the lab's section of BENCHMARKS.md.
+func (e *env) markdown(rs []result, args []string, took time.Duration, charts []string) string {
+	o := e.o
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	p("## Load lab (issue 18)")
+	p("")
+	p("Written by `%s` (`make lab`) on %s in %s, on %d cores (%s); do not edit by hand, run it again.",
+		command(args), time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
+	p("One run per policy (the issue's targets are medians of 3 runs: run it three times).")
+	p("")
+	p("Real processes on loopback: a Consul agent (`-dev`), the xds-server binary (a fresh one per policy),")
+	p("%d example backends (`examples/backend -slots %d`: capacity = slots / service time, calls beyond the slots", o.backends, o.slots)
+	p("queue, utilization reported over ORCA is the slot time in use, measured by the backend) with the capacities")
+	p("`bench/weightsim -seed %d` draws (uniform in [1, 2] x 100 requests/s), and %d grpc-go xDS clients (each its", o.seed, o.clients)
+	p("own node and xDS client, client index i from its node metadata so that it has the simulator's subset i)")
+	p("sending open loop (Poisson arrivals) at the simulator's lognormal rates (sigma %g), %g of the total capacity.", o.sigma, o.util)
+	p("Round robin is `lb_policy: round_robin` with weights off; the weighted policies use `ring_hash` (grpc-go")
+	p("honours endpoint weights only there; no hash policy: a random hash per request; a ring of %d entries,", o.ringSize)
+	p("grpc-go's cap raised with `GRPC_RING_HASH_CAP`: every client of the same endpoints builds the same ring, so")
+	p("its arcs' deviation from the weights does not average out over clients) with weights from")
+	p("`[orca, lrs]`: the formula (`weights.balance: false`), balanced (`weights.balance: true`), per-node")
+	p("(`mode: per_node`). Each run lasts %s. Utilization is each backend's own ORCA report, every second;", o.duration)
+	p("**max/mean** and **p99/mean** are over the backends' mean utilization in the last %s; the spread over time", o.final)
+	p("is max/mean of %s trailing means; **converged** is when it stays within 5%% of its own mean over the", o.window)
+	p("last %s (it includes up to %s of that window's lag); **oscillation** is its standard deviation after", o.final, o.window)
+	p("that, relative to that mean. **simulator** is `bench/weightsim`'s noise-free figure for the same fleet;")
+	p("**noise floor** is what a perfectly balanced fleet would measure over the same window (Poisson arrivals: the")
+	p("max of a dozen noisy means sits above their mean), so a measured figure is at best about the simulator's")
+	p("times the floor. CPU is")
+	p("process CPU time over wall time (backends: /proc; clients: the lab process). **mean utilization** should be")
+	p("%g: a backend's busy time includes its timers' lateness, so a loaded machine makes every backend slower", o.util)
+	p("(a higher mean) and the figures noisier; run the lab on a quiet machine.")
+	p("")
+	b.WriteString(table(rs, o.backends))
+	p("")
+	p("Clients whose subset (read from `/debug/config`) is not the simulator's: %s.", mismatchSummary(rs))
+	p("")
+	p("Against the targets of issue 18:")
+	p("")
+	b.WriteString(verdicts(rs, o.backends))
+	p("")
+	p("Utilization per backend over time (one chart per run):")
+	p("")
+	for k, c := range charts {
+		rel, err := filepath.Rel(filepath.Dir(o.markdown), c)
+		if err != nil {
+			rel = c
+		}
+		p("- [%s](%s)", rs[k].policy.label(o.backends), filepath.ToSlash(rel))
+	}
+	return b.String()
+}
