@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/h2rpc"
 	"github.com/xds-server/xds-server/netlimit"
 	"github.com/xds-server/xds-server/ratelimit"
 )
@@ -22,7 +22,7 @@ import (
 type rateLimit struct {
 	svc  *ratelimit.Service
 	grpc *grpc.Server // ratelimit.server grpc; else nil
-	lean *http.Server // ratelimit.server lean; else nil
+	lean *h2rpc.Server // ratelimit.server lean; else nil
 	lis  net.Listener
 	cfg  config.RateLimitConfig
 
@@ -144,15 +144,12 @@ func (r *rateLimit) run(ctx context.Context, errc chan<- error) {
 	}
 	go func() {
 		var err error
-		switch {
-		case r.lean != nil && r.lean.TLSConfig != nil:
-			err = r.lean.ServeTLS(r.lis, "", "")
-		case r.lean != nil:
+		if r.lean != nil {
 			err = r.lean.Serve(r.lis)
-		default:
+		} else {
 			err = r.grpc.Serve(r.lis)
 		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err != nil && !errors.Is(err, h2rpc.ErrServerClosed) {
 			errc <- fmt.Errorf("ratelimit: %w", err)
 		}
 	}()
