@@ -23,9 +23,12 @@ var requests = sync.Pool{New: func() any { return new(rlsv3.RateLimitRequest) }}
 func (s *Service) Call(ctx context.Context, msg, out []byte) ([]byte, error) {
 	req := requests.Get().(*rlsv3.RateLimitRequest)
 	defer func() { proto.Reset(req); requests.Put(req) }()
-	if err := (proto.UnmarshalOptions{}).Unmarshal(msg, req); err != nil {
+	if !decodeRequest(msg, req) {
 		proto.Reset(req)
-		req.Domain = malformedMarker + err.Error()
+		if err := (proto.UnmarshalOptions{}).Unmarshal(msg, req); err != nil {
+			proto.Reset(req)
+			req.Domain = malformedMarker + err.Error()
+		}
 	}
 	resp, err := s.ShouldRateLimit(ctx, req)
 	if err != nil {
