@@ -21,7 +21,7 @@ import (
 // rateLimit is the running rate-limit service and its listener.
 type rateLimit struct {
 	svc  *ratelimit.Service
-	grpc *grpc.Server // ratelimit.server grpc; else nil
+	grpc *grpc.Server  // ratelimit.server grpc; else nil
 	lean *h2rpc.Server // ratelimit.server lean; else nil
 	lis  net.Listener
 	cfg  config.RateLimitConfig
