@@ -275,9 +275,13 @@ func (c *conn) onReset(id uint32) error {
 	return nil
 }
 
-// dropLocked forgets st and frees its buffer (wmu held; not while its
-// call runs).
+// dropLocked forgets st and frees its buffer (wmu held); while its call
+// runs, it only drops its answer (the call drops st when it returns).
 func (c *conn) dropLocked(st *stream) {
+	if st.running {
+		st.reset = true
+		return
+	}
 	if c.streams[st.id] != st {
 		return
 	}
