@@ -10,7 +10,9 @@
 //
 // What it serves: cleartext HTTP/2 with prior knowledge (h2c) or TLS
 // (ALPN h2), unary calls of Config.Method with identity encoding,
-// grpc-timeout deadlines, flow control both ways, PING, SETTINGS,
+// grpc-timeout deadlines, flow control both ways (receive windows are
+// granted back as data arrives: what a connection buffers is bounded by
+// the message and connection bounds below, not the windows), PING, SETTINGS,
 // RST_STREAM, GOAWAY (and a graceful Shutdown), keepalive pings on idle
 // connections. What it does not: any other method (server reflection,
 // the health service: UNIMPLEMENTED), compressed messages

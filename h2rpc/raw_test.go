@@ -140,9 +140,31 @@ func TestStreamBoundAndRapidReset(t *testing.T) {
 		t.Errorf("refused for streams = %v, want 1", got)
 	}
 	close(release)
+	awaitStreams(t, s, 0)
 	r.headers(11, echoMethod, false) // the slots are free again once the handlers return
 	r.message(11, "y", true)
 	r.until(func(f http2.Frame) bool { id, st, ok := ended(f); return ok && id == 11 && st == "0" })
+}
+
+// awaitStreams waits until the server's connections hold n streams.
+func awaitStreams(t *testing.T, s *Server, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		got := 0
+		s.mu.Lock()
+		for c := range s.conns {
+			c.wmu.Lock()
+			got += len(c.streams)
+			c.wmu.Unlock()
+		}
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("streams = %d, want %d", got, n)
+		}
+	}
 }
 
 // A client cannot make the server buffer more than the bounds: a message
