@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,43 +30,6 @@ type callHead struct {
 	reason  string     // of a refusal
 	msg     string
 	timeout time.Duration
-}
-
-// parseHead checks a call's header list.
-func (s *Server) parseHead(f *http2.MetaHeadersFrame) callHead {
-	if f.Truncated {
-		return callHead{code: codes.ResourceExhausted, reason: reasonTooLarge, msg: "header list too large"}
-	}
-	var h callHead
-	var path, method, ctype string
-	for _, hf := range f.Fields {
-		switch hf.Name {
-		case ":path":
-			path = hf.Value
-		case ":method":
-			method = hf.Value
-		case "content-type":
-			ctype = hf.Value
-		case "grpc-timeout":
-			d, ok := parseTimeout(hf.Value)
-			if !ok {
-				return callHead{code: codes.Internal, reason: reasonMalformed, msg: "malformed grpc-timeout " + strconv.Quote(hf.Value)}
-			}
-			h.timeout = d
-		}
-	}
-	switch {
-	case method != "POST" || !isGRPC(ctype):
-		return callHead{code: codes.Internal, reason: reasonMalformed, msg: "not a gRPC call (POST, content-type application/grpc)"}
-	case path != s.cfg.Method:
-		return callHead{code: codes.Unimplemented, reason: reasonUnimplemented, msg: "unknown method " + path}
-	}
-	return h
-}
-
-func isGRPC(ct string) bool {
-	rest, ok := strings.CutPrefix(ct, "application/grpc")
-	return ok && (rest == "" || rest == "+proto" || rest[0] == ';')
 }
 
 // parseTimeout parses grpc-timeout: 1 to 8 digits and a unit.
@@ -102,9 +64,10 @@ func parseTimeout(s string) (time.Duration, bool) {
 	return time.Duration(v) * unit, true
 }
 
-// onHeaders opens a call (or ends one: trailers from the client).
-func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
-	id := f.StreamID
+// onHeaders opens a call (or ends one: trailers from the client) once
+// its header block h is decoded.
+func (c *conn) onHeaders(h *headerBlock) error {
+	id, ended := h.id, h.ended
 	if id%2 == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
@@ -112,7 +75,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	defer c.wmu.Unlock()
 	if id <= c.lastID {
 		st := c.streams[id]
-		if st == nil || st.remoteEnd || !f.StreamEnded() {
+		if st == nil || st.remoteEnd || !ended {
 			return c.writeLocked(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeStreamClosed) })
 		}
 		return c.endLocked(st) // trailers end the request
@@ -127,12 +90,12 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		m.refused.WithLabelValues(reason).Inc()
 		return c.writeLocked(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) })
 	}
-	h := c.s.parseHead(f)
-	st := &stream{id: id, timeout: h.timeout, sendWin: c.peerWindow, recvWin: int64(c.s.cfg.StreamWindow),
-		remoteEnd: f.StreamEnded()}
-	if h.code != codes.OK {
-		m.refused.WithLabelValues(h.reason).Inc()
-		return c.writeStatusLocked(st, h.code, "h2rpc: "+h.msg)
+	head := h.head()
+	st := &stream{id: id, timeout: head.timeout, sendWin: c.peerWindow, recvWin: int64(c.s.cfg.StreamWindow),
+		remoteEnd: ended}
+	if head.code != codes.OK {
+		m.refused.WithLabelValues(head.reason).Inc()
+		return c.writeStatusLocked(st, head.code, "h2rpc: "+head.msg)
 	}
 	st.buf = getBuf()
 	c.streams[id] = st

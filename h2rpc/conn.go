@@ -29,7 +29,7 @@ type conn struct {
 	done   chan struct{} // closed by close
 	once   sync.Once
 
-	lastRead atomic.Int64 // unix ns of the last frame read
+	reads atomic.Uint64 // frames read (keepalive sees whether it moved)
 
 	wmu        sync.Mutex
 	wcond      *sync.Cond // pending drained, a window grew, or the connection broke
@@ -49,9 +49,11 @@ type conn struct {
 	peerFrame  uint32             // the peer's SETTINGS_MAX_FRAME_SIZE
 	goingAway  bool               // GOAWAY sent: no new calls
 	drainClose bool               // close once pending is written
-	pingSent   int64              // unix ns of our keepalive PING; 0: none outstanding
+	pinging    bool               // our keepalive PING is outstanding
+	readsSeen  uint64             // reads at the keepalive's last look
 
 	// serve goroutine only
+	hdr          *headerBlock
 	recvConn     int64  // connection receive window left
 	recvUnacked  uint32 // connection bytes received and not yet granted back
 	keepaliveTmr *time.Timer
@@ -103,8 +105,7 @@ func (c *conn) serve() {
 		return
 	}
 	c.fr = http2.NewFramer(pendingWriter{c}, br)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = c.s.cfg.MaxHeaderListSize
+	c.hdr = newHeaderBlock(c.s.cfg.Method, c.s.cfg.MaxHeaderListSize)
 	c.fr.SetMaxReadFrameSize(16384)
 	c.fr.SetReuseFrames()
 	_ = c.fr.WriteSettings(
@@ -113,7 +114,6 @@ func (c *conn) serve() {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.s.cfg.MaxHeaderListSize})
 	_ = c.fr.WriteWindowUpdate(0, c.s.connWindow()-65535)
 	c.flushLocked()
-	c.lastRead.Store(time.Now().UnixNano())
 	c.keepaliveTmr = time.AfterFunc(c.s.cfg.PingAfter, c.keepalive)
 	c.wmu.Unlock()
 	go c.flusher()
@@ -162,7 +162,7 @@ func (c *conn) readLoop() error {
 			}
 			return c.connError(err)
 		}
-		c.lastRead.Store(time.Now().UnixNano())
+		c.reads.Add(1)
 		if _, ok := f.(*http2.SettingsFrame); first && !ok {
 			return c.connError(http2.ConnectionError(http2.ErrCodeProtocol))
 		}
@@ -176,8 +176,10 @@ func (c *conn) readLoop() error {
 // handle handles one frame; an error is a connection error.
 func (c *conn) handle(f http2.Frame) error {
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return c.onHeaders(f)
+	case *http2.HeadersFrame:
+		return c.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), true, f.StreamEnded(), f.HeadersEnded())
+	case *http2.ContinuationFrame:
+		return c.onHeaderFragment(f.StreamID, f.HeaderBlockFragment(), false, false, f.HeadersEnded())
 	case *http2.DataFrame:
 		return c.onData(f)
 	case *http2.SettingsFrame:
@@ -185,7 +187,7 @@ func (c *conn) handle(f http2.Frame) error {
 	case *http2.PingFrame:
 		if f.IsAck() {
 			c.wmu.Lock()
-			c.pingSent = 0
+			c.pinging = false
 			c.wmu.Unlock()
 			return nil
 		}
@@ -202,6 +204,14 @@ func (c *conn) handle(f http2.Frame) error {
 		c.wmu.Unlock()
 	}
 	return nil // PRIORITY, unknown frames
+}
+
+func (c *conn) onHeaderFragment(id uint32, frag []byte, first, ended, last bool) error {
+	done, err := c.hdr.fragment(id, frag, first, ended, last)
+	if err != nil || !done {
+		return err
+	}
+	return c.onHeaders(c.hdr)
 }
 
 func (c *conn) onSettings(f *http2.SettingsFrame) error {

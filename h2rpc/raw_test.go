@@ -204,6 +204,27 @@ func TestRequestBytesBounded(t *testing.T) {
 	s.mu.Unlock()
 }
 
+// A header list over MaxHeaderListSize is answered RESOURCE_EXHAUSTED
+// and the connection serves on (a single string over it ends the
+// connection, as in Go's own HTTP/2 server).
+func TestHeaderListBounded(t *testing.T) {
+	_, addr := start(t, Config{MaxHeaderListSize: 4 << 10})
+	r := dialRaw(t, addr)
+	r.hbuf.Reset()
+	for _, f := range [][2]string{{":method", "POST"}, {":path", echoMethod}, {"content-type", "application/grpc"},
+		{"x-a", strings.Repeat("a", 2<<10)}, {"x-b", strings.Repeat("b", 2<<10)}, {"x-c", strings.Repeat("c", 2<<10)}} {
+		_ = r.henc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	block := r.hbuf.Bytes()
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block[:100]})
+	_ = r.fr.WriteContinuation(1, true, block[100:])
+	r.message(1, "big", true)
+	r.until(func(f http2.Frame) bool { id, st, ok := ended(f); return ok && id == 1 && st == "8" })
+	r.headers(3, echoMethod, false)
+	r.message(3, "small", true)
+	r.until(func(f http2.Frame) bool { id, st, ok := ended(f); return ok && id == 3 && st == "0" })
+}
+
 // Protocol violations end the connection with a GOAWAY; other calls on
 // other connections go on.
 func TestProtocolErrors(t *testing.T) {
@@ -216,6 +237,15 @@ func TestProtocolErrors(t *testing.T) {
 		},
 		"window overflow": func(r *raw) { _ = r.fr.WriteWindowUpdate(0, 1<<31-1) },
 		"oversized frame": func(r *raw) { _ = r.fr.WriteData(1, false, make([]byte, 20000)) },
+		"continuation flood": func(r *raw) {
+			_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0x83}})
+			junk := bytes.Repeat([]byte{0x40, 0x01, 'x', 0x01, 'y'}, 3000) // literal x: y, indexed: the table grows and wraps
+			for range 100 {
+				if r.fr.WriteContinuation(1, false, junk) != nil {
+					return
+				}
+			}
+		},
 		"invalid setting": func(r *raw) {
 			_ = r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 31})
 		},

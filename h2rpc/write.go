@@ -155,34 +155,32 @@ func (c *conn) goAway() {
 	c.wmu.Unlock()
 }
 
-// keepalive pings a connection idle for PingAfter and closes it when
-// nothing arrived PingTimeout after the ping.
+// keepalive runs every PingAfter: a connection that read no frame since
+// the last look (idle for PingAfter to twice that) gets a PING, and is
+// closed if no frame arrives within PingTimeout.
 func (c *conn) keepalive() {
 	cfg := c.s.cfg
-	now := time.Now().UnixNano()
-	idle := time.Duration(now - c.lastRead.Load())
+	reads := c.reads.Load()
 	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if c.werr != nil {
-		c.wmu.Unlock()
 		return
 	}
-	sent := c.pingSent
+	idle := reads == c.readsSeen
+	c.readsSeen = reads
 	switch {
-	case sent != 0 && c.lastRead.Load() < sent && time.Duration(now-sent) >= cfg.PingTimeout:
-		c.wmu.Unlock()
+	case c.pinging && idle:
 		c.s.m.connErrors.WithLabelValues("keepalive_timeout").Inc()
-		c.close(errors.New("h2rpc: keepalive ping not answered"))
+		go c.close(errors.New("h2rpc: keepalive ping not answered"))
 		return
-	case sent == 0 && idle >= cfg.PingAfter:
-		c.pingSent = now
+	case idle:
+		c.pinging = true
 		_ = c.writeLocked(func() error { return c.fr.WritePing(false, [8]byte{'k', 'a'}) })
 		c.keepaliveTmr.Reset(cfg.PingTimeout)
-	case sent != 0:
-		c.keepaliveTmr.Reset(max(cfg.PingTimeout-time.Duration(now-sent), time.Millisecond))
-	default:
-		c.keepaliveTmr.Reset(cfg.PingAfter - idle)
+		return
 	}
-	c.wmu.Unlock()
+	c.pinging = false
+	c.keepaliveTmr.Reset(cfg.PingAfter)
 }
 
 // resetStream sends RST_STREAM and forgets the stream (unless its call
