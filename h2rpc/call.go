@@ -91,7 +91,7 @@ func (c *conn) onHeaders(h *headerBlock) error {
 		return c.writeLocked(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) })
 	}
 	head := h.head()
-	st := &stream{id: id, timeout: head.timeout, sendWin: c.peerWindow, recvWin: int64(c.s.cfg.StreamWindow),
+	st := &stream{c: c, id: id, timeout: head.timeout, sendWin: c.peerWindow, recvWin: int64(c.s.cfg.StreamWindow),
 		remoteEnd: ended}
 	if head.code != codes.OK {
 		m.refused.WithLabelValues(head.reason).Inc()
@@ -182,7 +182,11 @@ func (c *conn) dispatchLocked(st *stream) error {
 	}
 	st.running = true
 	c.s.m.active.Inc()
-	go c.run(st)
+	select {
+	case c.s.work <- st: // an idle worker takes it
+	default:
+		go c.run(st)
+	}
 	return nil
 }
 

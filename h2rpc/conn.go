@@ -61,6 +61,7 @@ type conn struct {
 
 // stream is one call.
 type stream struct {
+	c         *conn
 	id        uint32
 	buf       *[]byte // request bytes so far, prefix included (pooled)
 	timeout   time.Duration

@@ -118,6 +118,8 @@ type Server struct {
 	lis      map[net.Listener]struct{}
 	shutdown bool
 	idle     chan struct{} // closed when shutting down and no conns are left
+	work     chan *stream  // to idle workers (unbuffered)
+	quit     chan struct{} // closed by stop: workers return
 }
 
 // ErrServerClosed is what Serve returns after Shutdown or Close.
@@ -132,8 +134,28 @@ func New(c Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: c, m: m, conns: map[*conn]struct{}{}, lis: map[net.Listener]struct{}{},
-		idle: make(chan struct{})}, nil
+	s := &Server{cfg: c, m: m, conns: map[*conn]struct{}{}, lis: map[net.Listener]struct{}{},
+		idle: make(chan struct{}), work: make(chan *stream), quit: make(chan struct{})}
+	for range workers {
+		go s.worker()
+	}
+	return s, nil
+}
+
+// workers run calls on goroutines whose stacks have grown already (a new
+// goroutine per call would grow its stack every time); a call that finds
+// none idle gets a goroutine of its own.
+const workers = 128
+
+func (s *Server) worker() {
+	for {
+		select {
+		case st := <-s.work:
+			st.c.run(st)
+		case <-s.quit:
+			return
+		}
+	}
 }
 
 // Serve accepts connections on l until Shutdown or Close (then it
@@ -228,6 +250,7 @@ func (s *Server) stop() []*conn {
 	defer s.mu.Unlock()
 	if !s.shutdown {
 		s.shutdown = true
+		close(s.quit)
 		for l := range s.lis {
 			_ = l.Close()
 		}

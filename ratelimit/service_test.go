@@ -426,4 +426,3 @@ func TestServiceConfigValidate(t *testing.T) {
 		t.Error("a second service on the same registry succeeded")
 	}
 }
-
