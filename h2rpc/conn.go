@@ -322,6 +322,7 @@ func (c *conn) connError(err error) error {
 	}
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		c.s.m.connErrors.WithLabelValues(code).Inc()
+		c.s.cfg.Logger.Debug("connection ended by an error", "remote", c.nc.RemoteAddr().String(), "code", code, "error", err)
 	}
 	return err
 }
