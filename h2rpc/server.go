@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -178,10 +179,9 @@ func (s *Server) Serve(l net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if temporary(err) {
 				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				time.Sleep(delay) // back off, as net/http does, on EMFILE and the like
+				time.Sleep(delay) // back off, as net/http does
 				continue
 			}
 			return fmt.Errorf("h2rpc: accept: %w", err)
@@ -194,6 +194,14 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		go c.serve()
 	}
+}
+
+// temporary reports whether an accept error passes: out of file
+// descriptors, an aborted connection, a timeout.
+func temporary(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
 
 // track adds or removes c; adding fails once shutting down.

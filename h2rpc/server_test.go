@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,5 +236,20 @@ func TestShutdown(t *testing.T) {
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		t.Error("a new connection was accepted after Shutdown")
+	}
+}
+
+// Accept errors that pass (out of file descriptors) are waited out;
+// others end Serve.
+func TestTemporary(t *testing.T) {
+	for err, want := range map[error]bool{
+		&net.OpError{Op: "accept", Err: os.NewSyscallError("accept4", syscall.EMFILE)}: true,
+		syscall.ECONNABORTED: true,
+		net.ErrClosed:        false,
+		errors.New("other"):  false,
+	} {
+		if got := temporary(err); got != want {
+			t.Errorf("temporary(%v) = %v, want %v", err, got, want)
+		}
 	}
 }
