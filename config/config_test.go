@@ -220,6 +220,8 @@ func TestValidationErrors(t *testing.T) {
 		"bad overload marks":            {file: "weights: { overload_threshold: 0.5, overload_recover: 0.7 }\n", want: []string{"weights.overload_recover: 0.7: is not in (0, 0.5]"}},
 		"zero update period":            {args: []string{"--weights.update_period=0s"}, want: []string{"weights.update_period", "positive"}},
 		"bad ratelimit store":           {args: []string{"--ratelimit.store", "etcd"}, want: []string{"ratelimit.store", "etcd"}},
+		"bad ratelimit server":          {args: []string{"--ratelimit.server", "http"}, want: []string{"ratelimit.server: http: is not one of grpc, lean"}},
+		"zero ratelimit streams":        {args: []string{"--ratelimit.max_streams", "0"}, want: []string{"ratelimit.max_streams: 0: is not in [1, 1048576]"}},
 		"bad redis address":             {args: []string{"--ratelimit.store", "redis", "--ratelimit.redis.address", "nope"}, want: []string{"ratelimit.redis.address", "nope"}},
 		"zero redis timeout":            {args: []string{"--ratelimit.store", "redis", "--ratelimit.redis.timeout", "0s"}, want: []string{"ratelimit.redis.timeout", "positive"}},
 		"redis tls file, no tls":        {file: "ratelimit: { store: redis, redis: { tls_ca_file: ca.pem } }\n", want: []string{"ratelimit.redis.tls_ca_file", "needs ratelimit.redis.tls"}},

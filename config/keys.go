@@ -219,6 +219,8 @@ var Keys = []Key{
 	k("ha.publish_interval", 5*time.Second, "each replica publishes its load summary to Consul KV at most this often"),
 	k("ha.leader_lock_delay", 15*time.Second, "Consul lock-delay of the weights leader's lock: after a leader dies, another takes over within it, in [0s, 1m]"),
 	k("ratelimit.address", ":18081", "host:port of the rate-limit service (Envoy RLS v3 gRPC)", "rate-limiting"),
+	k("ratelimit.server", "lean", "server behind ratelimit.address: lean (a lean HTTP/2 gRPC server for ShouldRateLimit alone, about 40% less CPU per decision; other methods such as server reflection or the health service, and compressed messages, are answered UNIMPLEMENTED) or grpc (grpc-go, with its gRPC features)", "rate-limiting"),
+	k("ratelimit.max_streams", uint32(1024), "most concurrent calls per rate-limit client connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); clients queue the rest; in [1, 1048576]", "bounds-of-the-rate-limit-service"),
 	k("ratelimit.max_connections", uint32(5000), "most client connections the rate-limit listener holds open; past it a new connection is closed at once (listener_connections_refused_total{listener=\"ratelimit\"}); 0: no cap", "bounds"),
 	k("ratelimit.advertise_address", "", "host:port Envoy uses to reach the rate-limit service (the generated xds-server-ratelimit cluster of listeners' ratelimit filters); empty: ratelimit.address with an empty or unspecified host replaced by 127.0.0.1", "listeners-and-routes"),
 	k("ratelimit.config", "", "envoyproxy/ratelimit YAML file or directory of them (one domain per file unless ratelimit.merge_domains); empty: no domains, every request is OK"),

@@ -13,6 +13,8 @@ import (
 // section).
 type RateLimitConfig struct {
 	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
+	Server         string            `mapstructure:"server"`           // grpc | lean
+	MaxStreams     uint32            `mapstructure:"max_streams"`      // concurrent calls per connection
 	MaxConnections uint32            `mapstructure:"max_connections"`  // open connections of the listener; 0 = no cap
 	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
 	MergeDomains   bool              `mapstructure:"merge_domains"`    // merge files that share a domain (else an error)
@@ -170,6 +172,12 @@ func (c Config) validateRateLimit(p *problems) {
 	checkAddr(p, "ratelimit.address", r.Address)
 	if _, err := ratelimit.ParseFailureMode(r.FailureMode); err != nil {
 		p.bad("ratelimit.failure_mode", r.FailureMode, "is not one of allow, deny")
+	}
+	if r.Server != "grpc" && r.Server != "lean" {
+		p.bad("ratelimit.server", r.Server, "is not one of grpc, lean")
+	}
+	if r.MaxStreams == 0 || r.MaxStreams > 1<<20 {
+		p.bad("ratelimit.max_streams", r.MaxStreams, fmt.Sprintf("is not in [1, %d]", 1<<20))
 	}
 	switch r.Store {
 	case "memory", "redis":

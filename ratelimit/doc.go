@@ -136,8 +136,18 @@
 // ServiceConfig.FailureMode answers: allow (the default) or deny; each
 // failure is counted and logged at most once per ErrorLogInterval.
 // Requests that do not decode (invalid UTF-8, malformed protobuf) are
-// InvalidArgument when the gRPC server has ServerOptions; an empty
-// config path is ErrEmptyConfig unless LoadOptions.AllowEmpty.
+// InvalidArgument when the gRPC server has ServerOptions, and behind
+// Call; an empty config path is ErrEmptyConfig unless
+// LoadOptions.AllowEmpty.
+//
+// # Serving
+//
+// Register puts the service on a grpc-go server (ServerOptions); Call
+// answers one encoded request for a lean server (package h2rpc, at
+// RLSPath: ratelimit.server lean). Requests are decoded without
+// reflection where they have the usual form (wire_request.go; anything
+// else goes to proto.Unmarshal) and responses encoded without it
+// (wire.go), byte for byte what proto.Marshal writes.
 //
 // # Metrics
 //

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-server/xds-server/h2rpc"
 )
 
 // rawCodec sends requests given as wire bytes (which proto.Marshal would
@@ -29,28 +31,91 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 func (rawCodec) Unmarshal(data []byte, v any) error { return proto.Unmarshal(data, v.(proto.Message)) }
 func (rawCodec) Name() string                       { return "proto" }
 
-// Regression (issue 14): a request whose descriptor value is not valid
-// UTF-8, sent as raw bytes over a real gRPC connection, was answered
-// Internal by grpc-go's decoding; it is InvalidArgument, counted as
-// invalid, and the server keeps answering.
-func TestServiceInvalidUTF8OverGRPC(t *testing.T) {
-	ts := newTestService(t, simpleYAML, nil)
+// servers start the service behind each server ratelimit.server
+// chooses (grpc-go, and h2rpc's lean server with Service.Call) on a
+// loopback port; both are stopped at the end of the test.
+var servers = map[string]func(t *testing.T, s *Service) string{
+	"grpc": func(t *testing.T, s *Service) string {
+		lis := listenLoopback(t)
+		srv := grpc.NewServer(ServerOptions()...)
+		s.Register(srv)
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		return lis.Addr().String()
+	},
+	"lean": func(t *testing.T, s *Service) string {
+		lis := listenLoopback(t)
+		srv, err := h2rpc.New(h2rpc.Config{Method: RLSPath, Handler: s.Call})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		return lis.Addr().String()
+	},
+}
+
+func listenLoopback(t *testing.T) net.Listener {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer(ServerOptions()...)
-	ts.Register(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return lis
+}
+
+func dialService(t *testing.T, addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// The service over a real gRPC connection, behind either server: answers
+// (headers included) and InvalidArgument.
+func TestServiceOverGRPC(t *testing.T) {
+	for name, start := range servers {
+		t.Run(name, func(t *testing.T) {
+			ts := newTestService(t, simpleYAML, func(c *ServiceConfig) { c.Headers = true })
+			client := rlsv3.NewRateLimitServiceClient(dialService(t, start(t, ts.Service)))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resp, err := client.ShouldRateLimit(ctx, request("d", "k=a"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 1 || len(resp.ResponseHeadersToAdd) != 3 {
+				t.Errorf("response %v", resp)
+			}
+			if resp, err = client.ShouldRateLimit(ctx, request("d", "k=a", "k=a")); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+				t.Errorf("over the limit: %v, %v", resp, err)
+			}
+			_, err = client.ShouldRateLimit(ctx, request("", "k=a"))
+			if status.Code(err) != codes.InvalidArgument {
+				t.Errorf("empty domain: %v, want InvalidArgument", err)
+			}
+		})
+	}
+}
+
+// Regression (issue 14): a request whose descriptor value is not valid
+// UTF-8, sent as raw bytes over a real gRPC connection, was answered
+// Internal by grpc-go's decoding; it is InvalidArgument, counted as
+// invalid, and the server keeps answering. So it is behind the lean
+// server.
+func TestServiceInvalidUTF8OverGRPC(t *testing.T) {
+	for name, start := range servers {
+		t.Run(name, func(t *testing.T) {
+			ts := newTestService(t, simpleYAML, nil)
+			invalidOverGRPC(t, ts, dialService(t, start(t, ts.Service)))
+		})
+	}
+}
+
+func invalidOverGRPC(t *testing.T, ts *testService, conn *grpc.ClientConn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-
 	good, err := proto.Marshal(request("d", "k=Z"))
 	if err != nil {
 		t.Fatal(err)

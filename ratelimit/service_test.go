@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,9 +15,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -427,37 +424,5 @@ func TestServiceConfigValidate(t *testing.T) {
 	}
 	if _, err := NewService(ServiceConfig{Store: store, Registerer: reg}); err == nil {
 		t.Error("a second service on the same registry succeeded")
-	}
-}
-
-// The service over a real gRPC connection: answers and InvalidArgument.
-func TestServiceOverGRPC(t *testing.T) {
-	ts := newTestService(t, simpleYAML, func(c *ServiceConfig) { c.Headers = true })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	ts.Register(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	client := rlsv3.NewRateLimitServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := client.ShouldRateLimit(ctx, request("d", "k=a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 1 || len(resp.ResponseHeadersToAdd) != 3 {
-		t.Errorf("response %v", resp)
-	}
-	_, err = client.ShouldRateLimit(ctx, request("", "k=a"))
-	if status.Code(err) != codes.InvalidArgument {
-		t.Errorf("empty domain: %v, want InvalidArgument", err)
 	}
 }

@@ -128,7 +128,8 @@ func runCompare(ctx context.Context, o compareOptions, args []string, stdout io.
 		return err
 	}
 	rep := report{command: commandLine(args, c.dir, cacheDir()), load: o.load, rounds: o.rounds, config: configYAML(o.load.Workload.Domain),
-		machine: machineNotes(o.redisBin, o.envoyBin), envoyLocalCache: o.envoyLocalCache}
+		machine: machineNotes(o.redisBin, o.envoyBin), envoyLocalCache: o.envoyLocalCache,
+		xdsServer: os.Getenv("XDS_SERVER_RATELIMIT_SERVER")}
 	if err := c.setUp(ctx, legNames); err != nil {
 		return err
 	}

@@ -18,7 +18,8 @@ type report struct {
 	rounds          int
 	config          string // the YAML every leg serves
 	machine         machine
-	envoyLocalCache int // bytes
+	envoyLocalCache int    // bytes
+	xdsServer       string // ratelimit.server from the environment; "": the default
 	legs            []legInfo
 	workloads       []workloadResult
 }
@@ -112,6 +113,15 @@ func render(r report) string {
 	return b.String()
 }
 
+// serverNote says which ratelimit.server the xds-server legs ran.
+func serverNote(server string) string {
+	if server == "" {
+		return "behind its default `ratelimit.server` (lean: its own HTTP/2 server for ShouldRateLimit; " +
+			"`XDS_SERVER_RATELIMIT_SERVER=grpc` in rlsbench's environment measures grpc-go instead)"
+	}
+	return fmt.Sprintf("with `XDS_SERVER_RATELIMIT_SERVER=%s` (ratelimit.server)", server)
+}
+
 func renderSetup(b *strings.Builder, r report) {
 	m := r.machine
 	fmt.Fprintf(b, "**Machine.** %s, %d cores, %s, %s; load average before the run: %s. "+
@@ -122,8 +132,8 @@ func renderSetup(b *strings.Builder, r report) {
 		"window) except `REDIS_SOCKET_TYPE=tcp`, `USE_STATSD=false`, `LOG_LEVEL=warn` and "+
 		"`LOCAL_CACHE_SIZE_IN_BYTES=%d` (its local over-limit cache, which xds-server also has). "+
 		"xds-server built from this tree with `go build`, `--ratelimit.store redis --ratelimit.redis.address ...` "+
-		"or `--ratelimit.store memory`. All serve this file (envoyproxy/ratelimit's format, fixed windows):\n\n",
-		orUnknown(m.redis), orUnknown(m.envoy), r.envoyLocalCache)
+		"or `--ratelimit.store memory`, %s. All serve this file (envoyproxy/ratelimit's format, fixed windows):\n\n",
+		orUnknown(m.redis), orUnknown(m.envoy), r.envoyLocalCache, serverNote(r.xdsServer))
 	fmt.Fprintf(b, "```yaml\n%s```\n\n", r.config)
 	l := r.load
 	client := "its own lean HTTP/2 gRPC client (less CPU per call than grpc-go's, CPU the servers share; like grpc-go's and Envoy's clients it coalesces the writes of concurrent requests on a connection)"

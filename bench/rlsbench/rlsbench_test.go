@@ -341,3 +341,13 @@ func TestLoadConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// The report names the server behind the xds-server legs.
+func TestServerNote(t *testing.T) {
+	if got := serverNote(""); !strings.Contains(got, "default `ratelimit.server` (lean") {
+		t.Errorf("default: %q", got)
+	}
+	if got := serverNote("grpc"); !strings.Contains(got, "XDS_SERVER_RATELIMIT_SERVER=grpc") {
+		t.Errorf("grpc: %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/h2rpc"
 	"github.com/xds-server/xds-server/netlimit"
 	"github.com/xds-server/xds-server/ratelimit"
 )
@@ -19,7 +21,8 @@ import (
 // rateLimit is the running rate-limit service and its listener.
 type rateLimit struct {
 	svc  *ratelimit.Service
-	grpc *grpc.Server
+	grpc *grpc.Server  // ratelimit.server grpc; else nil
+	lean *h2rpc.Server // ratelimit.server lean; else nil
 	lis  net.Listener
 	cfg  config.RateLimitConfig
 
@@ -48,14 +51,30 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 		closeStore()
 		return nil, err
 	}
-	opts, err := rateLimitSecurity(cfg, log, reg, sec)
+	lis, err := listen("ratelimit", cfg.Address, cfg.MaxConnections, lm)
 	if err != nil {
 		closeStore()
 		return nil, err
 	}
-	lis, err := listen("ratelimit", cfg.Address, cfg.MaxConnections, lm)
+	r := &rateLimit{svc: svc, lis: lis, cfg: cfg, closeStore: closeStore}
+	if cfg.Server == "lean" {
+		r.lean, err = newLeanServer(cfg, svc, log, reg, sec)
+	} else {
+		r.grpc, err = newGRPCServer(cfg, svc, log, reg, sec)
+	}
 	if err != nil {
+		lis.Close()
 		closeStore()
+		return nil, err
+	}
+	return r, nil
+}
+
+// newGRPCServer is ratelimit.server grpc: grpc-go with the service
+// registered.
+func newGRPCServer(cfg config.RateLimitConfig, svc *ratelimit.Service, log *slog.Logger, reg prometheus.Registerer, sec security) (*grpc.Server, error) {
+	opts, err := rateLimitSecurity(cfg, log, reg, sec)
+	if err != nil {
 		return nil, err
 	}
 	// Stream workers: handlers run on long-lived goroutines whose stacks are
@@ -65,9 +84,9 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 	// their acks, from every client) buy nothing for messages of a few
 	// hundred bytes: about 2 µs of server CPU per decision less.
 	g := grpc.NewServer(append(append(opts, ratelimit.ServerOptions()...), grpc.NumStreamWorkers(128),
-		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20))...)
+		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20), grpc.MaxConcurrentStreams(cfg.MaxStreams))...)
 	svc.Register(g)
-	return &rateLimit{svc: svc, grpc: g, lis: lis, cfg: cfg, closeStore: closeStore}, nil
+	return g, nil
 }
 
 // rateLimitSecurity are the gRPC options of ratelimit.tls and
@@ -79,12 +98,7 @@ func rateLimitSecurity(cfg config.RateLimitConfig, log *slog.Logger, reg prometh
 	}
 	opts := []grpc.ServerOption{grpc.Creds(credentials.NewTLS(tc))}
 	if ids := cfg.Authorization.Identities; len(ids) > 0 {
-		denied := prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ratelimit_authz_denied_total",
-			Help: "Rate-limit calls refused because the client certificate matches no ratelimit.authorization.identities glob.",
-		})
-		reg.MustRegister(denied)
-		opts = append(opts, grpc.UnaryInterceptor(identityInterceptor(ids, denied, log.With("component", "ratelimit"))))
+		opts = append(opts, grpc.UnaryInterceptor(identityInterceptor(newIdentityCheck(ids, reg, log.With("component", "ratelimit")))))
 	}
 	return opts, nil
 }
@@ -129,7 +143,13 @@ func (r *rateLimit) run(ctx context.Context, errc chan<- error) {
 		go func() { _ = r.svc.Watch(ctx, r.cfg.ReloadInterval) }()
 	}
 	go func() {
-		if err := r.grpc.Serve(r.lis); err != nil {
+		var err error
+		if r.lean != nil {
+			err = r.lean.Serve(r.lis)
+		} else {
+			err = r.grpc.Serve(r.lis)
+		}
+		if err != nil && !errors.Is(err, h2rpc.ErrServerClosed) {
 			errc <- fmt.Errorf("ratelimit: %w", err)
 		}
 	}()
@@ -137,6 +157,13 @@ func (r *rateLimit) run(ctx context.Context, errc chan<- error) {
 
 // stop ends the rate-limit service gracefully until ctx is done.
 func (r *rateLimit) stop(ctx context.Context) {
+	if r.lean != nil {
+		if err := r.lean.Shutdown(ctx); err != nil {
+			_ = r.lean.Close()
+		}
+		r.closeStore()
+		return
+	}
 	done := make(chan struct{})
 	go func() { r.grpc.GracefulStop(); close(done) }()
 	select {

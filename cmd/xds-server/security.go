@@ -14,8 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/xds-server/xds-server/certs"
 	"github.com/xds-server/xds-server/config"
@@ -45,19 +43,15 @@ func (s security) serverTLS(name string, t config.TLSConfig) (*tls.Config, error
 	return srv.TLSConfig(), nil
 }
 
-// identityInterceptor refuses, with PermissionDenied, calls whose client
-// certificate has no identity (URI or DNS SAN) matching globs.
-func identityInterceptor(globs []string, denied prometheus.Counter, log *slog.Logger) grpc.UnaryServerInterceptor {
+// identityInterceptor refuses, with check's error, calls whose client
+// certificate's identities (URI or DNS SANs) check refuses.
+func identityInterceptor(check func(ids []string) error) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		ids, _ := certs.GRPCPeer(ctx)
-		for _, id := range ids {
-			if certs.MatchAny(globs, id) {
-				return handler(ctx, req)
-			}
+		if err := check(ids); err != nil {
+			return nil, err
 		}
-		denied.Inc()
-		log.Warn("rate-limit call refused: no ratelimit.authorization.identities glob matches the client certificate", "identities", ids)
-		return nil, status.Errorf(codes.PermissionDenied, "ratelimit: identity %q is not in ratelimit.authorization.identities", strings.Join(ids, ", "))
+		return handler(ctx, req)
 	}
 }
 
