@@ -137,11 +137,11 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		return c.writeLocked(func() error { return c.fr.WriteRSTStream(st.id, http2.ErrCodeFlowControl) })
 	}
 	data := f.Data()
-	if len(*st.buf)+len(data) > 5+c.s.cfg.MaxRecvMsgSize || c.buffered+len(data) > c.s.budget() {
+	if len(*st.buf)+len(data) > 5+c.s.cfg.MaxRecvMsgSize || c.buffered+len(data) > c.s.budget() || !c.s.reserve(len(data)) {
 		c.s.m.refused.WithLabelValues(reasonTooLarge).Inc()
 		c.dropLocked(st)
 		st.remoteEnd = f.StreamEnded()
-		return c.writeStatusLocked(st, codes.ResourceExhausted, "h2rpc: request message larger than "+strconv.Itoa(c.s.cfg.MaxRecvMsgSize)+" bytes or than this connection buffers")
+		return c.writeStatusLocked(st, codes.ResourceExhausted, "h2rpc: request message larger than "+strconv.Itoa(c.s.cfg.MaxRecvMsgSize)+" bytes or than the connection or server buffers")
 	}
 	*st.buf = append(*st.buf, data...)
 	c.buffered += len(data)

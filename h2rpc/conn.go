@@ -89,6 +89,16 @@ func (s *Server) connWindow() uint32 { return min(4*s.cfg.StreamWindow, 1<<31-1)
 // budget is the most request bytes a connection buffers.
 func (s *Server) budget() int { return 2 * (s.cfg.MaxRecvMsgSize + 5) }
 
+// reserve counts n more request bytes against the server-wide bound
+// (MaxBufferedBytes), or reports false and counts nothing.
+func (s *Server) reserve(n int) bool {
+	if s.buffered.Add(int64(n)) > s.cfg.MaxBufferedBytes {
+		s.buffered.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
 // serve runs the connection until it ends.
 func (c *conn) serve() {
 	var err error
@@ -299,6 +309,7 @@ func (c *conn) dropLocked(st *stream) {
 	delete(c.streams, st.id)
 	if st.buf != nil {
 		c.buffered -= len(*st.buf)
+		c.s.buffered.Add(-int64(len(*st.buf)))
 		putBuf(st.buf)
 		st.buf = nil
 	}

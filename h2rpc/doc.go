@@ -23,7 +23,8 @@
 // REFUSED_STREAM; a reset call counts until its handler returns),
 // Config.MaxRecvMsgSize per message, the same again of request bytes
 // buffered per connection (a call that would pass it gets
-// RESOURCE_EXHAUSTED), MaxHeaderListSize of headers, maxPendingWrite
+// RESOURCE_EXHAUSTED), MaxBufferedBytes of request bytes over all
+// connections (likewise), MaxHeaderListSize of headers, maxPendingWrite
 // bytes of unwritten responses per connection (callers wait), and
 // writeTimeout for a write (then the connection is closed).
 //

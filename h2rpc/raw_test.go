@@ -325,3 +325,37 @@ func TestPingFloodBounded(t *testing.T) {
 	r.nc.Close()
 	<-done
 }
+
+// Connections each within their own budget cannot together buffer more
+// than MaxBufferedBytes: the stream that would pass it is refused, and
+// what the server holds never exceeds the bound.
+func TestServerBufferedBytesBounded(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := func(ctx context.Context, req, out []byte) ([]byte, error) { <-release; return out, nil }
+	const bound = 200 << 10
+	s, addr := start(t, Config{Method: echoMethod, Handler: h, MaxRecvMsgSize: 100 << 10, MaxBufferedBytes: bound})
+	chunk := make([]byte, 15<<10)
+	// Three connections, each sending one unfinished 90 KiB request (within
+	// its own 200 KiB budget): the third passes the server's 200 KiB.
+	send := func() *raw {
+		r := dialRaw(t, addr)
+		r.headers(1, echoMethod, false)
+		for range 6 {
+			_ = r.fr.WriteData(1, false, chunk)
+		}
+		return r
+	}
+	for range 2 {
+		r := send()
+		// The connection's frames are read in order: once its PING is
+		// answered, its data is buffered.
+		_ = r.fr.WritePing(false, [8]byte{1})
+		r.until(func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && p.IsAck() })
+	}
+	last := send()
+	last.until(func(f http2.Frame) bool { id, st, ok := ended(f); return ok && id == 1 && st == "8" }) // RESOURCE_EXHAUSTED
+	if got := s.buffered.Load(); got > bound {
+		t.Errorf("server buffers %d bytes, over its bound of %d", got, bound)
+	}
+}

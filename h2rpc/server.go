@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,7 @@ type Handler func(ctx context.Context, req, out []byte) ([]byte, error)
 const (
 	DefaultMaxStreams        = 1024
 	DefaultMaxRecvMsgSize    = 4 << 20 // grpc-go's default too
+	DefaultMaxBufferedBytes  = 64 << 20
 	DefaultMaxHeaderListSize = 16 << 10
 	DefaultStreamWindow      = 1 << 20
 	DefaultPingAfter         = 2 * time.Hour // grpc-go's keepalive.ServerParameters.Time default
@@ -50,8 +52,13 @@ type Config struct {
 	// MaxStreams is SETTINGS_MAX_CONCURRENT_STREAMS, in [1, 1<<20].
 	MaxStreams uint32
 	// MaxRecvMsgSize bounds a request message, bytes; it also bounds the
-	// request bytes buffered per connection.
+	// request bytes buffered per connection (twice this).
 	MaxRecvMsgSize int
+	// MaxBufferedBytes bounds the request bytes buffered over all
+	// connections, so that many connections each within their own bound
+	// cannot together hold more; a call that would pass it is answered
+	// RESOURCE_EXHAUSTED.
+	MaxBufferedBytes int64
 	// MaxHeaderListSize bounds a call's header list (HPACK-decoded).
 	MaxHeaderListSize uint32
 	// StreamWindow is each call's receive window (also the connection's,
@@ -75,7 +82,7 @@ func (c *Config) setDefaults() error {
 	if c.Handler == nil {
 		errs = append(errs, errors.New("handler is required"))
 	}
-	if c.MaxRecvMsgSize < 0 || c.StreamWindow != 0 && (c.StreamWindow < 65535 || c.StreamWindow > 1<<30) ||
+	if c.MaxRecvMsgSize < 0 || c.MaxBufferedBytes < 0 || c.StreamWindow != 0 && (c.StreamWindow < 65535 || c.StreamWindow > 1<<30) ||
 		c.MaxStreams > 1<<20 || c.PingAfter < 0 || c.PingTimeout < 0 {
 		errs = append(errs, errors.New("a bound is out of range"))
 	}
@@ -92,6 +99,9 @@ func (c *Config) setDefaults() error {
 	def(&c.StreamWindow, DefaultStreamWindow)
 	if c.MaxRecvMsgSize == 0 {
 		c.MaxRecvMsgSize = DefaultMaxRecvMsgSize
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
 	if c.PingAfter == 0 {
 		c.PingAfter = DefaultPingAfter
@@ -111,8 +121,9 @@ func (c *Config) setDefaults() error {
 
 // Server serves Config.Method on listeners. Safe for concurrent use.
 type Server struct {
-	cfg Config
-	m   *metrics
+	cfg      Config
+	m        *metrics
+	buffered atomic.Int64 // request bytes held over all connections (<= cfg.MaxBufferedBytes)
 
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
