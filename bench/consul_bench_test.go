@@ -24,6 +24,8 @@ var (
 	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
 	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
 	flagHeapProfile    = flag.String("heapprofile", "", "write the server's heap profile (its /debug/pprof/heap) once every node synced to this file, and its metrics to the file + .metrics")
+	flagCPUProfile     = flag.String("cpuprofile", "", "write the server's CPU profile (its /debug/pprof/profile) over the first full push to this file")
+	flagCPUSeconds     = flag.Int("cpuprofile-seconds", 5, "length of the -cpuprofile profile, from just before the first full push's flips")
 )
 
 // Timeouts of the phases of a run.
@@ -211,6 +213,13 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 	for s := range cat.Services {
 		wants[s] = flip.Next(s, e)
 	}
+	var prof chan error
+	if *flagCPUProfile != "" && k == 0 {
+		prof = make(chan error, 1)
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(metrics, "/metrics"), *flagCPUSeconds)
+		go func() { prof <- fetchTo(ctx, url, *flagCPUProfile) }()
+		sleep(ctx, 100*time.Millisecond) // the profile starts before the flips
+	}
 	w := fleet.Install(wants)
 	var wg sync.WaitGroup
 	errs := make([]error, cat.Services)
@@ -227,6 +236,11 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		b.Fatalf("full push %d: %v", k, err)
 	}
 	lat := w.Latencies()
+	if prof != nil {
+		if err := <-prof; err != nil {
+			b.Fatal(err)
+		}
+	}
 	sleep(ctx, cpuSettle)
 	m1, err := Scrape(ctx, metrics)
 	if err != nil {
