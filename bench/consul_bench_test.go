@@ -21,6 +21,8 @@ var (
 	flagPushes         = flag.Int("pushes", 5, "full pushes per run (one endpoint of every service flipped at once)")
 	flagDrains         = flag.Int("drains", 10, "lame-duck drains per run, alternately Consul maintenance and the admin drain API (drain propagation latency)")
 	flagGap            = flag.Duration("gap", 500*time.Millisecond, "quiet time between two changes, so they never coalesce")
+	flagSubsetSize     = flag.Int("subset-size", 0, "subset_size of every service (a config file for the server); 0: every node sees every endpoint")
+	flagOpeners        = flag.Int("openers", 64, "streams opened at once when connecting; 0: every node at once (a connect storm)")
 	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
 	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
 	flagHeapProfile    = flag.String("heapprofile", "", "write the server's heap profile (its /debug/pprof/heap) once every node synced to this file, and its metrics to the file + .metrics")
@@ -77,14 +79,26 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	if err := cat.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	r := Run{Mode: mode, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints, StreamsPerConn: *flagStreamsPerConn}
+	r := Run{Mode: mode, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints, StreamsPerConn: *flagStreamsPerConn,
+		SubsetSize: *flagSubsetSize, Openers: *flagOpeners}
+	if r.Openers <= 0 {
+		r.Openers = r.Nodes
+	}
 
 	consul := harness.Consul(b)
 	agent := consul.Client().Agent()
 	if err := cat.Register(ctx, agent, 16); err != nil {
 		b.Fatal(err)
 	}
-	srv := harness.StartServer(b, "--discovery.source", "consul", "--discovery.consul.address", consul.Addr())
+	args := []string{"--discovery.source", "consul", "--discovery.consul.address", consul.Addr()}
+	if r.SubsetSize > 0 {
+		path, err := cat.WriteSubsetConfig(b.TempDir(), r.SubsetSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		args = append(args, "--config", path)
+	}
+	srv := harness.StartServer(b, args...)
 	srv.WaitReady(b)
 	metrics := "http://" + srv.AdminAddr + "/metrics"
 	if err := awaitCatalog(ctx, metrics, cat.Size()); err != nil {
@@ -97,7 +111,8 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	before := settled(b, metrics)
 	r.RSSBefore, r.HeapBefore, r.GoalBefore = before[MetricRSS], before[MetricHeapInuse], before[MetricHeapGoal]
 
-	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, StreamsPerConn: r.StreamsPerConn, Delta: mode == "delta"})
+	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, StreamsPerConn: r.StreamsPerConn, Delta: mode == "delta",
+		Openers: r.Openers, Subsets: r.SubsetSize > 0})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,7 +122,12 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		}
 	})
 	b.StartTimer()
-	w := fleet.Install(cat.Healthy())
+	sync0 := cat.Healthy()
+	if r.SubsetSize > 0 {
+		sync0 = cat.Present(r.SubsetSize)
+	}
+	cpu0 := SelfCPU()
+	w := fleet.Install(sync0)
 	if err := fleet.Connect(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -118,6 +138,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		b.Fatalf("not every node received every type: %v", err)
 	}
 	r.ConnectSeconds = time.Since(w.start).Seconds()
+	r.LoadGenConnectCPU = SelfCPU() - cpu0
 	after := settled(b, metrics)
 	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
 	r.Goroutines = after[MetricGoroutines]
@@ -147,6 +168,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 			r.Latencies = append(r.Latencies, d.Seconds())
 		}
 		r.ChangeEDS = append(r.ChangeEDS, float64(w.EDSResponses())/float64(r.Nodes))
+		r.ChangeSampled = append(r.ChangeSampled, w.Sampled())
 		r.Changes++
 		sleep(ctx, *flagGap)
 	}
@@ -157,6 +179,14 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	}
 	drainPhase(b, fleet, NewDrainer(cat, agent, srv.AdminAddr), flip, cat, &r)
 	b.StopTimer()
+	r.LoadGenCPU, r.RunSeconds = SelfCPU()-cpu0, time.Since(w.start).Seconds()
+	end, err := Scrape(ctx, metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Refused = Refused(end); r.Refused != 0 {
+		b.Errorf("the server refused %v nodes or connections", r.Refused)
+	}
 	sleep(ctx, settle)
 	mem, err := ReadMemory(pid)
 	if err != nil {
@@ -220,6 +250,7 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		go func() { prof <- fetchTo(ctx, url, *flagCPUProfile) }()
 		sleep(ctx, 100*time.Millisecond) // the profile starts before the flips
 	}
+	cpu0 := SelfCPU()
 	w := fleet.Install(wants)
 	var wg sync.WaitGroup
 	errs := make([]error, cat.Services)
@@ -254,6 +285,7 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		CPUSeconds: m1[MetricCPU] - m0[MetricCPU], WallSeconds: Percentile(secs, 100), P99Seconds: Percentile(secs, 99),
 		EDSPerNode: float64(w.EDSResponses()) / float64(fleet.cfg.Nodes),
 		Reconciles: m1[MetricReconciles] - m0[MetricReconciles], EDSPushes: m1[MetricEDSPushes] - m0[MetricEDSPushes],
+		LoadGenCPU: SelfCPU() - cpu0, Sampled: w.Sampled(),
 	}
 }
 
