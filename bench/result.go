@@ -67,12 +67,12 @@ type Run struct {
 
 // Push is one full push: one endpoint of every service flipped at once.
 type Push struct {
-	CPUSeconds  float64 `json:"cpu_seconds"`   // server CPU (user+system) from the first flip to every node updated, plus a settle
-	WallSeconds float64 `json:"wall_seconds"`  // first flip -> last node updated
-	P99Seconds  float64 `json:"p99_seconds"`   // of the node arrival latencies
-	EDSPerNode  float64 `json:"eds_per_node"`  // EDS responses per node in that time
-	Reconciles  float64 `json:"reconciles"`    // server reconcile passes in that time
-	EDSPushes   float64 `json:"server_pushes"` // EDS responses the server counted in that time
+	CPUSeconds  float64 `json:"cpu_seconds"`         // server CPU (user+system) from the first flip to every node updated, plus a settle
+	WallSeconds float64 `json:"wall_seconds"`        // first flip -> last node updated
+	P99Seconds  float64 `json:"p99_seconds"`         // of the node arrival latencies
+	EDSPerNode  float64 `json:"eds_per_node"`        // EDS responses per node in that time
+	Reconciles  float64 `json:"reconciles"`          // server reconcile passes in that time
+	EDSPushes   float64 `json:"server_pushes"`       // EDS responses the server counted in that time
 	LoadGenCPU  float64 `json:"loadgen_cpu_seconds"` // the load generator's CPU in that time
 	Sampled     int     `json:"sampled"`             // nodes the push reached
 }
