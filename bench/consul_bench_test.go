@@ -143,7 +143,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
 	r.Goroutines = after[MetricGoroutines]
 	if *flagHeapProfile != "" {
-		if err := fetchTo(ctx, "http://"+srv.AdminAddr+"/debug/pprof/heap", *flagHeapProfile); err != nil {
+		if err := fetchTo(ctx, "http://"+srv.AdminAddr+"/debug/pprof/heap?gc=1", *flagHeapProfile); err != nil {
 			b.Fatal(err)
 		}
 		if err := fetchTo(ctx, metrics, *flagHeapProfile+".metrics"); err != nil {

@@ -12,10 +12,10 @@ import (
 )
 
 // The sections of BENCHMARKS.md that other commands own: bench/subsetsim's,
-// bench/weightsim's, bench/rlsbench's and the HA benchmark's (this
-// command with -ha). The report keeps them verbatim, markers included,
+// bench/weightsim's, bench/rlsbench's, the HA benchmark's (this
+// command with -ha) and the 10,000-node one's (this command with -scale). The report keeps them verbatim, markers included,
 // when it rewrites the file.
-var preserved = markers("subsetting", "weightsim", "rlsbench", haSection)
+var preserved = markers("subsetting", "weightsim", "rlsbench", haSection, scaleSection)
 
 func markers(names ...string) []struct{ begin, end string } {
 	out := make([]struct{ begin, end string }, len(names))
