@@ -53,6 +53,7 @@ type XDSConfig struct {
 	MaxStreams      uint32          `mapstructure:"max_streams"`       // concurrent streams per connection
 	ReadBufferSize  uint32          `mapstructure:"read_buffer_size"`  // bytes per connection; 0 = none
 	WriteBufferSize uint32          `mapstructure:"write_buffer_size"` // bytes per connection while writing; 0 = 32 KiB
+	MaxPendingBytes uint32          `mapstructure:"max_pending_bytes"` // encoded responses not yet written, all connections; 0 = no bound
 	MaxConnections  uint32          `mapstructure:"max_connections"`   // open connections of the listener; 0 = no cap
 	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"`  // graceful shutdown limit, after the grace
 	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`    // existing streams keep being served this long after SIGTERM
@@ -269,11 +270,12 @@ func checkAddr(p *problems, key, addr string) {
 // registerer and the index table.
 func (c Config) ServerConfig() xds.Config {
 	return xds.Config{
-		Debounce:   c.XDS.Debounce,
-		MaxDelay:   c.XDS.MaxDelay,
-		NodeGrace:  c.XDS.NodeGrace,
-		MaxStreams: c.XDS.MaxStreams,
-		Buffers:    xds.Buffers{Read: int(c.XDS.ReadBufferSize), Write: int(c.XDS.WriteBufferSize)},
+		Debounce:        c.XDS.Debounce,
+		MaxDelay:        c.XDS.MaxDelay,
+		NodeGrace:       c.XDS.NodeGrace,
+		MaxStreams:      c.XDS.MaxStreams,
+		Buffers:         xds.Buffers{Read: int(c.XDS.ReadBufferSize), Write: int(c.XDS.WriteBufferSize)},
+		MaxPendingBytes: int64(c.XDS.MaxPendingBytes),
 		Keepalive: xds.Keepalive{
 			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
 		},

@@ -54,12 +54,13 @@ func (p bufferPool) Put(b *[]byte) {
 	}
 }
 
-// codec is grpc-go's protobuf codec ("proto") over buffers.
-type codec struct{}
+// codec is grpc-go's protobuf codec ("proto") over buffers; the encoded
+// messages it pools are bounded by budget (nil: not bounded).
+type codec struct{ budget *sendBudget }
 
 func (codec) Name() string { return "proto" }
 
-func (codec) Marshal(v any) (mem.BufferSlice, error) {
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("xds: cannot encode %T: not a protobuf message", v)
@@ -73,11 +74,15 @@ func (codec) Marshal(v any) (mem.BufferSlice, error) {
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
 	buf := buffers.Get(size)
+	var pool mem.BufferPool = buffers
+	if c.budget != nil {
+		pool = c.budget.hold(cap(*buf))
+	}
 	if _, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend((*buf)[:0], m); err != nil {
-		buffers.Put(buf)
+		pool.Put(buf)
 		return nil, fmt.Errorf("xds: encoding %T: %w", v, err)
 	}
-	return mem.BufferSlice{mem.NewBuffer(buf, buffers)}, nil
+	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 }
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {

@@ -48,10 +48,13 @@ type Config struct {
 	MaxDelay   time.Duration // a burst never delays a rebuild longer than this; 0 means 1s
 	NodeGrace  time.Duration // snapshots of nodes gone longer than this are dropped; 0 means 5m
 	Keepalive  Keepalive
-	MaxStreams uint32       // concurrent streams per connection; 0 means 1000
-	Buffers    Buffers      // per-connection gRPC buffers
-	Settings   SettingsFunc // per-service settings; nil means defaults for all
-	Subsetting SubsetConfig // client indices for subsetting
+	MaxStreams uint32  // concurrent streams per connection; 0 means 1000
+	Buffers    Buffers // per-connection gRPC buffers
+	// MaxPendingBytes bounds the encoded responses waiting to be written
+	// to nodes, over all connections (see sendBudget); 0 means no bound.
+	MaxPendingBytes int64
+	Settings        SettingsFunc // per-service settings; nil means defaults for all
+	Subsetting      SubsetConfig // client indices for subsetting
 	// Listeners are HTTP listeners from configuration: Envoy nodes they
 	// match get them (with their routes), proxyless gRPC nodes get them
 	// as api_listeners. Validated by New.
@@ -81,6 +84,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("xds: %s: %v is negative", name, d))
 		}
+	}
+	if c.MaxPendingBytes < 0 {
+		errs = append(errs, fmt.Errorf("xds: xds.max_pending_bytes: %d is negative", c.MaxPendingBytes))
 	}
 	for name, n := range map[string]int{"xds.read_buffer_size": c.Buffers.Read, "xds.write_buffer_size": c.Buffers.Write} {
 		if n < 0 || n > maxBuffer {
@@ -179,7 +185,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(cfg.Buffers.Read),
 		grpc.WriteBufferSize(cfg.Buffers.Write),
-		grpc.ForceServerCodecV2(codec{}), // encoded responses in buffers of their size
+		grpc.ForceServerCodecV2(codec{budget: newSendBudget(cfg.MaxPendingBytes, cfg.Registerer)}), // pooled, bounded buffers
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
 	}
