@@ -14,9 +14,11 @@ import (
 // holds its encoded response until its connection has written it; with
 // 10,000 nodes and SotW EDS responses of 86 KiB that is most of a
 // gigabyte when the nodes read slower than the server encodes. A response
-// that would exceed the budget waits for others to be written first, at
-// most maxWait, then goes ahead anyway (counted), so a slow or stalled
-// node can delay others but never block them.
+// that would exceed the budget waits for others to be written first
+// (first come, first served), at most maxWait, then goes ahead anyway
+// (counted), so nodes that stall with responses pending can delay others
+// but never block them. The wait comes before the response is encoded:
+// a waiting node holds no buffer.
 type sendBudget struct {
 	sem     *semaphore.Weighted // nil: no limit
 	limit   int64
@@ -25,8 +27,9 @@ type sendBudget struct {
 	waits   *prometheus.CounterVec // by outcome
 }
 
-// budgetWait is the longest a response waits for the budget.
-const budgetWait = time.Second
+// budgetWait is the longest a response waits for the budget: long enough
+// for a connect storm of 10,000 nodes to be written through it in turn.
+const budgetWait = 10 * time.Second
 
 func newSendBudget(limit int64, reg prometheus.Registerer) *sendBudget {
 	b := &sendBudget{limit: limit, maxWait: budgetWait,
@@ -36,7 +39,7 @@ func newSendBudget(limit int64, reg prometheus.Registerer) *sendBudget {
 		}),
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xds_pending_bytes_waits_total",
-			Help: "Responses that waited for xds.max_pending_bytes, by outcome: written (others were written first) or timeout (went ahead after 1s).",
+			Help: "Responses that waited for xds.max_pending_bytes, by outcome: written (others were written first) or timeout (went ahead after 10s).",
 		}, []string{"outcome"}),
 	}
 	if limit > 0 {
@@ -52,7 +55,7 @@ func newSendBudget(limit int64, reg prometheus.Registerer) *sendBudget {
 // budget, waiting for them if need be. The result gives them back.
 func (b *sendBudget) hold(n int) *held {
 	h := &held{b: b, n: int64(n)}
-	b.pending.Add(float64(h.n))
+	defer b.pending.Add(float64(h.n)) // once it may be encoded
 	if b.sem == nil {
 		return h
 	}

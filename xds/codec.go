@@ -73,11 +73,11 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
-	buf := buffers.Get(size)
 	var pool mem.BufferPool = buffers
 	if c.budget != nil {
-		pool = c.budget.hold(cap(*buf))
+		pool = c.budget.hold(size) // before the buffer exists: waiting costs no memory
 	}
+	buf := pool.Get(size)
 	if _, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend((*buf)[:0], m); err != nil {
 		pool.Put(buf)
 		return nil, fmt.Errorf("xds: encoding %T: %w", v, err)
