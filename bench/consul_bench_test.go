@@ -23,6 +23,7 @@ var (
 	flagGap            = flag.Duration("gap", 500*time.Millisecond, "quiet time between two changes, so they never coalesce")
 	flagSubsetSize     = flag.Int("subset-size", 0, "subset_size of every service (a config file for the server); 0: every node sees every endpoint")
 	flagOpeners        = flag.Int("openers", 64, "streams opened at once when connecting; 0: every node at once (a connect storm)")
+	flagServerFlags    = flag.String("server-flags", "", "more flags for the server, space-separated (e.g. --runtime.memory_limit_mib 1100)")
 	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
 	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
 	flagHeapProfile    = flag.String("heapprofile", "", "write the server's heap profile (its /debug/pprof/heap) once every node synced to this file, and its metrics to the file + .metrics")
@@ -80,7 +81,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		b.Fatal(err)
 	}
 	r := Run{Mode: mode, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints, StreamsPerConn: *flagStreamsPerConn,
-		SubsetSize: *flagSubsetSize, Openers: *flagOpeners}
+		SubsetSize: *flagSubsetSize, Openers: *flagOpeners, ServerFlags: *flagServerFlags}
 	if r.Openers <= 0 {
 		r.Openers = r.Nodes
 	}
@@ -91,6 +92,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		b.Fatal(err)
 	}
 	args := []string{"--discovery.source", "consul", "--discovery.consul.address", consul.Addr()}
+	args = append(args, strings.Fields(r.ServerFlags)...)
 	if r.SubsetSize > 0 {
 		path, err := cat.WriteSubsetConfig(b.TempDir(), r.SubsetSize)
 		if err != nil {

@@ -30,7 +30,8 @@ type Config struct {
 
 // RuntimeConfig tunes the Go runtime.
 type RuntimeConfig struct {
-	HeapFloorMiB uint32 `mapstructure:"heap_floor_mib"` // GC lets the heap reach this (or twice the live heap) before collecting; 0 = off
+	MemoryLimitMiB uint32 `mapstructure:"memory_limit_mib"` // soft memory limit (GOMEMLIMIT); 0 = none
+	HeapFloorMiB   uint32 `mapstructure:"heap_floor_mib"`   // GC lets the heap reach this (or twice the live heap) before collecting; 0 = off
 }
 
 // SubsettingConfig configures client indices for subsetting.

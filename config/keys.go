@@ -267,6 +267,7 @@ var Keys = []Key{
 	unset("listeners", Listeners, "HTTP listeners and their routes (and rate-limit and admission-control filters) served to the Envoy and proxyless gRPC nodes their nodes globs match; file only", "listeners-and-routes"),
 	k("log.level", "info", "log level: debug, info, warn, error"),
 	k("log.format", "text", "log format: text or json"),
+	k("runtime.memory_limit_mib", uint32(0), "soft limit on the process's memory in MiB (Go's GOMEMLIMIT): near it the garbage collector runs more often and returns free memory to the system, so a connect storm's garbage does not stay resident; set it below the memory the process may use, e.g. 1100 for 10,000 xDS nodes in 1.5 GB; 0: none (the GOMEMLIMIT environment variable, if set, applies)"),
 	k("runtime.heap_floor_mib", uint32(128), "the garbage collector lets the heap grow to this many MiB before collecting, or to twice the live heap when that is more (Go's default); fewer collections at high request rates; 0: Go's default"),
 }
 

@@ -29,28 +29,37 @@ const (
 type scaleGroup struct {
 	subset int
 	mode   string
+	flags  string // the server's flags beyond the defaults
 	runs   []bench.Run
 }
 
 func (g scaleGroup) name() string {
+	name := g.mode + ", every endpoint"
 	if g.subset > 0 {
-		return fmt.Sprintf("%s, subset_size %d", g.mode, g.subset)
+		name = fmt.Sprintf("%s, subset_size %d", g.mode, g.subset)
 	}
-	return g.mode + ", every endpoint"
+	if g.flags != "" {
+		name += ", `" + g.flags + "`"
+	}
+	return name
 }
 
 // groupScale groups runs by variant then protocol, in first-seen order.
 func groupScale(runs []bench.Run) []scaleGroup {
 	var out []scaleGroup
 	for _, r := range runs {
-		i := slices.IndexFunc(out, func(g scaleGroup) bool { return g.subset == r.SubsetSize && g.mode == r.Mode })
+		i := slices.IndexFunc(out, func(g scaleGroup) bool {
+			return g.subset == r.SubsetSize && g.mode == r.Mode && g.flags == r.ServerFlags
+		})
 		if i < 0 {
-			out = append(out, scaleGroup{subset: r.SubsetSize, mode: r.Mode})
+			out = append(out, scaleGroup{subset: r.SubsetSize, mode: r.Mode, flags: r.ServerFlags})
 			i = len(out) - 1
 		}
 		out[i].runs = append(out[i].runs, r)
 	}
-	slices.SortStableFunc(out, func(a, b scaleGroup) int { return cmp.Compare(a.subset, b.subset) })
+	slices.SortStableFunc(out, func(a, b scaleGroup) int {
+		return cmp.Or(cmp.Compare(a.flags, b.flags), cmp.Compare(a.subset, b.subset))
+	})
 	return out
 }
 
