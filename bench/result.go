@@ -17,8 +17,8 @@ type Run struct {
 	Services       int    `json:"services"`
 	Endpoints      int    `json:"endpoints"` // per service
 	StreamsPerConn int    `json:"streams_per_conn"`
-	SubsetSize     int    `json:"subset_size,omitempty"` // subset_size of every service; 0: every node sees every endpoint
-	Openers        int    `json:"openers,omitempty"`     // streams opened at once when connecting (Nodes: a connect storm)
+	SubsetSize     int    `json:"subset_size,omitempty"`  // subset_size of every service; 0: every node sees every endpoint
+	Openers        int    `json:"openers,omitempty"`      // streams opened at once when connecting (Nodes: a connect storm)
 	ServerFlags    string `json:"server_flags,omitempty"` // flags the server had beyond the defaults
 
 	// Refused is what the server refused over the run: nodes

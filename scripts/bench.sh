@@ -25,7 +25,8 @@
 # runs it alone; BENCH_SCALE=0 skips it. Its knobs: BENCH_SCALE_RUNS
 # (default BENCH_RUNS), BENCH_SCALE_NODES (10000), BENCH_SCALE_SUBSET (5;
 # 0: no subset variant), BENCH_SCALE_CHANGES (5), BENCH_SCALE_PUSHES (2),
-# BENCH_SCALE_DRAINS (4).
+# BENCH_SCALE_DRAINS (4), BENCH_SCALE_FLAGS (more server flags for these
+# runs, e.g. "--runtime.memory_limit_mib 1100"; default none).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -48,6 +49,7 @@ scale_subset=${BENCH_SCALE_SUBSET:-5}
 scale_changes=${BENCH_SCALE_CHANGES:-5}
 scale_pushes=${BENCH_SCALE_PUSHES:-2}
 scale_drains=${BENCH_SCALE_DRAINS:-4}
+scale_flags=${BENCH_SCALE_FLAGS:-}
 with_ha=${BENCH_HA:-1}
 ha_runs=${BENCH_HA_RUNS:-$runs}
 ha_replicas=${BENCH_HA_REPLICAS:-3}
@@ -148,11 +150,11 @@ run_scale() {
 			-test.run '^$' -test.bench '^BenchmarkConsulFleet$' -test.benchtime 1x -test.count "$scale_runs" -test.timeout 60m
 			-modes "$modes" -nodes "$scale_nodes" -services "$services" -endpoints "$endpoints" -openers 0
 			-subset-size "$subset" -changes "$scale_changes" -pushes "$scale_pushes" -drains "$scale_drains"
-			-results "$tmp/scale-runs.jsonl")
+			-server-flags "$scale_flags" -results "$tmp/scale-runs.jsonl")
 		{
 			echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' -test.benchtime 1x \"
 			echo "  -test.count $scale_runs -modes $modes -nodes $scale_nodes -services $services -endpoints $endpoints -openers 0 \"
-			echo "  -subset-size $subset -changes $scale_changes -pushes $scale_pushes -drains $scale_drains -results \$TMP/scale-runs.jsonl"
+			echo "  -subset-size $subset -changes $scale_changes -pushes $scale_pushes -drains $scale_drains ${scale_flags:+-server-flags '$scale_flags' }-results \$TMP/scale-runs.jsonl"
 		} >>"$tmp/scale-commands.txt"
 		echo "bench: $scale_nodes nodes, subset_size $subset, $scale_runs run(s) per protocol ($modes)" >&2
 		"${cmd[@]}" 2>&1 | tee "$tmp/scale.txt" | grep -E '^(Benchmark|PASS|FAIL|ok|---|\s+\S+\.go:)' >&2 || true
