@@ -152,8 +152,8 @@ run_scale() {
 			-subset-size "$subset" -changes "$scale_changes" -pushes "$scale_pushes" -drains "$scale_drains"
 			-server-flags "$scale_flags" -results "$tmp/scale-runs.jsonl")
 		{
-			echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' -test.benchtime 1x \"
-			echo "  -test.count $scale_runs -modes $modes -nodes $scale_nodes -services $services -endpoints $endpoints -openers 0 \"
+			echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' -test.benchtime 1x \\"
+			echo "  -test.count $scale_runs -modes $modes -nodes $scale_nodes -services $services -endpoints $endpoints -openers 0 \\"
 			echo "  -subset-size $subset -changes $scale_changes -pushes $scale_pushes -drains $scale_drains ${scale_flags:+-server-flags '$scale_flags' }-results \$TMP/scale-runs.jsonl"
 		} >>"$tmp/scale-commands.txt"
 		echo "bench: $scale_nodes nodes, subset_size $subset, $scale_runs run(s) per protocol ($modes)" >&2
