@@ -26,7 +26,8 @@
 # (default BENCH_RUNS), BENCH_SCALE_NODES (10000), BENCH_SCALE_SUBSET (5;
 # 0: no subset variant), BENCH_SCALE_CHANGES (5), BENCH_SCALE_PUSHES (2),
 # BENCH_SCALE_DRAINS (4), BENCH_SCALE_FLAGS (more server flags for these
-# runs, e.g. "--runtime.memory_limit_mib 1100"; default none).
+# runs, e.g. "--runtime.memory_limit_mib 1100"; default none),
+# BENCH_SCALE_RESULTS (also copy the runs' JSON lines to this file).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -164,6 +165,9 @@ run_scale() {
 			exit 1
 		fi
 	done
+	if [ -n "${BENCH_SCALE_RESULTS:-}" ]; then
+		cp "$tmp/scale-runs.jsonl" "$BENCH_SCALE_RESULTS"
+	fi
 	echo "go run ./bench/report -scale \$TMP/scale-runs.jsonl -out $out   # rewrites only its marked section" >>"$tmp/scale-commands.txt"
 	go run ./bench/report -scale "$tmp/scale-runs.jsonl" -commands "$tmp/scale-commands.txt" \
 		-wall "$((SECONDS - t0))s" -out "$out"
