@@ -152,6 +152,9 @@ func runConsulFleet(b *testing.B, mode string) Run {
 			b.Fatal(err)
 		}
 	}
+	if err := fleet.Err(); err != nil {
+		b.Fatalf("a node's stream failed after every node synced: %v", err)
+	}
 	if got := after[MetricNodes]; int(got) != r.Nodes {
 		b.Fatalf("server reports %v connected nodes, want %d", got, r.Nodes)
 	}

@@ -27,7 +27,8 @@
 # 0: no subset variant), BENCH_SCALE_CHANGES (5), BENCH_SCALE_PUSHES (2),
 # BENCH_SCALE_DRAINS (4), BENCH_SCALE_FLAGS (more server flags for these
 # runs, e.g. "--runtime.memory_limit_mib 1100"; default none),
-# BENCH_SCALE_RESULTS (also copy the runs' JSON lines to this file).
+# BENCH_SCALE_RESULTS (write the runs' JSON lines to this file, as they end,
+# and keep it).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -136,11 +137,11 @@ run_ha() {
 # run_scale runs the 10,000-node benchmark (each variant, both protocols)
 # and rewrites its section of $out.
 run_scale() {
-	local t0=$SECONDS variants=(0)
+	local t0=$SECONDS variants=(0) results=${BENCH_SCALE_RESULTS:-$tmp/scale-runs.jsonl}
 	if [ "$scale_subset" != 0 ]; then
 		variants+=("$scale_subset")
 	fi
-	rm -f "$tmp/scale-runs.jsonl"
+	rm -f "$results"
 	: >"$tmp/scale-commands.txt"
 	{
 		echo "BENCH_ONLY=scale make bench   # = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=scale bash scripts/bench.sh, which runs:"
@@ -151,7 +152,7 @@ run_scale() {
 			-test.run '^$' -test.bench '^BenchmarkConsulFleet$' -test.benchtime 1x -test.count "$scale_runs" -test.timeout 60m
 			-modes "$modes" -nodes "$scale_nodes" -services "$services" -endpoints "$endpoints" -openers 0
 			-subset-size "$subset" -changes "$scale_changes" -pushes "$scale_pushes" -drains "$scale_drains"
-			-server-flags "$scale_flags" -results "$tmp/scale-runs.jsonl")
+			-server-flags "$scale_flags" -results "$results")
 		{
 			echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' -test.benchtime 1x \\"
 			echo "  -test.count $scale_runs -modes $modes -nodes $scale_nodes -services $services -endpoints $endpoints -openers 0 \\"
@@ -165,11 +166,8 @@ run_scale() {
 			exit 1
 		fi
 	done
-	if [ -n "${BENCH_SCALE_RESULTS:-}" ]; then
-		cp "$tmp/scale-runs.jsonl" "$BENCH_SCALE_RESULTS"
-	fi
 	echo "go run ./bench/report -scale \$TMP/scale-runs.jsonl -out $out   # rewrites only its marked section" >>"$tmp/scale-commands.txt"
-	go run ./bench/report -scale "$tmp/scale-runs.jsonl" -commands "$tmp/scale-commands.txt" \
+	go run ./bench/report -scale "$results" -commands "$tmp/scale-commands.txt" \
 		-wall "$((SECONDS - t0))s" -out "$out"
 }
 
