@@ -128,7 +128,9 @@ func renderScale(groups []scaleGroup, commands, wall string, at time.Time) strin
 		at.Format("2006-01-02 15:04 MST"), len(groups[0].runs), wall, first.Services, first.Endpoints)
 	p("in a real Consul, every node subscribed to every service; the subset variant gives every service")
 	p("`subset_size`. Percentiles are over every sample of every run; other figures are medians over runs")
-	p("(and over full pushes). A node that misses a change fails the run.")
+	p("(and over full pushes). A node that misses a change fails the run. The wall-clock figures")
+	p("(latencies, connect storm) depend on what else runs on the two cores; the load generator's")
+	p("own CPU is below.")
 	p("")
 	p("| measure | variant | target | measured | ratio to target | met |")
 	p("|---|---|---|---|---|---|")
@@ -146,7 +148,7 @@ func renderScale(groups []scaleGroup, commands, wall string, at time.Time) strin
 	for _, g := range groups {
 		f := computeScale(g)
 		peak, per, cpu := bench.Median(f.peak), bench.Median(f.perNode), bench.Median(f.cpuPN)
-		p("| peak RSS (VmHWM) over the run | %s | < 1.5 GB | %s (max %s) | %.2f | %s |",
+		p("| peak RSS (VmHWM) over the run | %s | < 1.5 GB (1.40 GiB) | %s (max %s) | %.2f | %s |",
 			g.name(), bytesFmt(peak), bytesFmt(bench.Percentile(f.peak, 100)), peak/scalePeak, yes(peak < scalePeak))
 		p("| RSS per connected node after sync | %s | <= 100 KiB | %s | %.2f | %s |", g.name(), bytesFmt(per), per/scalePerNode, yes(per <= scalePerNode))
 		p("| server CPU per full push (all %d services change) per node | %s | <= 0.5 CPU-ms | %.2f CPU-ms | %.2f | %s |",
