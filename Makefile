@@ -7,7 +7,7 @@ GO ?= go
 # Tests run against Consul v1.14.11 (scripts/install-consul.sh builds and caches it here).
 CONSUL_BIN := $(XDS_SERVER_CACHE)/consul-v1.14.11/bin
 
-.PHONY: run build test test-unit deps lint bench rlsbench clean fuzz help
+.PHONY: run build test test-unit deps lint bench rlsbench clean fuzz help lab
 # Time per fuzz target: `make test` runs each for 3s, `make fuzz` for FUZZTIME.
 FUZZTIME ?= 1m
 
@@ -49,8 +49,7 @@ lint:
 bench: deps
 	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
-## lab: the load lab (issue 18): real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn; rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: within 3 minutes)
-.PHONY: lab
+## lab: the load lab: real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn; rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: within 3 minutes)
 lab:
 	bash scripts/install-consul.sh >/dev/null
 	PATH="$(CONSUL_BIN):$$PATH" $(GO) run ./bench/lab --markdown BENCHMARKS.md $(ARGS)

@@ -21,9 +21,14 @@ var (
 	flagPushes         = flag.Int("pushes", 5, "full pushes per run (one endpoint of every service flipped at once)")
 	flagDrains         = flag.Int("drains", 10, "lame-duck drains per run, alternately Consul maintenance and the admin drain API (drain propagation latency)")
 	flagGap            = flag.Duration("gap", 500*time.Millisecond, "quiet time between two changes, so they never coalesce")
+	flagSubsetSize     = flag.Int("subset-size", 0, "subset_size of every service (a config file for the server); 0: every node sees every endpoint")
+	flagOpeners        = flag.Int("openers", 64, "streams opened at once when connecting; 0: every node at once (a connect storm)")
+	flagServerFlags    = flag.String("server-flags", "", "more flags for the server, space-separated (e.g. --runtime.memory_limit_mib 1100)")
 	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
 	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
 	flagHeapProfile    = flag.String("heapprofile", "", "write the server's heap profile (its /debug/pprof/heap) once every node synced to this file, and its metrics to the file + .metrics")
+	flagCPUProfile     = flag.String("cpuprofile", "", "write the server's CPU profile (its /debug/pprof/profile) over the first full push to this file")
+	flagCPUSeconds     = flag.Int("cpuprofile-seconds", 5, "length of the -cpuprofile profile, from just before the first full push's flips")
 )
 
 // Timeouts of the phases of a run.
@@ -75,14 +80,27 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	if err := cat.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	r := Run{Mode: mode, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints, StreamsPerConn: *flagStreamsPerConn}
+	r := Run{Mode: mode, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints, StreamsPerConn: *flagStreamsPerConn,
+		SubsetSize: *flagSubsetSize, Openers: *flagOpeners, ServerFlags: *flagServerFlags}
+	if r.Openers <= 0 {
+		r.Openers = r.Nodes
+	}
 
 	consul := harness.Consul(b)
 	agent := consul.Client().Agent()
 	if err := cat.Register(ctx, agent, 16); err != nil {
 		b.Fatal(err)
 	}
-	srv := harness.StartServer(b, "--discovery.source", "consul", "--discovery.consul.address", consul.Addr())
+	args := []string{"--discovery.source", "consul", "--discovery.consul.address", consul.Addr()}
+	args = append(args, strings.Fields(r.ServerFlags)...)
+	if r.SubsetSize > 0 {
+		path, err := cat.WriteSubsetConfig(b.TempDir(), r.SubsetSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		args = append(args, "--config", path)
+	}
+	srv := harness.StartServer(b, args...)
 	srv.WaitReady(b)
 	metrics := "http://" + srv.AdminAddr + "/metrics"
 	if err := awaitCatalog(ctx, metrics, cat.Size()); err != nil {
@@ -95,7 +113,8 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	before := settled(b, metrics)
 	r.RSSBefore, r.HeapBefore, r.GoalBefore = before[MetricRSS], before[MetricHeapInuse], before[MetricHeapGoal]
 
-	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, StreamsPerConn: r.StreamsPerConn, Delta: mode == "delta"})
+	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, StreamsPerConn: r.StreamsPerConn, Delta: mode == "delta",
+		Openers: r.Openers, Subsets: r.SubsetSize > 0})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,7 +124,12 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		}
 	})
 	b.StartTimer()
-	w := fleet.Install(cat.Healthy())
+	sync0 := cat.Healthy()
+	if r.SubsetSize > 0 {
+		sync0 = cat.Present(r.SubsetSize)
+	}
+	cpu0 := SelfCPU()
+	w := fleet.Install(sync0)
 	if err := fleet.Connect(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -116,16 +140,20 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		b.Fatalf("not every node received every type: %v", err)
 	}
 	r.ConnectSeconds = time.Since(w.start).Seconds()
+	r.LoadGenConnectCPU = SelfCPU() - cpu0
 	after := settled(b, metrics)
 	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
 	r.Goroutines = after[MetricGoroutines]
 	if *flagHeapProfile != "" {
-		if err := fetchTo(ctx, "http://"+srv.AdminAddr+"/debug/pprof/heap", *flagHeapProfile); err != nil {
+		if err := fetchTo(ctx, "http://"+srv.AdminAddr+"/debug/pprof/heap?gc=1", *flagHeapProfile); err != nil {
 			b.Fatal(err)
 		}
 		if err := fetchTo(ctx, metrics, *flagHeapProfile+".metrics"); err != nil {
 			b.Fatal(err)
 		}
+	}
+	if err := fleet.Err(); err != nil {
+		b.Fatalf("a node's stream failed after every node synced: %v", err)
 	}
 	if got := after[MetricNodes]; int(got) != r.Nodes {
 		b.Fatalf("server reports %v connected nodes, want %d", got, r.Nodes)
@@ -145,6 +173,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 			r.Latencies = append(r.Latencies, d.Seconds())
 		}
 		r.ChangeEDS = append(r.ChangeEDS, float64(w.EDSResponses())/float64(r.Nodes))
+		r.ChangeSampled = append(r.ChangeSampled, w.Sampled())
 		r.Changes++
 		sleep(ctx, *flagGap)
 	}
@@ -155,6 +184,14 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	}
 	drainPhase(b, fleet, NewDrainer(cat, agent, srv.AdminAddr), flip, cat, &r)
 	b.StopTimer()
+	r.LoadGenCPU, r.RunSeconds = SelfCPU()-cpu0, time.Since(w.start).Seconds()
+	end, err := Scrape(ctx, metrics)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Refused = Refused(end); r.Refused != 0 {
+		b.Errorf("the server refused %v nodes or connections", r.Refused)
+	}
 	sleep(ctx, settle)
 	mem, err := ReadMemory(pid)
 	if err != nil {
@@ -211,6 +248,14 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 	for s := range cat.Services {
 		wants[s] = flip.Next(s, e)
 	}
+	var prof chan error
+	if *flagCPUProfile != "" && k == 0 {
+		prof = make(chan error, 1)
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(metrics, "/metrics"), *flagCPUSeconds)
+		go func() { prof <- fetchTo(ctx, url, *flagCPUProfile) }()
+		sleep(ctx, 100*time.Millisecond) // the profile starts before the flips
+	}
+	cpu0 := SelfCPU()
 	w := fleet.Install(wants)
 	var wg sync.WaitGroup
 	errs := make([]error, cat.Services)
@@ -227,6 +272,11 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		b.Fatalf("full push %d: %v", k, err)
 	}
 	lat := w.Latencies()
+	if prof != nil {
+		if err := <-prof; err != nil {
+			b.Fatal(err)
+		}
+	}
 	sleep(ctx, cpuSettle)
 	m1, err := Scrape(ctx, metrics)
 	if err != nil {
@@ -240,6 +290,7 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		CPUSeconds: m1[MetricCPU] - m0[MetricCPU], WallSeconds: Percentile(secs, 100), P99Seconds: Percentile(secs, 99),
 		EDSPerNode: float64(w.EDSResponses()) / float64(fleet.cfg.Nodes),
 		Reconciles: m1[MetricReconciles] - m0[MetricReconciles], EDSPushes: m1[MetricEDSPushes] - m0[MetricEDSPushes],
+		LoadGenCPU: SelfCPU() - cpu0, Sampled: w.Sampled(),
 	}
 }
 

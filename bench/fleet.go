@@ -35,6 +35,13 @@ type FleetConfig struct {
 	Delta          bool     // incremental xDS instead of state of the world
 	Types          []string // wildcard subscriptions; nil means DefaultTypes (must include EDS)
 	Openers        int      // streams opened concurrently; 0 means 64
+	// Subsets: nodes see subsets of the services (subset_size), so a
+	// change reaches only some of them. A Want then applies to a node only
+	// if the endpoint is in its view when the Wait is installed, and a
+	// Want of a state other than HEALTHY is also met by the endpoint
+	// leaving the view (a replacement that stops serving is dropped, not
+	// shown unhealthy). A node no Want applies to is not sampled.
+	Subsets bool
 }
 
 // Fleet is a set of simulated xDS nodes, one ADS stream each, that ACK
@@ -47,6 +54,8 @@ type Fleet struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	mu     sync.Mutex
+	nodes  []*node // by index, once its stream is open
 	cur    atomic.Pointer[Wait]
 	typed  atomic.Int64 // nodes that received every subscribed type
 	allIn  chan struct{}
@@ -67,15 +76,35 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 		cfg.Types = DefaultTypes
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Fleet{cfg: cfg, t: newTable(), ctx: ctx, cancel: cancel,
+	return &Fleet{cfg: cfg, t: newTable(), ctx: ctx, cancel: cancel, nodes: make([]*node, cfg.Nodes),
 		allIn: make(chan struct{}), failed: make(chan struct{})}, nil
 }
 
 // Install makes wants the change the nodes are awaited for, starting now.
 // Every wanted state must differ from what the nodes currently have.
 func (f *Fleet) Install(wants []Want) *Wait {
-	w := &Wait{wants: wants, lat: make([]atomic.Int64, f.cfg.Nodes), done: make(chan struct{})}
-	w.left.Store(int64(f.cfg.Nodes))
+	w := &Wait{wants: wants, lat: make([]atomic.Int64, f.cfg.Nodes), done: make(chan struct{}), subsets: f.cfg.Subsets}
+	left := int64(f.cfg.Nodes)
+	if f.cfg.Subsets {
+		w.apply = make([]uint64, f.cfg.Nodes)
+		for i, n := range f.nodes {
+			if n == nil {
+				w.apply[i] = all
+				continue
+			}
+			n.mu.Lock()
+			w.apply[i] = w.applicable(n.view)
+			n.mu.Unlock()
+			if w.apply[i] == 0 {
+				w.lat[i].Store(-1) // not sampled: the change does not reach it
+				left--
+			}
+		}
+	}
+	w.left.Store(left)
+	if left == 0 {
+		close(w.done)
+	}
 	w.start = time.Now()
 	f.cur.Store(w)
 	return w
@@ -155,7 +184,10 @@ func (f *Fleet) open(i int) error {
 			return fmt.Errorf("bench: node %d: subscribe: %w", i, err)
 		}
 	}
-	n := &node{f: f, i: i, st: st, all: 1<<len(f.cfg.Types) - 1}
+	n := &node{f: f, i: i, st: st, all: 1<<len(f.cfg.Types) - 1, delta: map[string]*entry{}}
+	f.mu.Lock()
+	f.nodes[i] = n
+	f.mu.Unlock()
 	f.wg.Go(func() {
 		var err error
 		if f.cfg.Delta {
@@ -210,6 +242,7 @@ func (f *Fleet) Close() error {
 type node struct {
 	f     *Fleet
 	i     int
+	mu    sync.Mutex // guards sotw and delta against Install (Subsets)
 	st    grpc.ClientStream
 	types uint32 // bit k: a response of Types[k] was received
 	all   uint32
@@ -230,14 +263,15 @@ func (n *node) runSotW() error {
 		}
 		n.seen(r.typeURL)
 		if r.eds != nil {
+			n.mu.Lock()
 			n.sotw = r.eds
 			n.observe(now, n.sotwView)
+			n.mu.Unlock()
 		}
 	}
 }
 
 func (n *node) runDelta() error {
-	n.delta = map[string]*entry{}
 	for {
 		var r deltaResponse
 		if err := n.st.RecvMsg(&r); err != nil {
@@ -251,6 +285,7 @@ func (n *node) runDelta() error {
 		if r.typeURL != resource.EndpointType {
 			continue
 		}
+		n.mu.Lock()
 		for _, res := range r.resources {
 			n.delta[res.name] = res.eds
 		}
@@ -258,7 +293,19 @@ func (n *node) runDelta() error {
 			delete(n.delta, name)
 		}
 		n.observe(now, n.deltaView)
+		n.mu.Unlock()
 	}
+}
+
+// view is the node's current EDS view of service (under n.mu).
+func (n *node) view(service string) cla {
+	if n.f.cfg.Delta {
+		return n.deltaView(service)
+	}
+	if n.sotw == nil {
+		return nil
+	}
+	return n.sotwView(service)
 }
 
 func (n *node) sotwView(service string) cla { return n.sotw.clas[service] }
@@ -291,7 +338,7 @@ func (n *node) observe(now time.Time, view func(string) cla) {
 		return
 	}
 	w.eds.Add(1)
-	if w.lat[n.i].Load() == 0 && w.satisfied(view) {
+	if w.lat[n.i].Load() == 0 && w.satisfiedBy(n.i, view) {
 		w.arrive(n.i, now)
 	}
 }

@@ -17,6 +17,22 @@ type Run struct {
 	Services       int    `json:"services"`
 	Endpoints      int    `json:"endpoints"` // per service
 	StreamsPerConn int    `json:"streams_per_conn"`
+	SubsetSize     int    `json:"subset_size,omitempty"`  // subset_size of every service; 0: every node sees every endpoint
+	Openers        int    `json:"openers,omitempty"`      // streams opened at once when connecting (Nodes: a connect storm)
+	ServerFlags    string `json:"server_flags,omitempty"` // flags the server had beyond the defaults
+
+	// Refused is what the server refused over the run: nodes
+	// (xds_nodes_refused_total) and xDS connections (its listener's cap).
+	Refused float64 `json:"refused"`
+	// LoadGenCPU is the CPU the load generator (this benchmark's process:
+	// the nodes, Consul calls excluded) used over the run, in seconds, and
+	// LoadGenConnectCPU its part from the first dial until every node synced.
+	LoadGenCPU        float64 `json:"loadgen_cpu_seconds"`
+	LoadGenConnectCPU float64 `json:"loadgen_connect_cpu_seconds"`
+	RunSeconds        float64 `json:"run_seconds"` // wall time of the run from the first dial
+	// ChangeSampled is, per change, the nodes the change reached (all of
+	// them without subsets; with subsets, those that had the endpoint).
+	ChangeSampled []int `json:"change_sampled,omitempty"`
 
 	ConnectSeconds float64 `json:"connect_seconds"` // first stream opened -> every node has every type and every endpoint
 	// Server memory in bytes with the catalog loaded and no node connected
@@ -52,12 +68,14 @@ type Run struct {
 
 // Push is one full push: one endpoint of every service flipped at once.
 type Push struct {
-	CPUSeconds  float64 `json:"cpu_seconds"`   // server CPU (user+system) from the first flip to every node updated, plus a settle
-	WallSeconds float64 `json:"wall_seconds"`  // first flip -> last node updated
-	P99Seconds  float64 `json:"p99_seconds"`   // of the node arrival latencies
-	EDSPerNode  float64 `json:"eds_per_node"`  // EDS responses per node in that time
-	Reconciles  float64 `json:"reconciles"`    // server reconcile passes in that time
-	EDSPushes   float64 `json:"server_pushes"` // EDS responses the server counted in that time
+	CPUSeconds  float64 `json:"cpu_seconds"`         // server CPU (user+system) from the first flip to every node updated, plus a settle
+	WallSeconds float64 `json:"wall_seconds"`        // first flip -> last node updated
+	P99Seconds  float64 `json:"p99_seconds"`         // of the node arrival latencies
+	EDSPerNode  float64 `json:"eds_per_node"`        // EDS responses per node in that time
+	Reconciles  float64 `json:"reconciles"`          // server reconcile passes in that time
+	EDSPushes   float64 `json:"server_pushes"`       // EDS responses the server counted in that time
+	LoadGenCPU  float64 `json:"loadgen_cpu_seconds"` // the load generator's CPU in that time
+	Sampled     int     `json:"sampled"`             // nodes the push reached
 }
 
 // AppendRun appends r as one JSON line to the file at path.

@@ -31,7 +31,8 @@ type Config struct {
 
 // RuntimeConfig tunes the Go runtime.
 type RuntimeConfig struct {
-	HeapFloorMiB uint32 `mapstructure:"heap_floor_mib"` // GC lets the heap reach this (or twice the live heap) before collecting; 0 = off
+	MemoryLimitMiB uint32 `mapstructure:"memory_limit_mib"` // soft memory limit (GOMEMLIMIT); 0 = none
+	HeapFloorMiB   uint32 `mapstructure:"heap_floor_mib"`   // GC lets the heap reach this (or twice the live heap) before collecting; 0 = off
 }
 
 // SubsettingConfig configures client indices for subsetting.
@@ -47,14 +48,17 @@ type SubsettingConfig struct {
 
 // XDSConfig configures the xDS gRPC listener and reconcile loop.
 type XDSConfig struct {
-	Address         string          `mapstructure:"address"`          // host:port of the ADS listener
-	Debounce        time.Duration   `mapstructure:"debounce"`         // quiet time that ends a burst of changes
-	MaxDelay        time.Duration   `mapstructure:"max_delay"`        // longest a burst may postpone a rebuild
-	NodeGrace       time.Duration   `mapstructure:"node_grace"`       // keep a departed node's snapshot this long
-	MaxStreams      uint32          `mapstructure:"max_streams"`      // concurrent streams per connection
-	MaxConnections  uint32          `mapstructure:"max_connections"`  // open connections of the listener; 0 = no cap
-	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"` // graceful shutdown limit, after the grace
-	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`   // existing streams keep being served this long after SIGTERM
+	Address         string          `mapstructure:"address"`           // host:port of the ADS listener
+	Debounce        time.Duration   `mapstructure:"debounce"`          // quiet time that ends a burst of changes
+	MaxDelay        time.Duration   `mapstructure:"max_delay"`         // longest a burst may postpone a rebuild
+	NodeGrace       time.Duration   `mapstructure:"node_grace"`        // keep a departed node's snapshot this long
+	MaxStreams      uint32          `mapstructure:"max_streams"`       // concurrent streams per connection
+	ReadBufferSize  uint32          `mapstructure:"read_buffer_size"`  // bytes per connection; 0 = none
+	WriteBufferSize uint32          `mapstructure:"write_buffer_size"` // bytes per connection while writing; 0 = 32 KiB
+	MaxPendingBytes uint32          `mapstructure:"max_pending_bytes"` // encoded responses not yet written, all connections; 0 = no bound
+	MaxConnections  uint32          `mapstructure:"max_connections"`   // open connections of the listener; 0 = no cap
+	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"`  // graceful shutdown limit, after the grace
+	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`    // existing streams keep being served this long after SIGTERM
 	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
 	TLS             TLSConfig       `mapstructure:"tls"`
 	Authorization   XDSAuthzConfig  `mapstructure:"authorization"`
@@ -146,6 +150,11 @@ func (c Config) validate(p *problems) {
 	}
 	if c.XDS.MaxDelay > 0 && c.XDS.Debounce > c.XDS.MaxDelay {
 		p.bad("xds.debounce", c.XDS.Debounce, fmt.Sprintf("is longer than xds.max_delay (%v)", formatDuration(c.XDS.MaxDelay)))
+	}
+	for key, n := range map[string]uint32{"xds.read_buffer_size": c.XDS.ReadBufferSize, "xds.write_buffer_size": c.XDS.WriteBufferSize} {
+		if n > 1<<20 {
+			p.bad(key, n, "is more than 1048576 (1 MiB): larger buffers only cost memory per node")
+		}
 	}
 	c.validateSubsetting(p)
 	switch c.Discovery.Source {
@@ -264,10 +273,12 @@ func checkAddr(p *problems, key, addr string) {
 // registerer and the index table.
 func (c Config) ServerConfig() xds.Config {
 	return xds.Config{
-		Debounce:   c.XDS.Debounce,
-		MaxDelay:   c.XDS.MaxDelay,
-		NodeGrace:  c.XDS.NodeGrace,
-		MaxStreams: c.XDS.MaxStreams,
+		Debounce:        c.XDS.Debounce,
+		MaxDelay:        c.XDS.MaxDelay,
+		NodeGrace:       c.XDS.NodeGrace,
+		MaxStreams:      c.XDS.MaxStreams,
+		Buffers:         xds.Buffers{Read: int(c.XDS.ReadBufferSize), Write: int(c.XDS.WriteBufferSize)},
+		MaxPendingBytes: int64(c.XDS.MaxPendingBytes),
 		Keepalive: xds.Keepalive{
 			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
 		},

@@ -119,6 +119,9 @@ var Keys = []Key{
 	k("xds.max_delay", time.Second, "longest a burst of changes may postpone an update"),
 	k("xds.node_grace", 5*time.Minute, "keep the snapshot of a disconnected node this long (a reconnect within it is served at once)"),
 	k("xds.max_streams", uint32(1000), "concurrent gRPC streams per client connection"),
+	k("xds.read_buffer_size", uint32(0), "bytes of the read buffer of each xDS client connection; 0: frames are read straight from the socket (the least memory per node: nodes send little)"),
+	k("xds.write_buffer_size", uint32(32<<10), "bytes of the write buffer of each xDS client connection, taken from a shared pool only while a response is written; 0: grpc-go's default (32768)"),
+	k("xds.max_pending_bytes", uint32(256<<20), "most bytes of encoded responses waiting to be written to nodes, over all connections: past it a response waits (at most 10s) for others to be written, so a push or a connect storm to many nodes cannot grow memory without bound (xds_pending_response_bytes); 0: no bound", "bounds"),
 	k("xds.max_connections", uint32(20000), "most client connections the xDS listener holds open; past it a new connection is closed at once (listener_connections_refused_total{listener=\"xds\"}); 0: no cap", "bounds"),
 	k("xds.shutdown_grace", 5*time.Second, "on SIGTERM, new streams are refused at once and the open ones keep being served (and updated) this long, so clients can reconnect elsewhere", "xds-servers-own-shutdown"),
 	k("xds.shutdown_timeout", 10*time.Second, "after the grace, how long closing the streams may take before they are cut"),
@@ -269,6 +272,7 @@ var Keys = []Key{
 	k("console.history.max_series", uint32(2000), "services plus endpoints whose history the console keeps; more are not recorded (console_history_series_dropped_total); memory is about 8 bytes x points per series"),
 	k("log.level", "info", "log level: debug, info, warn, error"),
 	k("log.format", "text", "log format: text or json"),
+	k("runtime.memory_limit_mib", uint32(0), "soft limit on the process's memory in MiB (Go's GOMEMLIMIT): near it the garbage collector runs more often and returns free memory to the system, so a connect storm's garbage does not stay resident; set it below the memory the process may use, e.g. 1100 for 10,000 xDS nodes in 1.5 GB; 0: none (the GOMEMLIMIT environment variable, if set, applies)"),
 	k("runtime.heap_floor_mib", uint32(128), "the garbage collector lets the heap grow to this many MiB before collecting, or to twice the live heap when that is more (Go's default); fewer collections at high request rates; 0: Go's default"),
 }
 

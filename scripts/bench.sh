@@ -19,6 +19,16 @@
 # BENCH_NODES), BENCH_HA_DRAINS (10), BENCH_HA_HOLD (10s: idle time counted
 # in the Consul write rate), BENCH_HA_LOAD (1s: POST /v1/load to each
 # replica this often; 0s: no weights).
+# The 10,000-node benchmark (issue 17: one replica, every node connecting
+# at once, every service and then every service with subset_size) runs
+# after the first one and rewrites only its own section: BENCH_ONLY=scale
+# runs it alone; BENCH_SCALE=0 skips it. Its knobs: BENCH_SCALE_RUNS
+# (default BENCH_RUNS), BENCH_SCALE_NODES (10000), BENCH_SCALE_SUBSET (5;
+# 0: no subset variant), BENCH_SCALE_CHANGES (5), BENCH_SCALE_PUSHES (2),
+# BENCH_SCALE_DRAINS (4), BENCH_SCALE_FLAGS (more server flags for these
+# runs, e.g. "--runtime.memory_limit_mib 1100"; default none),
+# BENCH_SCALE_RESULTS (write the runs' JSON lines to this file, as they end,
+# and keep it).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -34,6 +44,14 @@ per_conn=${BENCH_STREAMS_PER_CONN:-1}
 inprocess=${BENCH_INPROCESS:-1}
 out=${BENCH_OUT:-BENCHMARKS.md}
 only=${BENCH_ONLY:-}
+with_scale=${BENCH_SCALE:-1}
+scale_runs=${BENCH_SCALE_RUNS:-$runs}
+scale_nodes=${BENCH_SCALE_NODES:-10000}
+scale_subset=${BENCH_SCALE_SUBSET:-5}
+scale_changes=${BENCH_SCALE_CHANGES:-5}
+scale_pushes=${BENCH_SCALE_PUSHES:-2}
+scale_drains=${BENCH_SCALE_DRAINS:-4}
+scale_flags=${BENCH_SCALE_FLAGS:-}
 with_ha=${BENCH_HA:-1}
 ha_runs=${BENCH_HA_RUNS:-$runs}
 ha_replicas=${BENCH_HA_REPLICAS:-3}
@@ -42,9 +60,9 @@ ha_drains=${BENCH_HA_DRAINS:-10}
 ha_hold=${BENCH_HA_HOLD:-10s}
 ha_load=${BENCH_HA_LOAD:-1s}
 case "$only" in
-"" | ha) ;;
+"" | ha | scale) ;;
 *)
-	echo "bench: BENCH_ONLY=$only: want ha (or unset for everything)" >&2
+	echo "bench: BENCH_ONLY=$only: want ha or scale (or unset for everything)" >&2
 	exit 1
 	;;
 esac
@@ -61,6 +79,11 @@ fi
 want_files=$((2 * nodes + 1024))
 if [ "$with_ha" = 1 ] || [ "$only" = ha ]; then
 	want_files=$((want_files > 2 * (ha_replicas + 1) * ha_nodes + 1024 ? want_files : 2 * (ha_replicas + 1) * ha_nodes + 1024))
+fi
+# The 10,000-node load generator holds one connection per node (the server
+# is another process, with its own limit).
+if [ "$with_scale" = 1 ] || [ "$only" = scale ]; then
+	want_files=$((want_files > scale_nodes + 1024 ? want_files : scale_nodes + 1024))
 fi
 if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$want_files" ]; then
 	ulimit -n "$want_files" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -111,6 +134,49 @@ run_ha() {
 	go run ./bench/report -ha "$tmp/ha-runs.jsonl" -commands "$tmp/ha-commands.txt" -out "$out"
 }
 
+# run_scale runs the 10,000-node benchmark (each variant, both protocols)
+# and rewrites its section of $out.
+run_scale() {
+	local t0=$SECONDS variants=(0) results=${BENCH_SCALE_RESULTS:-$tmp/scale-runs.jsonl}
+	if [ "$scale_subset" != 0 ]; then
+		variants+=("$scale_subset")
+	fi
+	rm -f "$results"
+	: >"$tmp/scale-commands.txt"
+	{
+		echo "BENCH_ONLY=scale make bench   # = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=scale bash scripts/bench.sh, which runs:"
+		echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
+	} >>"$tmp/scale-commands.txt"
+	for subset in "${variants[@]}"; do
+		local cmd=(env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
+			-test.run '^$' -test.bench '^BenchmarkConsulFleet$' -test.benchtime 1x -test.count "$scale_runs" -test.timeout 60m
+			-modes "$modes" -nodes "$scale_nodes" -services "$services" -endpoints "$endpoints" -openers 0
+			-subset-size "$subset" -changes "$scale_changes" -pushes "$scale_pushes" -drains "$scale_drains"
+			-server-flags "$scale_flags" -results "$results")
+		{
+			echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' -test.benchtime 1x \\"
+			echo "  -test.count $scale_runs -modes $modes -nodes $scale_nodes -services $services -endpoints $endpoints -openers 0 \\"
+			echo "  -subset-size $subset -changes $scale_changes -pushes $scale_pushes -drains $scale_drains ${scale_flags:+-server-flags '$scale_flags' }-results \$TMP/scale-runs.jsonl"
+		} >>"$tmp/scale-commands.txt"
+		echo "bench: $scale_nodes nodes, subset_size $subset, $scale_runs run(s) per protocol ($modes)" >&2
+		"${cmd[@]}" 2>&1 | tee "$tmp/scale.txt" | grep -E '^(Benchmark|PASS|FAIL|ok|---|\s+\S+\.go:)' >&2 || true
+		if ! grep -q '^PASS' "$tmp/scale.txt"; then
+			echo "bench: BenchmarkConsulFleet at $scale_nodes nodes failed; its output:" >&2
+			tail -n 80 "$tmp/scale.txt" >&2
+			exit 1
+		fi
+	done
+	echo "go run ./bench/report -scale \$TMP/scale-runs.jsonl -out $out   # rewrites only its marked section" >>"$tmp/scale-commands.txt"
+	go run ./bench/report -scale "$results" -commands "$tmp/scale-commands.txt" \
+		-wall "$((SECONDS - t0))s" -out "$out"
+}
+
+if [ "$only" = scale ]; then
+	run_scale
+	echo "bench: wrote the 10,000-node section of $out" >&2
+	exit 0
+fi
+
 if [ "$only" = ha ]; then
 	run_ha
 	echo "bench: wrote the HA section of $out" >&2
@@ -134,6 +200,9 @@ fi
 	echo "go test ./xds -run '^\$' -bench WeightPushes -benchtime 1x -count 3 >> \$TMP/weights-bench.txt"
 	echo "go run ./bench/weightsim -go-bench \$TMP/weights-bench.txt -markdown $out   # rewrites only its marked section"
 	echo "RLSBENCH_OUT=$out bash scripts/rlsbench.sh   # rate-limit service vs envoyproxy/ratelimit; rewrites only its marked section"
+	if [ "$with_scale" = 1 ]; then
+		echo "BENCH_ONLY=scale bash scripts/bench.sh   # $scale_nodes nodes (BenchmarkConsulFleet, every node at once, subset variant); rewrites only its marked section"
+	fi
 	if [ "$with_ha" = 1 ]; then
 		echo "BENCH_ONLY=ha bash scripts/bench.sh   # HA replicas (BenchmarkHAFleet); rewrites only its marked section"
 	fi
@@ -173,6 +242,9 @@ go run ./bench/weightsim -go-bench "$tmp/weights-bench.txt" -markdown "$out" >/d
 # The report does not keep the rate-limit section: write it again, last.
 echo "bench: rate-limit service vs envoyproxy/ratelimit (scripts/rlsbench.sh)" >&2
 RLSBENCH_OUT="$out" bash scripts/rlsbench.sh >/dev/null
+if [ "$with_scale" = 1 ]; then
+	run_scale
+fi
 if [ "$with_ha" = 1 ]; then
 	run_ha
 fi

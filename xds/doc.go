@@ -29,9 +29,9 @@
 // shared table when it answers again (slots_heal.go).
 //
 // Memory per node is kept low on the gRPC side too (server.go, codec.go):
-// small read buffers, a write buffer shared between writes, and encoded
-// responses over 32 KiB in buffers of their own size rather than pooled
-// 1 MiB ones, so a fleet's connection burst leaves nothing behind.
+// no read buffer, a write buffer shared between writes, and encoded
+// responses in pooled buffers of at most twice their size (rather than
+// grpc-go's 1 MiB ones), which the nodes of a push share.
 //
 // xds must not import cmd or viper.
 //

@@ -12,7 +12,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/xds-server/xds-server/envoy"
 )
@@ -24,7 +23,7 @@ var kinds = [...]types.ResponseType{types.Cluster, types.Endpoint, types.Listene
 type item struct {
 	name string
 	res  types.Resource // the resource as built, for consistency checks and debug pages
-	wire types.Resource // the same, pre-marshaled: what the cache serves (see wireResource)
+	wire types.Resource // the same, pre-marshaled: what the cache serves (see wire.go)
 	hash string         // hex SHA-256 of the deterministic marshaling, as go-control-plane hashes
 }
 
@@ -73,20 +72,7 @@ func newItem(name string, res types.Resource) (item, error) {
 	if err != nil {
 		return item{}, fmt.Errorf("xds: marshal %s: %w", name, err)
 	}
-	return item{name: name, res: res, wire: wireResource(res, b), hash: cache.HashResource(b)}, nil
-}
-
-// wireResource returns an empty message of res's type carrying b, res's
-// deterministic marshaling, as unknown fields: marshaling it gives b back
-// with a copy and no encoding work. go-control-plane marshals every
-// resource of every response anew for each node, so this turns the
-// per-node cost of a push from encoding each resource into copying its
-// bytes. The cache only ever marshals what it serves; names come from the
-// snapshot's index, never from the message.
-func wireResource(res types.Resource, b []byte) types.Resource {
-	m := res.ProtoReflect().Type().New()
-	m.SetUnknown(protoreflect.RawFields(b))
-	return m.Interface()
+	return item{name: name, res: res, wire: newWire(res, b), hash: cache.HashResource(b)}, nil
 }
 
 // newSnapshot assembles a cache snapshot from per-service items (sorted by

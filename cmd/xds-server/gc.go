@@ -67,3 +67,11 @@ func gcPercent(live, floor uint64) int {
 	}
 	return int(min(floor*100/live-100, maxPercent))
 }
+
+// setMemoryLimit sets the runtime's soft memory limit to mib MiB (what
+// GOMEMLIMIT sets); 0 leaves it alone.
+func setMemoryLimit(mib uint32) {
+	if mib > 0 {
+		debug.SetMemoryLimit(int64(mib) << 20)
+	}
+}

@@ -53,3 +53,18 @@ func TestGCTunerRetunes(t *testing.T) {
 		}
 	}
 }
+
+// runtime.memory_limit_mib sets the runtime's soft memory limit; 0 leaves
+// it alone.
+func TestSetMemoryLimit(t *testing.T) {
+	prev := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(prev) })
+	setMemoryLimit(0)
+	if got := debug.SetMemoryLimit(-1); got != prev {
+		t.Errorf("0 changed the limit to %d", got)
+	}
+	setMemoryLimit(1100)
+	if got := debug.SetMemoryLimit(-1); got != 1100<<20 {
+		t.Errorf("limit %d, want %d", got, 1100<<20)
+	}
+}

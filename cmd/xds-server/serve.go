@@ -34,6 +34,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	log := newLogger(cfg.Log, logOut)
 	slog.SetDefault(log)
 	setHeapFloor(cfg.Runtime.HeapFloorMiB)
+	setMemoryLimit(cfg.Runtime.MemoryLimitMiB)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 

@@ -1,0 +1,71 @@
+package xds
+
+import (
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/runtime/protoiface"
+)
+
+// wire is a resource as the cache serves it: its deterministic marshaling,
+// encoded once per distinct resource and version, shared by every node
+// and every response that carries it.
+//
+// go-control-plane's snapshot cache marshals every resource of every
+// response anew for each node (cache.MarshalResource, into the Any of the
+// response). Marshaling a wire returns its bytes themselves: no encoding
+// and no copy, so a push costs each node an Any per resource that points
+// at bytes shared by the whole fleet, not a copy of them, and nodes hold
+// no copies between pushes. The bytes are never written to: the cache
+// only reads them (into an Any, which the codec copies into the frame).
+//
+// Everything else (its type, descriptor, reflection, decoding back in
+// decode) is that of an empty message of the resource's type carrying
+// the bytes as unknown fields, so the slow paths (proto.Size, Range,
+// GetUnknown) see exactly the same bytes.
+type wire struct {
+	refl wireReflect // its reflection, made once (ProtoReflect is called per marshaling)
+	b    []byte
+}
+
+// newWire returns the wire form of res, whose deterministic marshaling is b.
+func newWire(res types.Resource, b []byte) types.Resource {
+	m := res.ProtoReflect().Type().New()
+	m.SetUnknown(protoreflect.RawFields(b))
+	w := &wire{b: b}
+	w.refl = wireReflect{Message: m, w: w}
+	return w
+}
+
+// ProtoReflect implements proto.Message.
+func (w *wire) ProtoReflect() protoreflect.Message { return &w.refl }
+
+// wireReflect is w's reflection: that of an empty message of its type
+// carrying its bytes as unknown fields, but it
+// marshals to w.b and reports w as its message.
+type wireReflect struct {
+	protoreflect.Message
+	w *wire
+}
+
+func (r *wireReflect) Interface() protoreflect.ProtoMessage { return r.w }
+
+func (r *wireReflect) ProtoMethods() *protoiface.Methods { return &wireMethods }
+
+// wireMethods marshal a wire by handing out its bytes (appending them to a
+// buffer that already holds something). There is no Size method, so that
+// proto.Marshal does not allocate a buffer to fill: sizes come from the
+// slow path, which counts the same bytes as unknown fields.
+var wireMethods = protoiface.Methods{
+	Flags: protoiface.SupportMarshalDeterministic,
+	Marshal: func(in protoiface.MarshalInput) (protoiface.MarshalOutput, error) {
+		b := in.Message.(*wireReflect).w.b
+		if len(in.Buf) == 0 {
+			return protoiface.MarshalOutput{Buf: b[:len(b):len(b)]}, nil // full slice: an append copies
+		}
+		return protoiface.MarshalOutput{Buf: append(in.Buf, b...)}, nil
+	},
+	// The bytes are a marshaling of a built, validated resource.
+	CheckInitialized: func(protoiface.CheckInitializedInput) (protoiface.CheckInitializedOutput, error) {
+		return protoiface.CheckInitializedOutput{}, nil
+	},
+}
