@@ -49,8 +49,8 @@ lint:
 bench: deps
 	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
-## lab: the load lab (issue 18): real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn; rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: within 3 minutes)
 .PHONY: lab
+## lab: the load lab (issue 18): real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn; rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: within 3 minutes)
 lab:
 	bash scripts/install-consul.sh >/dev/null
 	PATH="$(CONSUL_BIN):$$PATH" $(GO) run ./bench/lab --markdown BENCHMARKS.md $(ARGS)
