@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // guardRun feeds endpoint b of a two-endpoint service one backend report a
@@ -176,4 +179,41 @@ func countEq(xs []float64, v float64) int {
 		}
 	}
 	return n
+}
+
+// TestRunnerGuardedGauge: xds_weights_guarded_endpoints counts the
+// endpoints the guard holds back: 0 under noise around 0.75, 1 once b has
+// been saturated for two periods, 0 again once it has recovered.
+func TestRunnerGuardedGauge(t *testing.T) {
+	tr := newTestTracker(t, noBlackout, "a", "b")
+	r, err := NewRunner(RunnerConfig{Tracker: tr, Publish: func(Table) {}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauge := func() float64 { return testutil.ToFloat64(r.guarded.WithLabelValues("s")) }
+	sec := 0
+	play := func(utils []float64) {
+		for _, u := range utils {
+			now := at(time.Duration(sec) * time.Second)
+			observe(t, tr, now, load("a", now, 50, 0, 0.5), load("b", now, 100*u, 0, u))
+			r.Step(now)
+			sec++
+		}
+	}
+	play(noisy(120, 0.75, 0.07, 3))
+	if g := gauge(); g != 0 {
+		t.Fatalf("guarded endpoints %v under noise, want 0", g)
+	}
+	saturated := make([]float64, 11)
+	for i := range saturated {
+		saturated[i] = 1
+	}
+	play(saturated)
+	if g := gauge(); g != 1 {
+		t.Fatalf("guarded endpoints %v after b saturated for 11s, want 1", g)
+	}
+	play(noisy(120, 0.4, 0.05, 4))
+	if g := gauge(); g != 0 {
+		t.Errorf("guarded endpoints %v after b recovered, want 0", g)
+	}
 }
