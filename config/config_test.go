@@ -217,6 +217,8 @@ func TestValidationErrors(t *testing.T) {
 		"bad weights source":            {file: "services: { api: { weights: { sources: [orca, snmp] } } }\n", want: []string{"services.api.weights.sources", "snmp"}},
 		"bad smoothing":                 {args: []string{"--weights.smoothing", "0"}, want: []string{"weights", "smoothing"}},
 		"bad min change":                {file: "weights: { min_change: 2 }\n", want: []string{"weights.min_change"}},
+		"zero overload period":          {file: "weights: { overload_period: 0s }\n", want: []string{"weights.overload_period: 0s: is not in (0, weights.expiration_period]"}},
+		"overload period past expiry":   {file: "weights: { overload_period: 5m }\n", want: []string{"weights.overload_period: 5m: is not in (0, weights.expiration_period]"}},
 		"bad overload marks":            {file: "weights: { overload_threshold: 0.5, overload_recover: 0.7 }\n", want: []string{"weights.overload_recover: 0.7: is not in (0, 0.5]"}},
 		"zero update period":            {args: []string{"--weights.update_period=0s"}, want: []string{"weights.update_period", "positive"}},
 		"bad ratelimit store":           {args: []string{"--ratelimit.store", "etcd"}, want: []string{"ratelimit.store", "etcd"}},

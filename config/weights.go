@@ -20,6 +20,7 @@ type WeightsConfig struct {
 	Penalty          float64       `mapstructure:"error_utilization_penalty"` // eps/qps cost in utilization units
 	OverloadThresh   float64       `mapstructure:"overload_threshold"`        // shed weight above this utilization
 	OverloadRecover  float64       `mapstructure:"overload_recover"`          // regain it only below this
+	OverloadPeriod   time.Duration `mapstructure:"overload_period"`           // the guard moves at most once per this, on the period's mean
 	MaxRatio         float64       `mapstructure:"max_ratio"`                 // largest/smallest weight in a service
 	ORCAInterval     time.Duration `mapstructure:"orca_interval"`             // report interval asked of backends
 	LRSInterval      time.Duration `mapstructure:"lrs_interval"`              // load report interval asked of clients
@@ -35,7 +36,7 @@ func (w WeightsConfig) Tracker() weights.Config {
 	return weights.Config{
 		Penalty: w.Penalty, BlackoutPeriod: w.BlackoutPeriod, ExpirationPeriod: w.ExpirationPeriod,
 		Smoothing: w.Smoothing, OverloadThreshold: w.OverloadThresh, OverloadRecover: w.OverloadRecover,
-		OverloadFactor: weights.DefaultConfig().OverloadFactor, MaxRatio: w.MaxRatio,
+		OverloadFactor: weights.DefaultConfig().OverloadFactor, OverloadPeriod: w.OverloadPeriod, MaxRatio: w.MaxRatio,
 	}
 }
 
@@ -76,6 +77,9 @@ func (c Config) validateWeights(p *problems) {
 	}
 	if w.ExpirationPeriod <= 0 {
 		p.bad("weights.expiration_period", w.ExpirationPeriod, "must be positive")
+	}
+	if w.OverloadPeriod <= 0 || (w.ExpirationPeriod > 0 && w.OverloadPeriod > w.ExpirationPeriod) {
+		p.bad("weights.overload_period", w.OverloadPeriod, "is not in (0, weights.expiration_period]")
 	}
 	for _, d := range []struct {
 		key string

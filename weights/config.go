@@ -15,7 +15,8 @@ const (
 	DefaultSmoothing         = 0.5              // EWMA factor: half of each new measurement
 	DefaultOverloadThreshold = 0.9              // utilization above which weight is shed
 	DefaultOverloadRecover   = 0.8              // utilization below which it is regained
-	DefaultOverloadFactor    = 0.75             // weight kept per overloaded update
+	DefaultOverloadFactor    = 0.75             // the most weight kept per overloaded period
+	DefaultOverloadPeriod    = 5 * time.Second  // the guard moves at most once per this
 	DefaultMaxRatio          = 100.0            // max/min integer weight in one service
 	DefaultMinChange         = 0.05             // relative share change that warrants a push
 )
@@ -49,9 +50,16 @@ type Config struct {
 	// OverloadRecover is the utilization in (0, OverloadThreshold] below
 	// which a cut endpoint regains weight (the hysteresis's lower mark).
 	OverloadRecover float64
-	// OverloadFactor in (0, 1) multiplies the guard of an overloaded
-	// endpoint at each step; a recovering one divides by it.
+	// OverloadFactor in (0, 1) bounds one move of the guard: a cut keeps
+	// at least this much of the guard (exactly this much when saturated),
+	// a gain multiplies it by at most its inverse.
 	OverloadFactor float64
+	// OverloadPeriod (> 0, at most ExpirationPeriod) is how often at most
+	// the guard moves, on the mean utilization measured over the period.
+	// It should be at least the push interval (the Runner's
+	// MinPushInterval): a move takes that long to reach the clients, and
+	// moving again before would cut for load already shed.
+	OverloadPeriod time.Duration
 	// MaxRatio (>= 1, at most 1e6) bounds the ratio of the largest to the
 	// smallest integer weight within one service.
 	MaxRatio float64
@@ -67,6 +75,7 @@ func DefaultConfig() Config {
 		OverloadThreshold: DefaultOverloadThreshold,
 		OverloadRecover:   DefaultOverloadRecover,
 		OverloadFactor:    DefaultOverloadFactor,
+		OverloadPeriod:    DefaultOverloadPeriod,
 		MaxRatio:          DefaultMaxRatio,
 	}
 }
@@ -95,6 +104,9 @@ func (c Config) Validate() error {
 	}
 	if !(c.OverloadFactor > 0 && c.OverloadFactor < 1) {
 		errs = append(errs, fmt.Errorf("overload factor %v not in (0, 1)", c.OverloadFactor))
+	}
+	if c.OverloadPeriod <= 0 || c.OverloadPeriod > c.ExpirationPeriod {
+		errs = append(errs, fmt.Errorf("overload period %v not in (0, expiration period %v]", c.OverloadPeriod, c.ExpirationPeriod))
 	}
 	if err := validateMaxRatio(c.MaxRatio); err != nil {
 		errs = append(errs, err)

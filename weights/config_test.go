@@ -27,11 +27,13 @@ func TestConfigValidate(t *testing.T) {
 		"recover above overload": {edit: func(c *Config) { c.OverloadRecover = 0.95 }, want: []string{"recover mark 0.95"}},
 		"zero threshold":         {edit: func(c *Config) { c.OverloadThreshold = 0 }, want: []string{"overload threshold 0"}},
 		"factor one":             {edit: func(c *Config) { c.OverloadFactor = 1 }, want: []string{"overload factor 1"}},
+		"zero overload period":   {edit: func(c *Config) { c.OverloadPeriod = 0 }, want: []string{"overload period 0s"}},
+		"period past expiration": {edit: func(c *Config) { c.OverloadPeriod = time.Hour }, want: []string{"overload period 1h0m0s not in (0, expiration period 3m0s]"}},
 		"ratio below one":        {edit: func(c *Config) { c.MaxRatio = 0.5 }, want: []string{"max ratio 0.5"}},
 		"ratio too large":        {edit: func(c *Config) { c.MaxRatio = 1e7 }, want: []string{"max ratio 1e+07"}},
 		"zero value": {
 			edit: func(c *Config) { *c = Config{} },
-			want: []string{"expiration period", "smoothing", "overload threshold", "overload factor", "max ratio"},
+			want: []string{"expiration period", "smoothing", "overload threshold", "overload factor", "overload period", "max ratio"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

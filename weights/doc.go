@@ -64,19 +64,28 @@
 //
 // # Overload guard
 //
-// At the same steps, with u the measured utilization, the endpoint's guard
-// g (in [1/MaxRatio, 1], its own weight's multiplier) moves:
+// At the same steps the guard reads the measured utilization, but it moves
+// at most once per OverloadPeriod (default 5s, the push interval), on the
+// mean m of the readings over that period, never on one reading: a backend
+// at 0.75 whose one-second readings cross 0.9 on noise keeps its weight.
+// With g the endpoint's guard (in [1/MaxRatio, 1], its own weight's
+// multiplier) and target the middle of the two marks (0.85):
 //
-//	u >  OverloadThreshold (0.9):              g = max(g * OverloadFactor, 1/MaxRatio)
-//	OverloadRecover (0.8) <= u <= threshold:   g unchanged
-//	u <  OverloadRecover:                      g = min(g / OverloadFactor, 1)
+//	m >  OverloadThreshold (0.9):             g *= max(target/m, OverloadFactor)   (OverloadFactor if m >= 1)
+//	OverloadRecover (0.8) <= m <= threshold:  g unchanged
+//	m <  OverloadRecover:                     g *= min(target/m, 1/OverloadFactor), at most 1
 //
-// The cut weight goes to all other endpoints in proportion to their
-// weights, hence mostly to the least loaded (the largest weights). An
-// endpoint regains weight only below the lower mark (hysteresis), at the
-// pace it lost it (OverloadFactor 0.75: x0.75 per step down, /0.75 per
-// step up). The reason is overloaded after a cut and while holding,
-// recovering after a gain and while holding, reported once g is back to 1.
+// A move is in proportion to the excess, so one move aims the utilization
+// back into the band between the marks, a mean just past a mark costs
+// little, and a saturated endpoint (whose utilization cannot show by how
+// much) sheds the full OverloadFactor (0.75) every period. Moving once per
+// period, on readings taken while the last move reached the clients, the
+// guard does not cut again for load it already shed (one move per push,
+// not five). The cut weight goes to all other endpoints in proportion to
+// their weights, hence mostly to the least loaded (the largest weights).
+// An endpoint regains weight only below the lower mark (hysteresis). The
+// reason is overloaded after a cut and while holding, recovering after a
+// gain and while holding, reported once g is back to 1.
 //
 // # Integer weights and pushes
 //

@@ -72,7 +72,7 @@ type Runner struct {
 	pubAt     time.Time // when; zero before the first publication
 
 	updates, publishes, nodePublishes prometheus.Counter
-	spread, age, predicted            *prometheus.GaugeVec
+	spread, age, predicted, guarded   *prometheus.GaugeVec
 }
 
 // NewRunner validates cfg and returns a Runner; start it with Run.
@@ -99,12 +99,15 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		predicted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_weights_predicted_utilization_spread", Help: "Max over mean endpoint utilization that global balancing (weights.balance) predicts under the weights last computed; 0 when the service was not balanced.",
 		}, []string{"service"}),
+		guarded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "xds_weights_guarded_endpoints", Help: "Endpoints of a service whose weight the overload guard holds back (guard below 1), as last computed.",
+		}, []string{"service"}),
 		age: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_weights_report_age_max_seconds", Help: "Age of the oldest latest report among a service's reporting endpoints.",
 		}, []string{"service"}),
 	}
 	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.nodePublishes, r.spread, r.age, r.predicted} {
+		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.nodePublishes, r.spread, r.age, r.predicted, r.guarded} {
 			if err := cfg.Registerer.Register(c); err != nil {
 				return nil, fmt.Errorf("weights: runner: metrics: %w", err)
 			}
@@ -186,7 +189,11 @@ func (r *Runner) record(t Table) {
 	for _, s := range t.Services {
 		var lo, hi uint32
 		var oldest time.Duration
+		guarded := 0
 		for i, row := range s.Rows {
+			if row.Guard < 1 && row.Reason.Own() {
+				guarded++
+			}
 			if i == 0 || row.Weight < lo {
 				lo = row.Weight
 			}
@@ -200,6 +207,7 @@ func (r *Runner) record(t Table) {
 		}
 		r.age.WithLabelValues(s.Name).Set(oldest.Seconds())
 		r.predicted.WithLabelValues(s.Name).Set(s.PredictedSpread)
+		r.guarded.WithLabelValues(s.Name).Set(float64(guarded))
 	}
 }
 

@@ -52,7 +52,10 @@ type endpoint struct {
 	smoothed   float64           // EWMA of the formula weight; 0 = not started
 	capacity   float64           // EWMA of qps/utilization; 0 = not started
 	guard      float64           // overload guard multiplier in [1/MaxRatio, 1]
-	zone       zone              // the guard's zone at its last step
+	zone       zone              // the guard's zone at its last move
+	guardFrom  time.Time         // start of the guard's current period; zero before the first reading
+	guardSum   float64           // sum of the utilizations read in the current period
+	guardN     int               // readings in the current period
 }
 
 // NewTracker returns an empty tracker, or the error of cfg.Validate.
@@ -172,6 +175,7 @@ func (t *Tracker) Observe(r Report, now time.Time) error {
 func (e *endpoint) restart(at time.Time) {
 	e.validSince = at
 	e.smoothed, e.capacity, e.guard, e.zone = 0, 0, 1, zoneNone
+	e.guardFrom, e.guardSum, e.guardN = time.Time{}, 0, 0
 }
 
 func (t *Tracker) lookup(service, id string) *endpoint {

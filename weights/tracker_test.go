@@ -232,35 +232,39 @@ func TestTrackerSmoothing(t *testing.T) {
 }
 
 // TestTrackerOverloadGuard walks b through the guard's three zones with
-// OverloadFactor 0.5, threshold 0.9 and recover mark 0.8; b's formula
-// weight is constant (qps = 100 * utilization) so only the guard moves.
+// OverloadFactor 0.5, threshold 0.9, recover mark 0.8 (target 0.85) and a
+// period of one report, so every reading after the first window (the
+// first two readings) is its own period's mean; b's formula weight is
+// constant (qps = 100 * utilization) so only the guard moves.
 func TestTrackerOverloadGuard(t *testing.T) {
 	tr := newTestTracker(t, func(c *Config) {
 		c.BlackoutPeriod, c.Smoothing, c.OverloadFactor, c.MaxRatio = 0, 1, 0.5, 10
+		c.OverloadPeriod = time.Second
 	}, "a", "b")
 	var steps []step
+	cut, gain := 0.85/0.95, 0.85/0.79
 	for i, s := range []struct {
 		util   float64
 		reason Reason
 		guard  float64
 	}{
-		{0.5, ReasonReported, 1},
-		{0.85, ReasonReported, 1},       // between the marks, never cut: nothing
-		{0.95, ReasonOverloaded, 0.5},   // above: cut
-		{0.95, ReasonOverloaded, 0.25},  // still above: cut again
-		{0.9, ReasonOverloaded, 0.25},   // at the threshold: hold
-		{0.85, ReasonOverloaded, 0.25},  // between: hold, no regain
-		{0.8, ReasonOverloaded, 0.25},   // at the recover mark: hold
-		{0.79, ReasonRecovering, 0.5},   // below: regain
-		{0.85, ReasonRecovering, 0.5},   // between again: hold
-		{0.95, ReasonOverloaded, 0.25},  // above again: cut
-		{0.95, ReasonOverloaded, 0.125}, // and again
-		{0.95, ReasonOverloaded, 0.1},   // floor: 1/MaxRatio
-		{0.95, ReasonOverloaded, 0.1},
-		{0.5, ReasonRecovering, 0.2},
-		{0.5, ReasonRecovering, 0.4},
-		{0.5, ReasonRecovering, 0.8},
-		{0.5, ReasonReported, 1},
+		{0.5, ReasonReported, 1},                   // the first period opens
+		{0.85, ReasonReported, 1},                  // mean 0.675: below the recover mark, nothing to regain
+		{0.95, ReasonOverloaded, cut},              // above: cut in proportion, to 0.85/0.95
+		{1.2, ReasonOverloaded, cut * 0.5},         // saturated: the full factor
+		{0.9, ReasonOverloaded, cut * 0.5},         // at the threshold: hold
+		{0.85, ReasonOverloaded, cut * 0.5},        // between: hold, no regain
+		{0.8, ReasonOverloaded, cut * 0.5},         // at the recover mark: hold
+		{0.79, ReasonRecovering, cut * 0.5 * gain}, // below: regain in proportion
+		{0.85, ReasonRecovering, cut * 0.5 * gain}, // between again: hold
+		{1, ReasonOverloaded, cut * 0.25 * gain},   // saturated again: cut
+		{1, ReasonOverloaded, cut * 0.125 * gain},  // and again
+		{1, ReasonOverloaded, 0.1},                 // floor: 1/MaxRatio
+		{1, ReasonOverloaded, 0.1},                 //
+		{0.2, ReasonRecovering, 0.2},               // far below: at most 1/factor per period
+		{0.2, ReasonRecovering, 0.4},               //
+		{0.2, ReasonRecovering, 0.8},               //
+		{0.2, ReasonReported, 1},                   // back to its own weight
 	} {
 		d := time.Duration(i) * time.Second
 		steps = append(steps, step{
@@ -271,8 +275,9 @@ func TestTrackerOverloadGuard(t *testing.T) {
 	}
 	tabs := runSteps(t, tr, steps)
 	// The cut weight goes to the others: b's share falls with its guard.
-	if got := weightsOf(t, tabs[3]); got["a"] != 800 || got["b"] != 100 {
-		t.Errorf("weights at guard 0.25: %v, want a 800 b 100", got)
+	got := weightsOf(t, tabs[3])
+	if want := 200 / (100 * cut * 0.5); math.Abs(float64(got["a"])/float64(got["b"])-want) > 0.01*want {
+		t.Errorf("weights at guard %.3f: %v, want a/b %.3f", cut*0.5, got, want)
 	}
 }
 

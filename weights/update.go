@@ -109,7 +109,7 @@ func (t *Tracker) step(id string, e *endpoint, now time.Time) Row {
 	}
 	if dirty && m.ok {
 		t.smooth(e, m)
-		t.guardStep(e, m.util)
+		t.guardStep(e, m.util, now)
 	}
 	row.Capacity, row.Guard = e.capacity, e.guard
 	switch {
@@ -135,30 +135,55 @@ func (t *Tracker) smooth(e *endpoint, m measurement) {
 	e.capacity += a * (m.capacity - e.capacity)
 }
 
-// guardStep is the overload guard's rule, one step per Update with a new
-// usable measurement of utilization u:
+// guardStep feeds the overload guard one usable measurement of
+// utilization u at now. The guard moves at most once per OverloadPeriod,
+// on the mean m of the utilizations measured over it (one reading per
+// Update with a new report), never on one reading:
 //
-//	u >  OverloadThreshold:                  guard = max(guard*OverloadFactor, 1/MaxRatio)
-//	OverloadRecover <= u <= OverloadThreshold: guard unchanged
-//	u <  OverloadRecover:                    guard = min(guard/OverloadFactor, 1)
+//	m >  OverloadThreshold:                    guard *= clamp(target/m, OverloadFactor, 1)  (OverloadFactor if m >= 1)
+//	OverloadRecover <= m <= OverloadThreshold: guard unchanged
+//	m <  OverloadRecover:                      guard *= clamp(target/m, 1, 1/OverloadFactor)
 //
-// So a cut endpoint regains weight only once below the lower mark, and
-// then as fast as it lost it. Between the marks the endpoint keeps the
-// reason of its last move: overloaded after a cut, recovering after a gain.
-func (t *Tracker) guardStep(e *endpoint, u float64) {
-	switch {
-	case u > t.cfg.OverloadThreshold:
-		e.guard = max(e.guard*t.cfg.OverloadFactor, 1/t.cfg.MaxRatio)
-		e.zone = zoneShed
-	case u >= t.cfg.OverloadRecover:
-		// between the marks: guard and zone unchanged (hysteresis)
-	default:
-		e.guard = min(e.guard/t.cfg.OverloadFactor, 1)
-		if e.guard > 1-1e-9 {
-			e.guard = 1 // no rounding residue once fully recovered
-		}
-		e.zone = zoneGain
+// within [1/MaxRatio, 1], with target the middle of the two marks: each
+// move is proportional to the distance from the band between them, so a
+// mean just past a mark moves the guard by little, and one move aims the
+// utilization back into the band. A saturated endpoint (m >= 1) cannot
+// show by how much, so it takes the full OverloadFactor. Between the marks
+// the endpoint keeps the reason of its last move: overloaded after a cut,
+// recovering after a gain.
+func (t *Tracker) guardStep(e *endpoint, u float64, now time.Time) {
+	if e.guardN == 0 && e.guardFrom.IsZero() {
+		e.guardFrom = now // the first window opens at the first reading
 	}
+	e.guardSum += u
+	e.guardN++
+	if now.Sub(e.guardFrom) < t.cfg.OverloadPeriod {
+		return
+	}
+	m := e.guardSum / float64(e.guardN)
+	e.guardFrom, e.guardSum, e.guardN = now, 0, 0
+	e.guard, e.zone = guardMove(t.cfg, e.guard, e.zone, m)
+}
+
+// guardMove is one move of the guard g (zone z) on the mean utilization m
+// of a period; see guardStep.
+func guardMove(c Config, g float64, z zone, m float64) (float64, zone) {
+	target := (c.OverloadThreshold + c.OverloadRecover) / 2
+	switch {
+	case m > c.OverloadThreshold:
+		f := max(target/m, c.OverloadFactor)
+		if m >= 1 {
+			f = c.OverloadFactor
+		}
+		return max(g*min(f, 1), 1/c.MaxRatio), zoneShed
+	case m >= c.OverloadRecover:
+		return g, z // between the marks: hysteresis
+	}
+	g = min(g*min(target/m, 1/c.OverloadFactor), 1)
+	if g > 1-1e-9 {
+		g = 1 // no rounding residue once fully recovered
+	}
+	return g, zoneGain
 }
 
 func guardReason(e *endpoint) Reason {

@@ -4,8 +4,11 @@
 // from the utilization it sees of its own subset), global weights (the
 // weights Tracker fed backend reports), global weights balanced with the
 // clients' rates (weights.BalanceService, fed per-node reports too) and
-// per-node weights (weights.Solve on weights.NewProblem, fed backend and
-// per-node reports).
+// per-node weights (weights.PerNode, fed backend and per-node reports).
+// The three weighted policies run the product's own loop, weights.Runner,
+// one Step per report interval: the tracker's smoothing and overload guard,
+// the push policy and xds-server's default push interval (5s) are the
+// product's code, not a model of it.
 //
 //	go run ./bench/weightsim                            # defaults: 100 backends, 300 clients, subset 10
 //	go run ./bench/weightsim -noise 0 -trials 1         # noise-free only, one seed

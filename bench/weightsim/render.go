@@ -58,17 +58,19 @@ func render(r results) string {
 	p("  moves %g of the way to the split with shares proportional to share/utilization (shifting load", o.damping)
 	p("  from members above its average to those below). It sees more than the SRE book's least-loaded")
 	p("  round robin (its own active requests), but nothing of the other clients.")
-	p("- **global weights**: `weights.Tracker` (`DefaultConfig`: blackout 10 s, smoothing 0.5, overload guard")
-	p("  0.9/0.8) is fed every backend's report (qps, CPU utilization) each interval; `Update` gives one")
-	p("  integer weight per backend, pushed when `weights.Changed` (5%%) says so; clients split in proportion.")
+	p("- **global weights**: the product's loop, `weights.Runner` (one `Step` per interval) over a `weights.Tracker`")
+	p("  (`DefaultConfig`: blackout 10 s, smoothing 0.5, overload guard 0.9/0.8 moving at most once per %s on the", weights.DefaultOverloadPeriod)
+	p("  period's mean utilization) fed every backend's report (qps, CPU utilization) each interval: one integer weight")
+	p("  per backend, published when `weights.Changed` (5%%) says so and at most once per %s (xds-server's", minPushInterval)
+	p("  `weights.min_push_interval`); clients split in proportion.")
 	p("  This is the formula alone (the backends' ORCA reports, no LRS: `weights.balance` has nothing to work on).")
 	p("- **global weights, balanced**: as above, and the tracker is also fed every client's rate to each member")
-	p("  (LRS); the table goes through `weights.BalanceService` (`DefaultBalanceConfig`) before the push")
-	p("  check, as the runner does with `weights.balance: true` (the default) when nodes send LRS. Still one")
+	p("  (LRS); the runner's `Adjust` is `weights.BalanceService` (`DefaultBalanceConfig`), as xds-server's")
+	p("  pipeline does with `weights.balance: true` (the default) when nodes send LRS. Still one")
 	p("  weight per backend for every client.")
-	p("- **per-node weights**: the tracker is also fed every client's rate to each member (LRS);")
-	p("  `weights.Solve(weights.NewProblem(table, nodes), DefaultSolveConfig())` (damping 0.5, `Previous` =")
-	p("  the weights last sent, all 1 at first) gives each client its own integer weights.")
+	p("- **per-node weights**: the tracker is also fed every client's rate to each member (LRS); the runner's")
+	p("  `PublishNodes` is `weights.PerNode.Plan` (`DefaultSolveConfig`: damping 0.5 from the weights last sent;")
+	p("  a node keeps its weights unless a share moved by more than 5%%), as in xds-server.")
 	p("")
 	for _, m := range r.modes {
 		renderMode(p, m, o)
@@ -217,11 +219,11 @@ func renderGlobalNotes(p printer, gl policyResult, balanced stats) {
 	}
 	if w.oscillation >= oscillationTarget || gl.unsettled() > 0 {
 		p("Noise-free, the capacity estimates are exact and constant, so what moves global weights in steady")
-		p("state is the overload guard: it cuts a backend above %.1f utilization and gives the weight back below",
-			weights.DefaultOverloadThreshold)
-		p("%.1f (x%.2f per step), and the hottest backends cross both marks: a limit cycle (%d of %d trials,",
-			weights.DefaultOverloadRecover, weights.DefaultOverloadFactor, gl.unsettled(), len(gl.trials))
-		p("up to %s peak to peak).", pct(w.oscillation))
+		p("state is the overload guard: it cuts a backend whose mean utilization over %s is above %.1f and gives",
+			weights.DefaultOverloadPeriod, weights.DefaultOverloadThreshold)
+		p("the weight back below %.1f, in proportion to the distance from the band between them (%d of %d trials",
+			weights.DefaultOverloadRecover, gl.unsettled(), len(gl.trials))
+		p("did not settle, up to %s peak to peak).", pct(w.oscillation))
 		p("")
 	}
 }
