@@ -18,14 +18,20 @@ import (
 )
 
 // arrivals draws the gaps of a Poisson process of rate requests/s
-// (exponential gaps), reproducible from seed and the client's index.
+// (exponential gaps), reproducible from seed, the lab's run and the
+// client's index.
 type arrivals struct {
 	rng  *rand.Rand
 	rate float64 // > 0
 }
 
-func newArrivals(seed uint64, client int, rate float64) *arrivals {
-	return &arrivals{rng: rand.New(rand.NewPCG(seed, 0xa771+uint64(client))), rate: rate}
+// newArrivals is client's arrivals in run (0-based) of the lab: each run
+// its own stream, run 0 the one a single run has always drawn, so that
+// runs are independent samples of the arrivals' noise and --runs 1 is
+// the lab as before.
+func newArrivals(seed uint64, run, client int, rate float64) *arrivals {
+	stream := 0xa771 + uint64(client) + uint64(run)<<32
+	return &arrivals{rng: rand.New(rand.NewPCG(seed, stream)), rate: rate}
 }
 
 // next is the time to the next request.

@@ -3,8 +3,9 @@
 // measures how well each balancing policy evens out the utilization of
 // backends of unequal capacity.
 //
-//	make lab                               # defaults: 12 backends, 36 clients, subsets of 4
-//	go run ./bench/lab --quick             # a smaller, shorter run (within 3 minutes)
+//	make lab                               # defaults: 12 backends, 36 clients, subsets of 4, 3 runs
+//	go run ./bench/lab --quick             # a smaller, shorter lab, one run (within 3 minutes)
+//	go run ./bench/lab --runs 5            # the medians of 5 runs
 //	go run ./bench/lab --json -            # the figures as JSON on stdout
 //	go run ./bench/lab --hold              # keep the last policy's fleet running (watch it at /ui/)
 //
@@ -22,10 +23,12 @@
 // from the formula; balanced global weights; per-node weights; with
 // subsets, and round robin and the formula without) it starts a fresh
 // xds-server, connects fresh clients, and samples each backend's own ORCA
-// reports every second. It prints a table, writes the lab section of
-// BENCHMARKS.md (--markdown), an SVG chart per policy (utilization per
-// backend over time, --charts) and, with --json, the figures in the shape
-// of issue 18.
+// reports every second. It runs that sequence --runs times (3 by default)
+// on the same fleet, each run with its own arrivals, and reports every
+// figure as the median over the runs, errors as their sum (aggregate). It
+// prints a table, writes the lab section of BENCHMARKS.md (--markdown), an
+// SVG chart per policy from its median run (utilization per backend over
+// time, --charts) and, with --json, the figures in the shape of issue 18.
 //
 // lab must not import cmd or e2e: it starts the binaries as a user would.
 package main

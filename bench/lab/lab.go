@@ -17,6 +17,7 @@ import (
 // result is one policy's run.
 type result struct {
 	policy     policy
+	run        int // 0-based run of the lab (--runs); -1 in a summary
 	fig        figures
 	util       [][]float64 // by backend and second
 	p50, p99   float64     // client latency, ms
@@ -87,18 +88,21 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 	}
 	defer func() { stopSampler(); e.sampler.close() }()
 	log.Info("fleet up", "consul", addr, "backends", len(e.backends), "clients", o.clients, "logs", dir)
-	var results []result
-	for k, p := range ps {
-		r, err := e.runPolicy(ctx, p, fleet.Rates, o.hold && k == len(ps)-1)
-		if err != nil {
-			return err
+	runs := make([][]result, o.runs)
+	for run := range o.runs {
+		for k, p := range ps {
+			last := run == o.runs-1 && k == len(ps)-1
+			r, err := e.runPolicy(ctx, p, run, fleet.Rates, o.hold && last)
+			if err != nil {
+				return err
+			}
+			r.simMaxMean = e.sims[cmpOr(p.subset, o.backends)].simMaxMean(p.sim)
+			runs[run] = append(runs[run], r)
+			log.Info("policy done", "run", run+1, "runs", o.runs, "policy", p.label(o.backends), "max_mean", round3(r.fig.MaxMean),
+				"converge_s", r.fig.Converge, "errors", r.errors, "error_codes", r.codes, "sim_max_mean", round3(r.simMaxMean), "subsets_unlike_sim", r.mismatched)
 		}
-		r.simMaxMean = e.sims[cmpOr(p.subset, o.backends)].simMaxMean(p.sim)
-		results = append(results, r)
-		log.Info("policy done", "policy", p.label(o.backends), "max_mean", round3(r.fig.MaxMean),
-			"converge_s", r.fig.Converge, "errors", r.errors, "error_codes", r.codes, "sim_max_mean", round3(r.simMaxMean), "subsets_unlike_sim", r.mismatched)
 	}
-	return e.write(results, args, time.Since(start), stdout)
+	return e.write(aggregate(runs), args, time.Since(start), stdout)
 }
 
 // selected are the policies --only keeps.
@@ -116,16 +120,16 @@ func selected(o options) []policy {
 }
 
 // runPolicy runs one policy on a fresh xds-server with fresh clients for
-// o.duration and measures it. With hold, it keeps everything running
-// until ctx ends before it measures.
-func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold bool) (result, error) {
+// o.duration and measures it; run (0-based) picks the clients' arrivals.
+// With hold, it keeps everything running until ctx ends before it measures.
+func (e *env) runPolicy(ctx context.Context, p policy, run int, rates []float64, hold bool) (result, error) {
 	o := e.o
 	srv, err := startServer(ctx, e.bins["xds-server"], e.dir, e.consul, p, o)
 	if err != nil {
 		return result{}, err
 	}
 	defer srv.stop()
-	e.log.Info("policy start", "policy", p.label(o.backends), "console", srv.ui())
+	e.log.Info("policy start", "run", run+1, "policy", p.label(o.backends), "console", srv.ui())
 	cs, err := dialClients(ctx, srv.xds, rates)
 	if err != nil {
 		return result{}, err
@@ -142,7 +146,7 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, c := range cs {
-		wg.Go(func() { c.run(rctx, newArrivals(o.seed, c.index, c.rate), o.timeout) })
+		wg.Go(func() { c.run(rctx, newArrivals(o.seed, run, c.index, c.rate), o.timeout) })
 	}
 	select {
 	case <-ctx.Done():
@@ -155,7 +159,7 @@ func (e *env) runPolicy(ctx context.Context, p policy, rates []float64, hold boo
 	stop()
 	wg.Wait()
 	wall := time.Since(t0).Seconds()
-	r := result{policy: p, ui: srv.ui(), mismatched: mismatched, cpuLoad: (e.loadCPU() - cpu0) / wall, cpuServer: (srv.p.cpuSeconds() - srv0) / wall}
+	r := result{policy: p, run: run, ui: srv.ui(), mismatched: mismatched, cpuLoad: (e.loadCPU() - cpu0) / wall, cpuServer: (srv.p.cpuSeconds() - srv0) / wall}
 	if ctx.Err() != nil && !hold {
 		return result{}, ctx.Err()
 	}

@@ -17,6 +17,7 @@ import (
 // options are the command line.
 type options struct {
 	backends, clients, subset int
+	runs                      int     // of the whole policy sequence; the figures are medians over them
 	slots                     int     // concurrent slots per backend
 	util                      float64 // mean utilization: total client rate over total capacity
 	sigma                     float64 // of the clients' lognormal rates
@@ -37,15 +38,16 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{backends: 12, clients: 36, subset: 4, slots: 8, util: 0.5, sigma: 0.7, seed: 1,
+	return options{backends: 12, clients: 36, subset: 4, runs: 3, slots: 8, util: 0.5, sigma: 0.7, seed: 1,
 		duration: 75 * time.Second, window: 10 * time.Second, final: 25 * time.Second, timeout: 5 * time.Second,
 		ringSize: 65536}
 }
 
-// quick shrinks o to the --quick lab: a fleet half the size, shorter
-// runs, the runs with subsets only, and weights pushed every 2s.
+// quick shrinks o to the --quick lab: a fleet half the size, one run of
+// shorter policy runs, the runs with subsets only, and weights pushed
+// every 2s.
 func (o *options) quick() {
-	o.backends, o.clients, o.subset = 6, 18, 3
+	o.backends, o.clients, o.subset, o.runs = 6, 18, 3, 1
 	o.duration, o.final, o.window = 30*time.Second, 10*time.Second, 5*time.Second
 	o.fast, o.noFull = true, true
 }
@@ -85,14 +87,16 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	}
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.Bool("quick", false, "a smaller, shorter lab (6 backends, 18 clients, subsets of 3, 30s per policy, weights pushed every 2s, no runs without subsets): within 3 minutes")
+	fs.Bool("quick", false, "a smaller, shorter lab (6 backends, 18 clients, subsets of 3, one run, 30s per policy, weights pushed every 2s, no runs without subsets): within 3 minutes")
+	fs.IntVar(&o.runs, "runs", o.runs, "runs of the whole policy sequence on the same fleet (3 by default, 1 with --quick): every figure is the median over the runs, "+
+		"errors their sum; each run draws its own arrivals (from --seed and the run), so runs are independent samples")
 	fs.IntVar(&o.backends, "backends", o.backends, "backends; capacities uniform in [1, 2] x 100 requests/s (bench/weightsim's fleet)")
 	fs.IntVar(&o.clients, "clients", o.clients, "grpc-go xDS clients, each its own node")
 	fs.IntVar(&o.subset, "subset", o.subset, "subset size of the runs with subsets")
 	fs.IntVar(&o.slots, "slots", o.slots, "concurrent slots per backend (service time = slots / capacity)")
 	fs.Float64Var(&o.util, "util", o.util, "mean utilization: the clients' total rate over the backends' total capacity")
 	fs.Float64Var(&o.sigma, "sigma", o.sigma, "sigma of the clients' lognormal request rates")
-	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the fleet (capacities, rates: bench/weightsim's) and of the arrivals")
+	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the fleet (capacities, rates: bench/weightsim's, the same in every run) and of the arrivals (another stream per run)")
 	fs.DurationVar(&o.duration, "duration", o.duration, "length of each policy's run")
 	fs.DurationVar(&o.window, "window", o.window, "smoothing window of the spread over time (convergence, oscillation)")
 	fs.DurationVar(&o.final, "final", o.final, "the figures are the backends' mean utilization over the last this of each run")
@@ -101,7 +105,7 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 		"so its arcs' deviation from the weights (about 1/sqrt(ring size / endpoints)) is the same for all and does not average out")
 	fs.BoolVar(&o.noFull, "no-full", o.noFull, "skip the runs without subsets")
 	fs.StringVar(&o.only, "only", "", "run only the policies whose label contains this (e.g. per-node)")
-	fs.BoolVar(&o.hold, "hold", false, "keep the last policy's fleet running until interrupted (watch it in the console, /ui/)")
+	fs.BoolVar(&o.hold, "hold", false, "keep the last run's last policy's fleet running until interrupted (watch it in the console, /ui/)")
 	fs.StringVar(&o.json, "json", "", "write the figures as JSON to this file (- for stdout, instead of the table)")
 	fs.StringVar(&o.markdown, "markdown", "", "rewrite the lab section of this Markdown file (BENCHMARKS.md)")
 	fs.StringVar(&o.charts, "charts", "", "write one SVG chart per policy into this directory (default: bench/lab/charts with --markdown)")
@@ -128,6 +132,9 @@ func (o options) validate() error {
 	if o.backends < 1 || o.clients < 1 || o.subset < 1 || o.slots < 1 {
 		errs = append(errs, fmt.Errorf("lab: need backends, clients, subset and slots >= 1 (got %d, %d, %d, %d)",
 			o.backends, o.clients, o.subset, o.slots))
+	}
+	if o.runs < 1 || o.runs > 99 {
+		errs = append(errs, fmt.Errorf("lab: runs %d not in [1, 99]", o.runs))
 	}
 	if !(o.util > 0 && o.util < 1) {
 		errs = append(errs, fmt.Errorf("lab: util %v not in (0, 1)", o.util))

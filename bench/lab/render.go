@@ -30,41 +30,57 @@ const (
 	cpuTarget         = 1.0  // cores for backends and clients together
 )
 
-// jsonPolicy is one policy in --json, in exactly the shape of issue 18.
+// jsonPolicy is one policy in --json: issue 18's shape (medians over the
+// runs, errors summed), then the runs and each run's figures.
 type jsonPolicy struct {
-	Name         string  `json:"name"`
-	SubsetSize   int     `json:"subset_size"`
-	MaxMean      float64 `json:"max_mean"`
-	P99Mean      float64 `json:"p99_mean"`
-	ConvergeS    float64 `json:"converge_s"` // -1: not converged
-	Oscillation  float64 `json:"oscillation"`
-	P99LatencyMS float64 `json:"p99_latency_ms"`
-	Errors       int64   `json:"errors"`
-	SimMaxMean   float64 `json:"sim_max_mean"`
+	Name         string    `json:"name"`
+	SubsetSize   int       `json:"subset_size"`
+	MaxMean      float64   `json:"max_mean"`
+	P99Mean      float64   `json:"p99_mean"`
+	ConvergeS    float64   `json:"converge_s"` // -1: not converged
+	Oscillation  float64   `json:"oscillation"`
+	P99LatencyMS float64   `json:"p99_latency_ms"`
+	Errors       int64     `json:"errors"`
+	SimMaxMean   float64   `json:"sim_max_mean"`
+	Runs         int       `json:"runs"`
+	MaxMeanRuns  []float64 `json:"max_mean_runs"`   // in run order
+	ConvergeRuns []float64 `json:"converge_s_runs"` // -1: not converged
+	ErrorsRuns   []int64   `json:"errors_runs"`
+	ChartRun     int       `json:"chart_run"` // 1-based: the run whose max/mean is the median
 }
 
-func toJSON(rs []result, backends int) []byte {
+func toJSON(ss []summary, backends int) []byte {
 	out := struct {
 		Policies []jsonPolicy `json:"policies"`
 	}{}
-	for _, r := range rs {
-		out.Policies = append(out.Policies, jsonPolicy{Name: r.policy.name, SubsetSize: cmpOr(r.policy.subset, backends),
+	for _, s := range ss {
+		r := s.med
+		p := jsonPolicy{Name: r.policy.name, SubsetSize: cmpOr(r.policy.subset, backends),
 			MaxMean: round3(r.fig.MaxMean), P99Mean: round3(r.fig.P99Mean), ConvergeS: r.fig.Converge,
-			Oscillation: round3(r.fig.Oscillation), P99LatencyMS: round3(r.p99), Errors: r.errors, SimMaxMean: round3(r.simMaxMean)})
+			Oscillation: round3(r.fig.Oscillation), P99LatencyMS: round3(r.p99), Errors: r.errors, SimMaxMean: round3(r.simMaxMean),
+			Runs: len(s.runs), ChartRun: s.chart + 1}
+		for _, run := range s.runs {
+			p.MaxMeanRuns = append(p.MaxMeanRuns, round3(run.fig.MaxMean))
+			p.ConvergeRuns = append(p.ConvergeRuns, run.fig.Converge)
+			p.ErrorsRuns = append(p.ErrorsRuns, run.errors)
+		}
+		out.Policies = append(out.Policies, p)
 	}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	return append(b, '\n')
 }
 
-// mismatchSummary sums the runs' subset checks.
-func mismatchSummary(rs []result) string {
+// mismatchSummary sums every run's subset checks.
+func mismatchSummary(ss []summary) string {
 	total, unchecked := 0, 0
-	for _, r := range rs {
-		if r.mismatched < 0 {
-			unchecked++
-			continue
+	for _, s := range ss {
+		for _, r := range s.runs {
+			if r.mismatched < 0 {
+				unchecked++
+				continue
+			}
+			total += r.mismatched
 		}
-		total += r.mismatched
 	}
 	if unchecked > 0 {
 		return fmt.Sprintf("%d (%d runs not checked)", total, unchecked)
@@ -86,12 +102,28 @@ func errorsCell(r result) string {
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
-// table is the figures as a Markdown table (also the stdout table).
-func table(rs []result, backends int) string {
+// maxMeanCell is the median max/mean, and each run's in run order when
+// there are several: "1.061 (1.055 / 1.072 / 1.061)".
+func maxMeanCell(s summary) string {
+	cell := fmt.Sprintf("%.3f", s.med.fig.MaxMean)
+	if len(s.runs) < 2 {
+		return cell
+	}
+	var each []string
+	for _, r := range s.runs {
+		each = append(each, fmt.Sprintf("%.3f", r.fig.MaxMean))
+	}
+	return cell + " (" + strings.Join(each, " / ") + ")"
+}
+
+// table is the figures (medians over the runs, errors summed) as a
+// Markdown table (also the stdout table).
+func table(ss []summary, backends int) string {
 	var b strings.Builder
 	b.WriteString("| policy | subsets | max/mean | p99/mean | simulator max/mean | noise floor | converged | oscillation | mean utilization | latency p50 / p99 | requests | errors | backends+clients CPU | xds-server CPU |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range rs {
+	for _, s := range ss {
+		r := s.med
 		sub := "none"
 		if r.policy.subset > 0 && r.policy.subset < backends {
 			sub = fmt.Sprint(r.policy.subset)
@@ -100,15 +132,16 @@ func table(rs []result, backends int) string {
 		if r.fig.Converge >= 0 {
 			conv = fmt.Sprintf("%.0f s", r.fig.Converge)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %.3f | %.3f | %s | %.1f%% | %.2f | %.1f / %.1f ms | %d | %s | %.2f cores | %.2f cores |\n",
-			r.policy.name, sub, r.fig.MaxMean, r.fig.P99Mean, r.simMaxMean, r.floor, conv, 100*r.fig.Oscillation, r.fig.MeanUtil,
+		fmt.Fprintf(&b, "| %s | %s | %s | %.3f | %.3f | %.3f | %s | %.1f%% | %.2f | %.1f / %.1f ms | %d | %s | %.2f cores | %.2f cores |\n",
+			r.policy.name, sub, maxMeanCell(s), r.fig.P99Mean, r.simMaxMean, r.floor, conv, 100*r.fig.Oscillation, r.fig.MeanUtil,
 			r.p50, r.p99, r.requests, errorsCell(r), r.cpuLoad, r.cpuServer)
 	}
 	return b.String()
 }
 
-// verdicts judges each run against issue 18's targets.
-func verdicts(rs []result, backends int) string {
+// verdicts judges each policy's medians (errors: the sum over the runs)
+// against issue 18's targets.
+func verdicts(ss []summary, backends int) string {
 	var b strings.Builder
 	b.WriteString("| policy | target max/mean | measured | converged <= 60 s | oscillation < 5% | errors 0 | within 0.10 of the simulator |\n")
 	b.WriteString("|---|---|---|---|---|---|---|\n")
@@ -118,7 +151,8 @@ func verdicts(rs []result, backends int) string {
 		}
 		return "**no**"
 	}
-	for _, r := range rs {
+	for _, s := range ss {
+		r := s.med
 		label := r.policy.label(backends)
 		if !r.policy.weights {
 			fmt.Fprintf(&b, "| %s | reported (about 1.6-1.8 expected) | %.3f | | | %s | %s |\n", label, r.fig.MaxMean,
@@ -139,9 +173,9 @@ func verdicts(rs []result, backends int) string {
 
 // write prints the table (or the JSON to stdout), and writes the JSON
 // file, the charts and the Markdown section as asked.
-func (e *env) write(rs []result, args []string, took time.Duration, stdout io.Writer) error {
+func (e *env) write(ss []summary, args []string, took time.Duration, stdout io.Writer) error {
 	o := e.o
-	js := toJSON(rs, o.backends)
+	js := toJSON(ss, o.backends)
 	switch o.json {
 	case "":
 	case "-":
@@ -154,15 +188,16 @@ func (e *env) write(rs []result, args []string, took time.Duration, stdout io.Wr
 		}
 	}
 	if o.json != "-" {
-		fmt.Fprint(stdout, table(rs, o.backends))
-		fmt.Fprintf(stdout, "\n%s\nlogs and configs: %s; took %s\n", verdicts(rs, o.backends), e.dir, took.Round(time.Second))
+		fmt.Fprint(stdout, table(ss, o.backends))
+		fmt.Fprintf(stdout, "\n%s\nlogs and configs: %s; took %s\n", verdicts(ss, o.backends), e.dir, took.Round(time.Second))
 	}
 	var charts []string
 	if o.charts != "" {
 		if err := os.MkdirAll(o.charts, 0o755); err != nil {
 			return fmt.Errorf("lab: %w", err)
 		}
-		for _, r := range rs {
+		for _, s := range ss {
+			r := s.runs[s.chart]
 			path := filepath.Join(o.charts, r.policy.slug()+".svg")
 			svg := chart(r, e.backends, o)
 			if err := os.WriteFile(path, []byte(svg), 0o644); err != nil {
@@ -174,12 +209,23 @@ func (e *env) write(rs []result, args []string, took time.Duration, stdout io.Wr
 	if o.markdown == "" {
 		return nil
 	}
-	body := e.markdown(rs, args, took, charts)
+	body := e.markdown(ss, args, took, charts)
 	return section.Rewrite(o.markdown, sectionName, body)
 }
 
+// runsNote says what the figures of n runs are.
+func runsNote(n int) string {
+	if n == 1 {
+		return "One run of every policy (`--runs 1`): the issue's targets are medians of 3 runs, the default."
+	}
+	return fmt.Sprintf("%d runs of every policy on the same fleet (`--runs %d`), each with its own arrivals (another stream of the\n"+
+		"same seed): every figure is the median over the runs, max/mean followed by each run's in run order;\n"+
+		"**converged** is the median of the converge times, a run that did not converge counting as +inf; errors\n"+
+		"are the sum over the runs. The targets below are judged on these medians and sums.", n, n)
+}
+
 // markdown is the lab's section of BENCHMARKS.md.
-func (e *env) markdown(rs []result, args []string, took time.Duration, charts []string) string {
+func (e *env) markdown(ss []summary, args []string, took time.Duration, charts []string) string {
 	o := e.o
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
@@ -187,7 +233,7 @@ func (e *env) markdown(rs []result, args []string, took time.Duration, charts []
 	p("")
 	p("Written by `%s` (`make lab`) on %s in %s, on %d cores (%s); do not edit by hand, run it again.",
 		command(args), time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
-	p("One run per policy (the issue's targets are medians of 3 runs: run it three times).")
+	p("%s", runsNote(o.runs))
 	p("")
 	p("Real processes on loopback: a Consul agent (`-dev`), the xds-server binary (a fresh one per policy),")
 	p("%d example backends (`examples/backend -slots %d`: capacity = slots / service time, calls beyond the slots", o.backends, o.slots)
@@ -212,22 +258,22 @@ func (e *env) markdown(rs []result, args []string, took time.Duration, charts []
 	p("%g: a backend's busy time includes its timers' lateness, so a loaded machine makes every backend slower", o.util)
 	p("(a higher mean) and the figures noisier; run the lab on a quiet machine.")
 	p("")
-	b.WriteString(table(rs, o.backends))
+	b.WriteString(table(ss, o.backends))
 	p("")
-	p("Clients whose subset (read from `/debug/config`) is not the simulator's: %s.", mismatchSummary(rs))
+	p("Clients whose subset (read from `/debug/config`) is not the simulator's: %s.", mismatchSummary(ss))
 	p("")
 	p("Against the targets of issue 18:")
 	p("")
-	b.WriteString(verdicts(rs, o.backends))
+	b.WriteString(verdicts(ss, o.backends))
 	p("")
-	p("Utilization per backend over time (one chart per run):")
+	p("Utilization per backend over time (one chart per policy, from the run whose max/mean is the median):")
 	p("")
 	for k, c := range charts {
 		rel, err := filepath.Rel(filepath.Dir(o.markdown), c)
 		if err != nil {
 			rel = c
 		}
-		p("- [%s](%s)", rs[k].policy.label(o.backends), filepath.ToSlash(rel))
+		p("- [%s](%s) (run %d of %d)", ss[k].med.policy.label(o.backends), filepath.ToSlash(rel), ss[k].chart+1, len(ss[k].runs))
 	}
 	return b.String()
 }

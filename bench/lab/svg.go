@@ -21,7 +21,7 @@ var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#
 
 // chart is an SVG of r's utilization per backend over time (trailing means
 // over chartSmoothing seconds), the final window shaded, and the figures
-// in the title.
+// in the title (with its run of o.runs).
 func chart(r result, bs []*backend, o options) string {
 	secs := 0
 	if len(r.util) > 0 {
@@ -37,8 +37,12 @@ func chart(r result, bs []*backend, o options) string {
 	if r.fig.Converge >= 0 {
 		conv = fmt.Sprintf("converged at %.0f s", r.fig.Converge)
 	}
+	label := r.policy.label(o.backends)
+	if o.runs > 1 {
+		label += fmt.Sprintf(" (run %d of %d)", r.run+1, o.runs)
+	}
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="13" font-weight="bold">%s: max/mean %.3f (simulator %.3f), %s, %d errors</text>`+"\n",
-		plotL, html.EscapeString(r.policy.label(o.backends)), r.fig.MaxMean, r.simMaxMean, conv, r.errors)
+		plotL, html.EscapeString(label), r.fig.MaxMean, r.simMaxMean, conv, r.errors)
 	fx := x(float64(secs) - o.final.Seconds())
 	fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="#f0f0f0"/>`+"\n", fx, plotT, x(float64(secs))-fx, plotH)
 	for _, u := range []float64{0, 0.25, 0.5, 0.75, 1} {
