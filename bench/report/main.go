@@ -65,13 +65,9 @@ func run(runsPath, inprocessPath, commandsPath, invoked string, wall time.Durati
 			return err
 		}
 	}
-	var cmds string
-	if commandsPath != "" {
-		b, err := os.ReadFile(commandsPath)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		cmds = strings.TrimSpace(string(b))
+	cmds, err := readCommands(commandsPath)
+	if err != nil {
+		return err
 	}
 	doc := render(report{machine: probeMachine(), invoked: invoked, commands: cmds, wall: wall,
 		modes: byMode(runs), inprocess: inproc, at: time.Now().UTC()})
@@ -100,13 +96,9 @@ func runHA(runsPath, commandsPath, out string) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("report: no HA runs in %s", runsPath)
 	}
-	var cmds string
-	if commandsPath != "" {
-		b, err := os.ReadFile(commandsPath)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		cmds = strings.TrimSpace(string(b))
+	cmds, err := readCommands(commandsPath)
+	if err != nil {
+		return err
 	}
 	if err := section.Rewrite(out, haSection, renderHA(runs, cmds, time.Now().UTC())); err != nil {
 		return fmt.Errorf("report: %w", err)
@@ -211,4 +203,17 @@ func groupGoBench(results []goBench) (names []string, groups map[string][]goBenc
 		groups[r.name] = append(groups[r.name], r)
 	}
 	return names, groups
+}
+
+// readCommands returns the commands file's text, trimmed ("" without a
+// file): the commands a section shows as what produced it.
+func readCommands(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }

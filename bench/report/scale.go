@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -103,13 +102,9 @@ func runScale(path, commandsPath, wall, out string) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("report: no runs in %s", path)
 	}
-	var cmds string
-	if commandsPath != "" {
-		b, err := os.ReadFile(commandsPath)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		cmds = strings.TrimSpace(string(b))
+	cmds, err := readCommands(commandsPath)
+	if err != nil {
+		return err
 	}
 	if err := section.Rewrite(out, scaleSection, renderScale(groupScale(runs), cmds, wall, time.Now().UTC())); err != nil {
 		return fmt.Errorf("report: %w", err)
