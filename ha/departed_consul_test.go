@@ -1,17 +1,13 @@
 package ha
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/xds-server/xds-server/discovery"
@@ -46,38 +42,8 @@ func departWorld(ids ...string) discovery.Snapshot {
 // world as its first discovery snapshot.
 func startDepartReplica(t *testing.T, client *api.Client, prefix string, clock *testClock, world discovery.Snapshot) *replica {
 	t.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := NewDrainStore(DrainStoreConfig{Client: client, Layout: Layout{Prefix: prefix}, Metrics: m, Logger: log, Now: clock.Now,
-		Watch: WatchConfig{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MinInterval: time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &replica{store: st, metrics: m, kick: make(chan struct{}, 1)}
-	r.m, err = drain.New(drain.Config{Store: st, Registerer: prometheus.NewRegistry(), Now: clock.Now,
-		Policy: drain.Policy{Window: func(string) time.Duration { return departWindow }},
-		Emit: func(s discovery.Snapshot) {
-			r.mu.Lock()
-			r.last, r.emitted = s, true
-			r.mu.Unlock()
-			select {
-			case r.kick <- struct{}{}:
-			default:
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.m.Observe(world)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); r.m.Watch(ctx) }()
-	r.stop = sync.OnceFunc(func() { cancel(); <-done; r.m.Close() })
-	t.Cleanup(r.stop)
-	return r
+	return startReplicaWith(t, client, prefix, clock.Now,
+		drain.Policy{Window: func(string) time.Duration { return departWindow }}, world)
 }
 
 // snapshot returns the last snapshot emitted.

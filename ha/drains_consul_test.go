@@ -50,30 +50,39 @@ type replica struct {
 
 func startReplica(t *testing.T, client *api.Client, prefix string) *replica {
 	t.Helper()
+	return startReplicaWith(t, client, prefix, nil, drain.Policy{}, testWorld)
+}
+
+// startReplicaWith starts a replica whose drain manager has policy, reads
+// the clock now (nil: the wall clock) and gets world as its first
+// discovery snapshot.
+func startReplicaWith(t *testing.T, client *api.Client, prefix string, now func() time.Time, policy drain.Policy, world discovery.Snapshot) *replica {
+	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := NewDrainStore(DrainStoreConfig{Client: client, Layout: Layout{Prefix: prefix}, Metrics: m, Logger: log,
+	st, err := NewDrainStore(DrainStoreConfig{Client: client, Layout: Layout{Prefix: prefix}, Metrics: m, Logger: log, Now: now,
 		Watch: WatchConfig{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MinInterval: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &replica{store: st, metrics: m, kick: make(chan struct{}, 1)}
-	r.m, err = drain.New(drain.Config{Store: st, Registerer: prometheus.NewRegistry(), Emit: func(s discovery.Snapshot) {
-		r.mu.Lock()
-		r.last, r.emitted = s, true
-		r.mu.Unlock()
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
-	}})
+	r.m, err = drain.New(drain.Config{Store: st, Registerer: prometheus.NewRegistry(), Now: now, Policy: policy,
+		Emit: func(s discovery.Snapshot) {
+			r.mu.Lock()
+			r.last, r.emitted = s, true
+			r.mu.Unlock()
+			select {
+			case r.kick <- struct{}{}:
+			default:
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.m.Observe(testWorld)
+	r.m.Observe(world)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.m.Watch(ctx) }()
