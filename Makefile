@@ -49,10 +49,10 @@ lint:
 bench: deps
 	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
-## lab: the load lab: real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn, 3 runs (figures: medians; ARGS=--runs=N to change); rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: one run, within 3 minutes)
+## lab: the load lab: real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn, 3 runs, about 23 minutes (figures: medians; ARGS=--runs=N to change; `go run ./bench/lab` alone: one run, about 8 minutes); rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: one run, within 3 minutes)
 lab:
 	bash scripts/install-consul.sh >/dev/null
-	PATH="$(CONSUL_BIN):$$PATH" $(GO) run ./bench/lab --markdown BENCHMARKS.md $(ARGS)
+	PATH="$(CONSUL_BIN):$$PATH" $(GO) run ./bench/lab --markdown BENCHMARKS.md $(if $(findstring quick,$(ARGS)),,--runs 3) $(ARGS)
 
 ## rlsbench: the rate-limit benchmark, side by side with envoyproxy/ratelimit (rewrites its section of BENCHMARKS.md)
 rlsbench:

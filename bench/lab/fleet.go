@@ -56,6 +56,31 @@ func simulate(ctx context.Context, bin, dir string, o options, size int) (simFle
 	return f, nil
 }
 
+// medianFleetTrials are the seeds (1..medianFleetTrials) the default
+// fleet is the median of.
+const medianFleetTrials = 200
+
+// medianSeed asks weightsim for the seed of the median fleet of o's shape
+// among seeds 1..medianFleetTrials: the fleet whose noise-free round robin
+// and formula figures are nearest their medians, so that the lab's
+// default fleet is a typical one of its shape, by a rule, rather than
+// whatever seed 1 draws.
+func medianSeed(ctx context.Context, bin string, o options) (uint64, error) {
+	cmd := exec.CommandContext(ctx, bin, "-backends", strconv.Itoa(o.backends), "-clients", strconv.Itoa(o.clients),
+		"-subset", strconv.Itoa(o.subset), "-util", fmt.Sprint(o.util), "-sigma", fmt.Sprint(o.sigma),
+		"-seed", "1", "-trials", strconv.Itoa(medianFleetTrials), "-median-fleet")
+	b, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("lab: weightsim -median-fleet: %w", err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	seed, err := strconv.ParseUint(strings.TrimSpace(first), 10, 64)
+	if err != nil || seed == 0 {
+		return 0, fmt.Errorf("lab: weightsim -median-fleet printed %q", first)
+	}
+	return seed, nil
+}
+
 // simMaxMean is weightsim's steady-state max/mean of the named policy; 0
 // if it has none.
 func (f simFleet) simMaxMean(name string) float64 {

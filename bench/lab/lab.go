@@ -61,6 +61,13 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 	if e.bins, err = build(ctx, root, dir); err != nil {
 		return err
 	}
+	if o.seed == 0 {
+		if o.seed, err = medianSeed(ctx, e.bins["weightsim"], o); err != nil {
+			return err
+		}
+		e.o = o
+		log.Info("fleet", "seed", o.seed, "why", "the median fleet of its shape (weightsim -median-fleet)")
+	}
 	ps := selected(o)
 	for _, p := range ps {
 		size := cmpOr(p.subset, o.backends)

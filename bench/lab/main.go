@@ -38,7 +38,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{backends: 12, clients: 36, subset: 4, runs: 3, slots: 8, util: 0.5, sigma: 0.7, seed: 1,
+	return options{backends: 12, clients: 36, subset: 4, runs: 1, slots: 8, util: 0.5, sigma: 0.7,
 		duration: 75 * time.Second, window: 10 * time.Second, final: 25 * time.Second, timeout: 5 * time.Second,
 		ringSize: 65536}
 }
@@ -88,7 +88,7 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Bool("quick", false, "a smaller, shorter lab (6 backends, 18 clients, subsets of 3, one run, 30s per policy, weights pushed every 2s, no runs without subsets): within 3 minutes")
-	fs.IntVar(&o.runs, "runs", o.runs, "runs of the whole policy sequence on the same fleet (3 by default, 1 with --quick): every figure is the median over the runs, "+
+	fs.IntVar(&o.runs, "runs", o.runs, "runs of the whole policy sequence on the same fleet (1 by default: one run at the defaults takes about 8 minutes; `make lab` runs 3, the figures its targets are judged on): every figure is the median over the runs, "+
 		"errors their sum; each run draws its own arrivals (from --seed and the run), so runs are independent samples")
 	fs.IntVar(&o.backends, "backends", o.backends, "backends; capacities uniform in [1, 2] x 100 requests/s (bench/weightsim's fleet)")
 	fs.IntVar(&o.clients, "clients", o.clients, "grpc-go xDS clients, each its own node")
@@ -96,7 +96,8 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.slots, "slots", o.slots, "concurrent slots per backend (service time = slots / capacity)")
 	fs.Float64Var(&o.util, "util", o.util, "mean utilization: the clients' total rate over the backends' total capacity")
 	fs.Float64Var(&o.sigma, "sigma", o.sigma, "sigma of the clients' lognormal request rates")
-	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the fleet (capacities, rates: bench/weightsim's, the same in every run) and of the arrivals (another stream per run)")
+	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of the fleet (capacities, rates: bench/weightsim's, the same in every run) and of the arrivals (another stream per run); "+
+		"0 (the default): the median fleet of the shape (--backends, --clients, --subset, --util, --sigma) among seeds 1-200, by bench/weightsim -median-fleet")
 	fs.DurationVar(&o.duration, "duration", o.duration, "length of each policy's run")
 	fs.DurationVar(&o.window, "window", o.window, "smoothing window of the spread over time (convergence, oscillation)")
 	fs.DurationVar(&o.final, "final", o.final, "the figures are the backends' mean utilization over the last this of each run")

@@ -11,7 +11,7 @@ func TestRunsOption(t *testing.T) {
 		runs    int
 		invalid bool
 	}{
-		"3 runs by default":      {runs: 3},
+		"1 run by default":       {runs: 1},
 		"1 with --quick":         {args: []string{"--quick"}, runs: 1},
 		"--runs overrides quick": {args: []string{"--runs", "2", "--quick"}, runs: 2},
 		"--runs 0 makes no lab":  {args: []string{"--runs=0"}, invalid: true},

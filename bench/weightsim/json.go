@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 )
 
@@ -34,7 +33,7 @@ type jsonPolicy struct {
 
 // writeJSON writes the -json file of res.
 func writeJSON(path string, res results) error {
-	f, err := newFleet(res.opts, rand.New(rand.NewPCG(res.opts.seed, 0x5eed)))
+	f, err := newFleet(res.opts, newRand(res.opts.seed, fleetStream))
 	if err != nil {
 		return err
 	}

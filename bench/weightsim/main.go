@@ -26,6 +26,7 @@ type options struct {
 	markdown                string
 	goBench                 string
 	json                    string // -json: the first trial's fleet and every policy's figures
+	medianFleet             bool   // -median-fleet: print the median fleet's seed and nothing else
 }
 
 func defaultOptions() options {
@@ -47,6 +48,7 @@ func main() {
 	flag.IntVar(&o.trials, "trials", o.trials, "trials (seeds seed..seed+trials-1); figures are medians")
 	flag.Uint64Var(&o.seed, "seed", o.seed, "seed of the first trial (capacities, rates, noise)")
 	flag.StringVar(&o.json, "json", "", "also write the first trial's fleet and each policy's steady-state figures to this JSON file (read by bench/lab)")
+	flag.BoolVar(&o.medianFleet, "median-fleet", false, "print the seed of the median fleet of seeds seed..seed+trials-1 (the one whose noise-free round robin and global-weights figures are nearest their medians; bench/lab's default fleet) on the first line, and nothing else is simulated")
 	flag.StringVar(&o.markdown, "markdown", "", "rewrite the weightsim section of this Markdown file")
 	flag.StringVar(&o.goBench, "go-bench", "", "output of `go test ./weights -run '^$' -bench 'Solve|Balance|Ingest' -benchmem` to include (optional)")
 	flag.Parse()
@@ -85,6 +87,13 @@ func (o options) validate() error {
 func run(o options, args []string, stdout io.Writer, log *slog.Logger) error {
 	if err := o.validate(); err != nil {
 		return err
+	}
+	if o.medianFleet {
+		m, err := findMedianFleet(o)
+		if err != nil {
+			return err
+		}
+		return m.print(stdout)
 	}
 	res := results{command: strings.TrimSpace("go run ./bench/weightsim " + strings.Join(args, " ")), opts: o}
 	noises := []float64{0}

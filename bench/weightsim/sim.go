@@ -93,13 +93,13 @@ func simulateMode(o options, noise float64) (modeResult, error) {
 	curves := make([][][]float64, len(policyNames)) // policy, trial, interval
 	for trial := range o.trials {
 		seed := o.seed + uint64(trial)
-		f, err := newFleet(o, rand.New(rand.NewPCG(seed, 0x5eed)))
+		f, err := newFleet(o, newRand(seed, fleetStream))
 		if err != nil {
 			return modeResult{}, err
 		}
 		for k, name := range policyNames {
 			// Every policy sees the same noise sequence.
-			s, err := runPolicy(name, f, o, noise, rand.New(rand.NewPCG(seed, 0x7015e)))
+			s, err := runPolicy(name, f, o, noise, newRand(seed, noiseStream))
 			if err != nil {
 				return modeResult{}, err
 			}
