@@ -14,9 +14,12 @@ import (
 // Sources are where a configuration comes from, in increasing
 // precedence: the defaults of Keys, the file, the environment, the flags.
 type Sources struct {
-	File  string                      // YAML file; "" = none
-	Env   func(string) (string, bool) // os.LookupEnv; nil = no environment
-	Flags map[string]string           // values of the flags given, by key name
+	File string                      // YAML file; "" = none
+	Env  func(string) (string, bool) // os.LookupEnv; nil = no environment
+	// Environ is the whole environment (os.Environ), only to warn of
+	// XDS_SERVER_* variables that name no key; nil = no such check.
+	Environ []string
+	Flags   map[string]string // values of the flags given, by key name
 }
 
 // Load builds the configuration from src and validates it. It returns
@@ -67,6 +70,7 @@ func Load(src Sources) (Config, Errors) {
 	cfg.XDS.Authorization.Rules = decodeRules(p, fileVals[rulesKey])
 	cfg.Services = resolveServices(p, services)
 	cfg.validate(p)
+	unknownEnv(p, src.Environ)
 	return cfg, dropShadowed(p.errs, shapes).Sorted()
 }
 

@@ -126,12 +126,14 @@ func serverCommand(cmd string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xds-server validate: --output %q is not one of text, json\n", output)
 		return 2
 	}
-	cfg, errs := config.Load(config.Sources{File: *path, Env: os.LookupEnv, Flags: flags()})
+	cfg, errs := config.Load(config.Sources{File: *path, Env: os.LookupEnv, Environ: os.Environ(), Flags: flags()})
 	if cmd == "validate" {
 		return validate(cfg, errs, output, stdout, stderr)
 	}
 	if len(errs) > 0 {
-		printProblems(stderr, errs)
+		printProblems(stderr, errs) // warnings are printed, and the server starts
+	}
+	if errs.Invalid() {
 		return 1
 	}
 	if err := serve(cfg, stderr); err != nil {
