@@ -149,7 +149,7 @@ var Keys = []Key{
 	k("discovery.static.poll_interval", time.Second, "how often the static file is checked for changes"),
 	k("discovery.consul.address", "127.0.0.1:8500", "Consul HTTP API: host:port, or a URL with http://, https:// or unix://", "using-it-with-consul"),
 	secret(k("discovery.consul.token", "", "Consul ACL token; empty: the CONSUL_HTTP_TOKEN env var")),
-	k("discovery.consul.token_file", "", "file holding the Consul ACL token (when discovery.consul.token is empty); empty: the CONSUL_HTTP_TOKEN_FILE env var", "security"),
+	k("discovery.consul.token_file", "", "file holding the Consul ACL token (when discovery.consul.token is empty), read again when it changes (a rotated token is used within a second, without a restart); empty: the CONSUL_HTTP_TOKEN_FILE env var, followed the same way", "security"),
 	k("discovery.consul.datacenter", "", "Consul datacenter to read; empty: the agent's"),
 	k("discovery.consul.services", []string{}, "only these Consul services; empty: all (but consul)"),
 	k("discovery.consul.tags", []string{}, "only service instances that carry all these tags"),

@@ -37,7 +37,9 @@ type ConsulConfig struct {
 	// Token is the ACL token; "" falls back to TokenFile, then to the
 	// CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE env vars.
 	Token string
-	// TokenFile holds the ACL token when Token is empty (read at start).
+	// TokenFile holds the ACL token when Token is empty. It is read at
+	// start (an unreadable file is an error then) and again whenever it
+	// changes, so a rotated token is used without a restart.
 	TokenFile string
 	// TLS configures HTTPS to Consul (see ConsulTLS).
 	TLS ConsulTLS

@@ -37,7 +37,8 @@ func (t ConsulTLS) enabled() bool {
 
 // ConsulClient returns a Consul API client for c's address, datacenter,
 // token and TLS. The token is c.Token, else the content of c.TokenFile,
-// else Consul's CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE env vars. Any
+// else Consul's CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE env vars; a
+// token file is followed (a rotated token is used without a restart). Any
 // TLS setting (c.TLS or its env vars) makes a host:port address https. It
 // does not contact Consul.
 func (c ConsulConfig) ConsulClient() (*api.Client, error) {
@@ -55,6 +56,13 @@ func (c ConsulConfig) ConsulClient() (*api.Client, error) {
 	client, err := api.NewClient(ac)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: consul: client for %s: %w", addr, err)
+	}
+	// NewClient filled ac: the token file it read (ours, or
+	// CONSUL_HTTP_TOKEN_FILE's) and the http.Client the client uses.
+	if c.Token == "" && ac.TokenFile != "" && ac.HttpClient != nil {
+		if err := followTokenFile(ac.HttpClient, ac.TokenFile, ac.Token, 0, c.Now); err != nil {
+			return nil, err
+		}
 	}
 	return client, nil
 }
