@@ -29,6 +29,8 @@ var (
 	flagHeapProfile    = flag.String("heapprofile", "", "write the server's heap profile (its /debug/pprof/heap) once every node synced to this file, and its metrics to the file + .metrics")
 	flagCPUProfile     = flag.String("cpuprofile", "", "write the server's CPU profile (its /debug/pprof/profile) over the first full push to this file")
 	flagCPUSeconds     = flag.Int("cpuprofile-seconds", 5, "length of the -cpuprofile profile, from just before the first full push's flips")
+	flagChangeProfile  = flag.String("changeprofile", "", "write the server's CPU profile over the single changes (its /debug/pprof/profile, -changeprofile-seconds long from just before the first change) to this file")
+	flagChangeSeconds  = flag.Int("changeprofile-seconds", 10, "length of the -changeprofile profile")
 )
 
 // Timeouts of the phases of a run.
@@ -160,6 +162,13 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	}
 
 	flip := NewFlipper(cat, agent)
+	var changeProf chan error
+	if *flagChangeProfile != "" {
+		changeProf = make(chan error, 1)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", srv.AdminAddr, *flagChangeSeconds)
+		go func() { changeProf <- fetchTo(ctx, url, *flagChangeProfile) }()
+		sleep(ctx, 100*time.Millisecond) // the profile starts before the first change
+	}
 	for k := range *flagChanges {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
 		w := fleet.Install([]Want{flip.Next(s, e)})
@@ -176,6 +185,11 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		r.ChangeSampled = append(r.ChangeSampled, w.Sampled())
 		r.Changes++
 		sleep(ctx, *flagGap)
+	}
+	if changeProf != nil {
+		if err := <-changeProf; err != nil {
+			b.Fatal(err)
+		}
 	}
 
 	for k := range *flagPushes {
