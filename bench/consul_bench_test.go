@@ -108,10 +108,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	if err := awaitCatalog(ctx, metrics, cat.Size()); err != nil {
 		b.Fatal(err)
 	}
-	pid, err := FindPID("--xds.address", srv.XDSAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pid := srv.PID()
 	before := settled(b, metrics)
 	r.RSSBefore, r.HeapBefore, r.GoalBefore = before[MetricRSS], before[MetricHeapInuse], before[MetricHeapGoal]
 

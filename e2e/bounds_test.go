@@ -100,11 +100,10 @@ func TestIdleRLSConnectionsStarveNothing(t *testing.T) {
 		t.Logf("open file limit %d: flooding with %d connections instead of %d", limit, n, want)
 	}
 	const capacity = 5000 // ratelimit.max_connections' default
-	rlsAddr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	srv := harness.StartServer(t, "--ratelimit.address", rlsAddr)
+	srv := harness.StartServer(t)
 	srv.WaitReady(t)
 
-	flood(t, rlsAddr, n)
+	flood(t, srv.RateLimitAddr, n)
 	awaitMetric(t, srv, `listener_open_connections{listener="ratelimit"} `+strconv.Itoa(capacity))
 	awaitMetric(t, srv, `listener_connections_refused_total{listener="ratelimit"} `+strconv.Itoa(n-capacity))
 

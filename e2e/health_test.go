@@ -102,11 +102,18 @@ func registerEcho(t *testing.T, consul *harness.ConsulAgent, backends []*harness
 }
 
 func startServer(t *testing.T, consul *harness.ConsulAgent, extra ...string) *harness.Server {
+	t.Helper()
+	return startServerWith(t, consul, harness.ServerOptions{}, extra...)
+}
+
+// startServerWith is startServer with the harness's options.
+func startServerWith(t *testing.T, consul *harness.ConsulAgent, opts harness.ServerOptions, extra ...string) *harness.Server {
+	t.Helper()
 	args := append([]string{
 		"--discovery.source", "consul", "--discovery.consul.address", consul.Addr(),
 		"--discovery.consul.min_interval", "10ms", "--discovery.consul.backoff_base", "50ms",
 		"--discovery.consul.backoff_max", "500ms", "--xds.debounce", "10ms", "--log.level", "debug"}, extra...)
-	srv := harness.StartServer(t, args...)
+	srv := harness.StartServerWith(t, opts, args...)
 	srv.WaitReady(t)
 	return srv
 }

@@ -30,11 +30,10 @@ func TestRateLimitRedisReplicas(t *testing.T) {
 	t.Setenv("XDS_SERVER_RATELIMIT_REDIS_PASSWORD", "e2e-secret") // inherited by the servers
 	var clients []rlsv3.RateLimitServiceClient
 	for range 2 {
-		addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-		srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.config", cfg,
+		srv := harness.StartServer(t, "--ratelimit.config", cfg,
 			"--ratelimit.store", "redis", "--ratelimit.redis.address", redis.Addr(), "--ratelimit.failure_mode", "deny")
 		srv.WaitReady(t)
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(srv.RateLimitAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}

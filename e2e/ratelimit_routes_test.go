@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,9 +35,11 @@ func TestRateLimitRoutes(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	consul := harness.Consul(t)
-	rlsAddr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	srv := startServer(t, consul, "--config", "examples/envoy/xds-server.yaml",
-		"--ratelimit.address", rlsAddr, "--ratelimit.advertise_address", rlsAddr)
+	// Envoy is told the RLS address: it needs its port before the start.
+	srv := startServerWith(t, consul, harness.ServerOptions{PortArgs: func(addr string) []string {
+		return []string{"--ratelimit.address", addr, "--ratelimit.advertise_address", addr}
+	}}, "--config", "examples/envoy/xds-server.yaml")
+	rlsAddr := srv.RateLimitAddr
 
 	domain, actions := fetchRateLimits(t, srv.XDSAddr)
 	if domain != "edge" {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -32,10 +31,9 @@ func TestRateLimitServers(t *testing.T) {
 		t.Run(server, func(t *testing.T) {
 			cfg := t.TempDir() + "/rules.yaml"
 			write(t, cfg, "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: { unit: minute, requests_per_unit: 1 }\n")
-			addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-			srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.config", cfg, "--ratelimit.server", server)
+			srv := harness.StartServer(t, "--ratelimit.config", cfg, "--ratelimit.server", server)
 			srv.WaitReady(t)
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(srv.RateLimitAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {
 				t.Fatal(err)
 			}

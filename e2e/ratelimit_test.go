@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +24,9 @@ func startRLS(t *testing.T, yaml string, args ...string) (*harness.Server, rlsv3
 	t.Helper()
 	cfg := t.TempDir() + "/rules.yaml"
 	write(t, cfg, yaml)
-	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	srv := harness.StartServer(t, append([]string{"--ratelimit.address", addr, "--ratelimit.config", cfg}, args...)...)
+	srv := harness.StartServer(t, append([]string{"--ratelimit.config", cfg}, args...)...)
 	srv.WaitReady(t)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(srv.RateLimitAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

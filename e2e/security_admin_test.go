@@ -122,14 +122,13 @@ func TestRateLimitMutualTLS(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	p := newPKI(t)
-	addr := "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))
-	srv := harness.StartServer(t, "--ratelimit.address", addr, "--ratelimit.tls.cert_file", p.serverCrt,
+	srv := harness.StartServer(t, "--ratelimit.tls.cert_file", p.serverCrt,
 		"--ratelimit.tls.key_file", p.serverK, "--ratelimit.tls.client_ca_file", p.caFile,
 		"--ratelimit.authorization.identities", "spiffe://e2e/envoy/*")
 	srv.WaitReady(t)
 	ask := func(certs ...tls.Certificate) error {
 		t.Helper()
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.ca.Pool(), Certificates: certs})))
+		conn, err := grpc.NewClient(srv.RateLimitAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.ca.Pool(), Certificates: certs})))
 		if err != nil {
 			t.Fatal(err)
 		}

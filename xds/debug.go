@@ -2,8 +2,11 @@ package xds
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -62,7 +65,7 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 }
 
 // Handler serves /debug/nodes, /debug/config?node=ID and
-// /debug/subsets?service=S as JSON.
+// /debug/subsets?service=S[&limit=N|&node=ID] as JSON.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/nodes", func(w http.ResponseWriter, _ *http.Request) {
@@ -90,14 +93,36 @@ func (s *Server) Handler() http.Handler {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter: service"})
 			return
 		}
-		rep, ok := s.Subsets(svc)
-		if !ok {
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown service: " + svc})
+		q, err := subsetQuery(r.URL.Query())
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, rep)
+		rep, ok := s.Subsets(svc, q)
+		switch {
+		case !ok:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown service: " + svc})
+		case q.Node != "" && len(rep.Nodes) == 0:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown node: " + q.Node})
+		default:
+			writeJSON(w, http.StatusOK, rep)
+		}
 	})
 	return mux
+}
+
+// subsetQuery reads /debug/subsets' node= and limit= (a count of nodes,
+// DefaultReportNodes when absent, at most MaxReportNodes).
+func subsetQuery(v url.Values) (SubsetQuery, error) {
+	q := SubsetQuery{Node: v.Get("node"), Limit: DefaultReportNodes}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			return SubsetQuery{}, fmt.Errorf("limit %q: want a count of nodes, at most %d", l, MaxReportNodes)
+		}
+		q.Limit = min(n, MaxReportNodes)
+	}
+	return q, nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -8,6 +8,8 @@ import (
 
 // SubsetReport is /debug/subsets?service=S: which nodes have which
 // endpoints of a service, and how many connections each endpoint gets.
+// Connections and Balance count every connected node; Nodes holds a
+// bounded selection of the nodes (SubsetQuery), by id.
 type SubsetReport struct {
 	Service string `json:"service"`
 	// Subsetting is false when every node gets every endpoint (subset_size
@@ -18,6 +20,10 @@ type SubsetReport struct {
 	Balance    Balance          `json:"balance"`
 	Endpoints  []SubsetEndpoint `json:"endpoints"`
 	Nodes      []SubsetNode     `json:"nodes"`
+	// KnownNodes counts every known node; Truncated is true when Nodes
+	// holds fewer than that.
+	KnownNodes int  `json:"known_nodes"`
+	Truncated  bool `json:"truncated"`
 }
 
 // Balance summarizes connections per serving endpoint over connected nodes.
@@ -35,8 +41,10 @@ type SubsetEndpoint struct {
 	Serving bool   `json:"serving"`
 	// Connections counts connected nodes that have the endpoint in their
 	// EDS; they connect to it when it is serving.
-	Connections int      `json:"connections"`
-	Nodes       []string `json:"nodes"`
+	Connections int `json:"connections"`
+	// Nodes are the connected nodes of the report's Nodes that have the
+	// endpoint in their EDS.
+	Nodes []string `json:"nodes"`
 	// Slot is the endpoint's stable slot (steady), its place on the ring.
 	Slot *int `json:"slot,omitempty"`
 }
@@ -55,35 +63,67 @@ type SubsetNode struct {
 	Endpoints    []string `json:"endpoints"`
 }
 
-// Subsets reports the subsets of a service, or false if it is unknown.
-func (s *Server) Subsets(service string) (SubsetReport, bool) {
-	return s.rec.subsetReport(service, s.reg.list())
+// DefaultReportNodes and MaxReportNodes bound SubsetReport.Nodes: the
+// /debug/subsets default and the most a query gets.
+const (
+	DefaultReportNodes = 100
+	MaxReportNodes     = 10000
+)
+
+// SubsetQuery selects the nodes of a SubsetReport.
+type SubsetQuery struct {
+	// Node, when set, selects that node alone (none when it is unknown).
+	Node string
+	// Limit is how many nodes, the first by id: at most MaxReportNodes,
+	// and none when <= 0 (Connections and Balance still count them all).
+	Limit int
 }
 
-func (r *reconciler) subsetReport(service string, nodes []Node) (SubsetReport, bool) {
+// Subsets reports the subsets of a service with the nodes q selects, or
+// false if the service is unknown. Its cost follows the distinct client
+// indices of the connected nodes and the nodes selected, not every node.
+func (s *Server) Subsets(service string, q SubsetQuery) (SubsetReport, bool) {
+	limit := min(q.Limit, MaxReportNodes)
+	if q.Node != "" {
+		limit = 0
+	}
+	idx := s.reg.indexCounts(limit)
+	nodes := make([]Node, 0, len(idx.ids)+1)
+	if q.Node != "" {
+		idx.ids = []string{q.Node}
+	}
+	for _, id := range idx.ids {
+		if n, ok := s.reg.get(id); ok { // gone since: left out
+			nodes = append(nodes, n)
+		}
+	}
+	return s.rec.subsetReport(service, idx, nodes)
+}
+
+func (r *reconciler) subsetReport(service string, idx indexed, nodes []Node) (SubsetReport, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.memo[service]
 	if !ok {
 		return SubsetReport{}, false
 	}
-	rep := SubsetReport{Service: service, SubsetSize: e.set.SubsetSize, Endpoints: []SubsetEndpoint{}, Nodes: []SubsetNode{}}
-	ids := make([]string, 0, len(e.src.Endpoints))
-	var srv []bool
-	if sp := e.plan; sp != nil {
-		rep.Subsetting, rep.Algorithm = true, string(sp.alg)
-		ids, srv = sp.plan.Backends(), sp.serving
-	} else {
-		for _, ep := range e.src.Endpoints {
-			ids = append(ids, ep.ID)
-			srv = append(srv, serving(healthStatus(ep.Health)))
-		}
+	rep := SubsetReport{Service: service, SubsetSize: e.set.SubsetSize, Endpoints: []SubsetEndpoint{}, Nodes: []SubsetNode{},
+		KnownNodes: idx.known}
+	if e.plan != nil {
+		rep.Subsetting, rep.Algorithm = true, string(e.plan.alg)
 	}
+	ids, srv := memoEndpoints(e)
+	conns := connections(e, len(ids), idx.connected)
 	pos := make(map[string]int, len(ids))
+	counts := make([]int, 0, len(ids))
 	for i, id := range ids {
 		pos[id] = i
-		rep.Endpoints = append(rep.Endpoints, SubsetEndpoint{ID: id, Serving: srv[i], Nodes: []string{}})
+		rep.Endpoints = append(rep.Endpoints, SubsetEndpoint{ID: id, Serving: srv[i], Connections: conns[i], Nodes: []string{}})
+		if srv[i] {
+			counts = append(counts, conns[i])
+		}
 	}
+	rep.Balance = balance(counts)
 	for _, ep := range e.src.Endpoints {
 		rep.Endpoints[pos[ep.ID]].Health = ep.Health.String()
 		if e.plan != nil {
@@ -93,31 +133,18 @@ func (r *reconciler) subsetReport(service string, nodes []Node) (SubsetReport, b
 		}
 	}
 	for _, n := range nodes {
-		sn := SubsetNode{ID: n.ID, Group: n.Group, Index: n.Index, Connected: n.Streams > 0}
-		members, subset, repl := everyone(len(ids)), everyone(len(ids)), []int(nil)
-		if e.plan != nil && n.Index >= 0 {
-			c, err := e.plan.choose(n.Index)
-			if err != nil {
-				continue
-			}
-			members, subset, repl = c.members, c.subset, c.order[len(c.subset):]
+		sn, members, ok := nodeShare(e, ids, n)
+		if !ok {
+			continue
 		}
-		sn.Subset, sn.Replacements, sn.Endpoints = names(ids, subset), names(ids, repl), names(ids, members)
 		rep.Nodes = append(rep.Nodes, sn)
 		if sn.Connected {
 			for _, m := range members {
-				rep.Endpoints[m].Connections++
 				rep.Endpoints[m].Nodes = append(rep.Endpoints[m].Nodes, n.ID)
 			}
 		}
 	}
-	counts := make([]int, 0, len(ids))
-	for _, ep := range rep.Endpoints {
-		if ep.Serving {
-			counts = append(counts, ep.Connections)
-		}
-	}
-	rep.Balance = balance(counts)
+	rep.Truncated = len(rep.Nodes) < rep.KnownNodes
 	return rep, true
 }
 
@@ -181,7 +208,7 @@ func (c *subsetCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *subsetCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.s.rec.subsetStats(c.s.reg.list()) {
+	for _, st := range c.s.rec.subsetStats(c.s.reg.indexCounts(0).connected) {
 		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.bal.Min), st.service, "min")
 		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, st.bal.Mean, st.service, "mean")
 		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.bal.Max), st.service, "max")
@@ -196,15 +223,12 @@ type subsetStat struct {
 	replaced int
 }
 
-// subsetStats computes the balance of every subset service. Nodes with
-// equal indices share choices, so the work is per distinct index.
-func (r *reconciler) subsetStats(nodes []Node) []subsetStat {
-	perIndex := map[int]int{}
-	for _, n := range nodes {
-		if n.Streams > 0 && n.Index >= 0 {
-			perIndex[n.Index]++
-		}
-	}
+// subsetStats computes the balance of every subset service from the
+// connected nodes per client index (indexed.connected; the nodes not
+// indexed yet, -1, are left out). Nodes with equal indices share choices,
+// so the work is per distinct index.
+func (r *reconciler) subsetStats(perIndex map[int]int) []subsetStat {
+	delete(perIndex, -1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]subsetStat, 0, len(r.sub.planned))

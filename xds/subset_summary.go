@@ -57,16 +57,31 @@ type indexed struct {
 }
 
 // indexCounts counts connected nodes per index and keeps the smallest
-// limit ids, without copying the nodes.
+// limit ids (none when limit <= 0), without copying the nodes.
 func (r *registry) indexCounts(limit int) indexed {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	limit = max(limit, 0)
+	// A few ids of many: insert each into the sorted few. Else sort them all.
+	few := limit*8 < len(r.nodes)
 	out := indexed{connected: map[int]int{}, known: len(r.nodes), ids: make([]string, 0, min(len(r.nodes), limit))}
+	if !few {
+		out.ids = make([]string, 0, len(r.nodes))
+	}
 	for id, n := range r.nodes {
 		if n.Streams > 0 {
 			out.connected[max(n.Index, -1)]++
 		}
-		out.ids = keepSmallest(out.ids, id, limit)
+		switch {
+		case !few:
+			out.ids = append(out.ids, id)
+		case limit > 0:
+			out.ids = keepSmallest(out.ids, id, limit)
+		}
+	}
+	if !few {
+		slices.Sort(out.ids)
+		out.ids = out.ids[:min(len(out.ids), limit)]
 	}
 	return out
 }
@@ -93,25 +108,7 @@ func (r *reconciler) subsetSummary(service string, idx indexed) (SubsetSummary, 
 	}
 	sum := SubsetSummary{Service: service, SubsetSize: e.set.SubsetSize, Nodes: idx.ids, KnownNodes: idx.known}
 	ids, srv := memoEndpoints(e)
-	conns := make([]int, len(ids))
-	for index, n := range idx.connected {
-		members := []int(nil)
-		if e.plan != nil && index >= 0 {
-			c, err := e.plan.choose(index)
-			if err != nil {
-				continue // as in SubsetReport: such a node gets nothing of the service
-			}
-			members = c.members
-		}
-		if members == nil {
-			for i := range conns {
-				conns[i] += n
-			}
-		}
-		for _, m := range members {
-			conns[m] += n
-		}
-	}
+	conns := connections(e, len(ids), idx.connected)
 	if e.plan != nil {
 		sum.Subsetting, sum.Algorithm = true, string(e.plan.alg)
 	}
@@ -127,6 +124,30 @@ func (r *reconciler) subsetSummary(service string, idx indexed) (SubsetSummary, 
 	return sum, true
 }
 
+// connections counts, per endpoint (memoEndpoints order, n of them), the
+// connected nodes that have it in their EDS, from the connected nodes per
+// client index (-1: not indexed, which get every endpoint); one subset
+// choice per index. r.mu is held.
+func connections(e memoEntry, n int, connected map[int]int) []int {
+	conns := make([]int, n)
+	for index, k := range connected {
+		if e.plan == nil || index < 0 {
+			for i := range conns {
+				conns[i] += k
+			}
+			continue
+		}
+		c, err := e.plan.choose(index)
+		if err != nil {
+			continue // such a node gets nothing of the service (nodeShare)
+		}
+		for _, m := range c.members {
+			conns[m] += k
+		}
+	}
+	return conns
+}
+
 func (r *reconciler) subsetOf(service string, n Node) (SubsetNode, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -135,17 +156,25 @@ func (r *reconciler) subsetOf(service string, n Node) (SubsetNode, bool) {
 		return SubsetNode{}, false
 	}
 	ids, _ := memoEndpoints(e)
+	sn, _, ok := nodeShare(e, ids, n)
+	return sn, ok
+}
+
+// nodeShare is node n's share of the service of e, whose endpoint ids are
+// ids (memoEndpoints), and the positions in ids of the endpoints in its
+// EDS; false when the plan cannot choose for its index. r.mu is held.
+func nodeShare(e memoEntry, ids []string, n Node) (SubsetNode, []int, bool) {
 	sn := SubsetNode{ID: n.ID, Group: n.Group, Index: n.Index, Connected: n.Streams > 0}
 	members, subset, repl := everyone(len(ids)), everyone(len(ids)), []int(nil)
 	if e.plan != nil && n.Index >= 0 {
 		c, err := e.plan.choose(n.Index)
 		if err != nil {
-			return SubsetNode{}, false
+			return SubsetNode{}, nil, false
 		}
 		members, subset, repl = c.members, c.subset, c.order[len(c.subset):]
 	}
 	sn.Subset, sn.Replacements, sn.Endpoints = names(ids, subset), names(ids, repl), names(ids, members)
-	return sn, true
+	return sn, members, true
 }
 
 // memoEndpoints are a service's endpoint ids and whether each serves, in

@@ -10,10 +10,10 @@ import (
 )
 
 // BenchmarkConsoleSubsets measures what the console's service page asks
-// each second: the full report (Subsets, every node's lists) against the
-// summary (SubsetSummary with 500 node ids, plus SubsetOf one node), for
-// one service of 1,000 endpoints (subset size 20) and 10,000 connected
-// nodes.
+// each second, the summary (SubsetSummary with 500 node ids, plus SubsetOf
+// one node), against /debug/subsets' report (Subsets: its default of 100
+// nodes, one node, and all 10,000), for one service of 1,000 endpoints
+// (subset size 20) and 10,000 connected nodes.
 //
 //	go test ./xds -run '^$' -bench ConsoleSubsets -benchmem
 func BenchmarkConsoleSubsets(b *testing.B) {
@@ -29,14 +29,20 @@ func BenchmarkConsoleSubsets(b *testing.B) {
 	}
 	s.Update(world(1, 1000))
 	s.rec.reconcile()
-	b.Run("report", func(b *testing.B) {
-		b.ReportAllocs()
-		for range b.N {
-			if _, ok := s.Subsets("svc-000"); !ok {
-				b.Fatal("no report")
+	for name, q := range map[string]SubsetQuery{
+		"report":       {Limit: DefaultReportNodes}, // /debug/subsets?service=S
+		"report-node":  {Node: "node-04242"},
+		"report-limit": {Limit: MaxReportNodes},
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, ok := s.Subsets("svc-000", q); !ok {
+					b.Fatal("no report")
+				}
 			}
-		}
-	})
+		})
+	}
 	b.Run("summary", func(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {

@@ -36,7 +36,7 @@ func TestSubsetSummaryAgreesWithTheReport(t *testing.T) {
 			w.Services[0].Endpoints[5].Health = discovery.HealthUnhealthy
 			s.Update(w)
 			s.rec.reconcile()
-			rep, ok := s.Subsets("svc-000")
+			rep, ok := s.Subsets("svc-000", everyNode)
 			if !ok {
 				t.Fatal("no report")
 			}

@@ -139,14 +139,14 @@ func TestClassicSubsetsPartitionAndBalance(t *testing.T) {
 	if len(seen) != 9 {
 		t.Errorf("union of 3 subsets of size 3 over 9 endpoints covers %d, want 9: %v", len(seen), seen)
 	}
-	rep, ok := s.Subsets("svc-000")
+	rep, ok := s.Subsets("svc-000", everyNode)
 	if !ok || !rep.Subsetting || rep.Balance.Min != 1 || rep.Balance.Max != 1 || rep.Balance.MaxOverMean != 1 {
 		t.Errorf("report: ok=%v subsetting=%v balance=%+v; want every endpoint with exactly 1 connection", ok, rep.Subsetting, rep.Balance)
 	}
 	if len(rep.Nodes) != 3 || len(rep.Nodes[0].Subset) != 3 || len(rep.Nodes[0].Replacements) != 0 {
 		t.Errorf("report nodes: %+v", rep.Nodes)
 	}
-	if _, ok := s.Subsets("nope"); ok {
+	if _, ok := s.Subsets("nope", everyNode); ok {
 		t.Error("unknown service: want false")
 	}
 }
@@ -195,7 +195,7 @@ func TestSubsetSizeAtLeastEndpointsServesAll(t *testing.T) {
 	if snap != s.rec.shared[keyProxyless] {
 		t.Error("with no service subset, the node should get the shared snapshot")
 	}
-	if rep, ok := s.Subsets("svc-000"); !ok || rep.Subsetting {
+	if rep, ok := s.Subsets("svc-000", everyNode); !ok || rep.Subsetting {
 		t.Errorf("report: ok=%v subsetting=%v, want subsetting off", ok, rep.Subsetting)
 	}
 }
@@ -217,7 +217,7 @@ func TestSubsetMetrics(t *testing.T) {
 	if err != nil || got != 5 {
 		t.Fatalf("subset series = %d (%v), want 5 (min, mean, max, ratio, replacement nodes)", got, err)
 	}
-	rep, _ := s.Subsets("svc-000")
+	rep, _ := s.Subsets("svc-000", everyNode)
 	if rep.Balance.Min != 1 || rep.Balance.Max != 2 {
 		t.Errorf("one draining endpoint replaced by another node's: balance over serving endpoints %+v, want 1..2", rep.Balance)
 	}
@@ -318,7 +318,7 @@ func TestSteadyUsesStableEndpointSlots(t *testing.T) {
 	w := world(1, 300)
 	s.Update(w)
 	s.rec.reconcile()
-	rep, _ := s.Subsets("svc-000")
+	rep, _ := s.Subsets("svc-000", everyNode)
 	if rep.Balance.Min != 10 || rep.Balance.Max != 10 {
 		t.Fatalf("300 nodes x 300 endpoints x 10: balance %+v, want exactly 10 each", rep.Balance)
 	}

@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/xds-server/xds-server/config"
+	"github.com/xds-server/xds-server/xds"
 )
 
 // TestAdminRefusesCrossOriginWrites: the admin server refuses (403) and
@@ -83,11 +86,86 @@ func TestAdminRefusesCrossOriginWrites(t *testing.T) {
 			if served != 10-refused {
 				t.Errorf("handler served %d requests, want %d", served, 10-refused)
 			}
-			want := fmt.Sprintf("# HELP admin_cross_origin_refused_total Admin requests with a non-safe method refused (403) because a browser sent them from another origin.\n"+
-				"# TYPE admin_cross_origin_refused_total counter\nadmin_cross_origin_refused_total %d\n", refused)
-			if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "admin_cross_origin_refused_total"); err != nil {
-				t.Error(err)
-			}
+			checkRefused(t, reg, refused)
 		})
 	}
+}
+
+// checkRefused compares admin_cross_origin_refused_total with want.
+func checkRefused(t *testing.T, reg prometheus.Gatherer, want int) {
+	t.Helper()
+	text := fmt.Sprintf("# HELP admin_cross_origin_refused_total Admin requests refused (403) because a browser sent them from another origin: non-safe methods, and reads of the CPU profile or the trace.\n"+
+		"# TYPE admin_cross_origin_refused_total counter\nadmin_cross_origin_refused_total %d\n", want)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(text), "admin_cross_origin_refused_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestAdminRefusesCrossSiteProfiles: over real HTTP to the admin server
+// (with its real handler), a browser's cross-site or same-site read of
+// the CPU profile or the trace, which would cost the server CPU for
+// seconds, is refused (403) and counted; go tool pprof and curl, which
+// send neither Sec-Fetch-Site nor Origin, and the console's same-origin
+// reads get the profile (200), and cheap profiles pass cross-site.
+func TestAdminRefusesCrossSiteProfiles(t *testing.T) {
+	reg := newRegistry()
+	srv, err := xds.New(xds.Config{Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := newAdminServer(config.AdminConfig{}, newSecurity(reg, slog.New(slog.NewTextHandler(io.Discard, nil))), adminHandler(srv, reg), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(admin.Handler)
+	defer ts.Close()
+	crossSite := map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
+	refused := 0
+	for _, tc := range []struct {
+		name, method, path string
+		headers            map[string]string
+		want               int
+	}{
+		{"cross-site CPU profile", "GET", "/debug/pprof/profile?seconds=1", crossSite, http.StatusForbidden},
+		{"cross-site trace", "GET", "/debug/pprof/trace?seconds=1", crossSite, http.StatusForbidden},
+		{"same-site CPU profile (img, no Origin)", "GET", "/debug/pprof/profile?seconds=1", map[string]string{"Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"foreign Origin, old browser", "GET", "/debug/pprof/trace?seconds=1", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"cross-site HEAD", "HEAD", "/debug/pprof/profile?seconds=1", crossSite, http.StatusForbidden},
+		{"uncleaned path", "GET", "/debug/pprof/profile/?seconds=1", crossSite, http.StatusForbidden},
+		{"go tool pprof / curl", "GET", "/debug/pprof/profile?seconds=1", nil, http.StatusOK},
+		{"curl trace", "GET", "/debug/pprof/trace?seconds=1", nil, http.StatusOK},
+		{"console, same origin", "GET", "/debug/pprof/profile?seconds=1", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": ts.URL}, http.StatusOK},
+		{"cross-site heap (cheap)", "GET", "/debug/pprof/heap", crossSite, http.StatusOK},
+	} {
+		req, err := http.NewRequest(tc.method, ts.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range tc.headers {
+			req.Header.Set(k, v)
+		}
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: %d %.200q, want %d", tc.name, resp.StatusCode, body, tc.want)
+			continue
+		}
+		if tc.want == http.StatusForbidden {
+			refused++
+			if took > 500*time.Millisecond {
+				t.Errorf("%s: refused after %v: the profile ran", tc.name, took)
+			}
+			continue
+		}
+		if len(body) == 0 {
+			t.Errorf("%s: empty profile", tc.name)
+		}
+	}
+	checkRefused(t, reg, refused)
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -58,21 +59,39 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago:
+// an address that refuses connections. Do not hand it to a process that is
+// to listen on it, as another process can take it in between: StartServer
+// listens on port 0, and ServerOptions.PortArgs starts again when the port
+// was taken.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return p
+}
+
+// freeAddr returns 127.0.0.1:<a port that was free a moment ago>.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("harness: free port: %w", err)
+	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().String(), nil
 }
 
 // Server is a running xds-server process.
 type Server struct {
-	XDSAddr   string
-	AdminAddr string
+	// XDSAddr, AdminAddr and RateLimitAddr are the host:port the process
+	// listens on, as its start-up line reports them.
+	XDSAddr       string
+	AdminAddr     string
+	RateLimitAddr string
 	// Admin is the client of the admin listener (HTTPS with
 	// ServerOptions.AdminTLS); AdminURL builds its URLs.
 	Admin   *http.Client
@@ -84,8 +103,13 @@ type Server struct {
 	killed  atomic.Bool // Kill ended it: its exit status is expected
 }
 
-// StartServer runs xds-server with the given extra flags on free loopback
-// ports, waits until /healthz answers, and stops it (SIGTERM) at cleanup.
+// StartServer runs xds-server with the given extra flags, its xDS, admin
+// and rate-limit listeners on port 0 of 127.0.0.1 (the kernel picks free
+// ports, so no other process can take them first), reads the addresses
+// from its start-up line, waits until /healthz answers, and stops it
+// (SIGTERM) at cleanup. The start-up line is logged at info: the flags must
+// not set log.level above it. An address flag in args overrides the
+// harness's.
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
 	return StartServerWith(t, ServerOptions{}, args...)
@@ -96,43 +120,120 @@ type ServerOptions struct {
 	// AdminTLS, when set, is the client TLS config of an admin listener
 	// that serves HTTPS (the server's args set admin.tls.*).
 	AdminTLS *tls.Config
+	// PortArgs, when set, returns flags that need a port known before the
+	// start (ratelimit.address with ratelimit.advertise_address, which the
+	// server hands to Envoy): the harness calls it with 127.0.0.1 and a
+	// free port, and when the process exits because another took the port
+	// in between (address already in use), starts it again with a fresh
+	// one, up to startAttempts times in all.
+	PortArgs func(addr string) []string
+
+	pick func() (string, error) // PortArgs' address chooser: freeAddr unless a test sets it
 }
+
+// startAttempts bounds the starts of one StartServerWith.
+const startAttempts = 5
 
 // StartServerWith is StartServer with options.
 func StartServerWith(t testing.TB, opts ServerOptions, args ...string) *Server {
 	t.Helper()
+	pick := opts.pick
+	if pick == nil {
+		pick = freeAddr
+	}
+	bin := ServerBinary(t)
+	for attempt := 1; ; attempt++ {
+		all := []string{"--xds.address", anyPort, "--admin.address", anyPort, "--ratelimit.address", anyPort, "--xds.shutdown_grace", "0s"}
+		if opts.PortArgs != nil {
+			addr, err := pick()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, opts.PortArgs(addr)...)
+		}
+		s, err := startServer(bin, opts, append(all, args...))
+		if err == nil {
+			t.Cleanup(func() {
+				if err := s.Stop(); err != nil {
+					t.Errorf("xds-server stop: %v", err)
+				}
+				if t.Failed() {
+					t.Logf("xds-server logs:\n%s", s.logs.String())
+				}
+			})
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || attempt == startAttempts {
+			t.Fatalf("xds-server did not start (attempt %d): %v\nlogs:\n%s", attempt, err, s.logs.String())
+		}
+		t.Logf("harness: xds-server attempt %d: %v; starting it again on fresh ports", attempt, err)
+	}
+}
+
+// anyPort has the kernel pick a free loopback port.
+const anyPort = "127.0.0.1:0"
+
+// errPortTaken: the process exited because a port it was to listen on
+// was taken.
+var errPortTaken = errors.New("a listener's port was taken (address already in use)")
+
+// startServer runs one process and waits until it has logged its
+// addresses and /healthz answers. On error the process has exited and s
+// holds its logs.
+func startServer(bin string, opts ServerOptions, args []string) (*Server, error) {
 	s := &Server{
-		XDSAddr:   "127.0.0.1:" + strconv.Itoa(FreePort(t)),
-		AdminAddr: "127.0.0.1:" + strconv.Itoa(FreePort(t)),
-		Admin:     &http.Client{Timeout: 10 * time.Second},
-		scheme:    "http",
-		logs:      &syncBuffer{},
-		exited:    make(chan struct{}),
+		Admin:  &http.Client{Timeout: 10 * time.Second},
+		scheme: "http",
+		logs:   &syncBuffer{},
+		exited: make(chan struct{}),
 	}
 	if opts.AdminTLS != nil {
 		s.Admin.Transport = &http.Transport{TLSClientConfig: opts.AdminTLS}
 		s.scheme = "https"
 	}
-	all := append([]string{"--xds.address", s.XDSAddr, "--admin.address", s.AdminAddr, "--xds.shutdown_grace", "0s", "--ratelimit.address", "127.0.0.1:0"}, args...)
-	s.cmd = exec.Command(ServerBinary(t), all...)
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Dir = repoRoot()
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return s, err
 	}
 	go func() { s.exitErr = s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("xds-server stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("xds-server logs:\n%s", s.logs.String())
-		}
-	})
-	if err := s.waitHTTP("/healthz", 30*time.Second); err != nil {
-		t.Fatalf("xds-server did not start: %v\nlogs:\n%s", err, s.logs.String())
+	err := s.awaitAddrs(30 * time.Second)
+	if err == nil {
+		err = s.waitHTTP("/healthz", 30*time.Second)
 	}
-	return s
+	if err != nil {
+		s.killed.Store(true)
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	return s, err
+}
+
+// awaitAddrs waits for the start-up line and sets the addresses from it.
+func (s *Server) awaitAddrs(limit time.Duration) error {
+	timeout := time.NewTimer(limit)
+	defer timeout.Stop()
+	for {
+		grew := s.logs.grown() // before reading: a line written after the read closes it
+		if a, ok := startedAddrs(s.logs.String()); ok {
+			s.XDSAddr, s.AdminAddr, s.RateLimitAddr = a.xds, a.admin, a.rateLimit
+			return nil
+		}
+		select {
+		case <-grew:
+		case <-s.exited: // Wait has copied all of the output
+			if _, ok := startedAddrs(s.logs.String()); ok {
+				return fmt.Errorf("exited after starting: %v", s.exitErr)
+			}
+			if strings.Contains(s.logs.String(), "address already in use") {
+				return fmt.Errorf("exited (%v): %w", s.exitErr, errPortTaken)
+			}
+			return fmt.Errorf("exited: %v", s.exitErr)
+		case <-timeout.C:
+			return fmt.Errorf("no start-up line (msg=%q with the listeners' addresses) within %v; the harness needs it: is log.level above info?", startedMsg, limit)
+		}
+	}
 }
 
 // WaitReady waits until /readyz answers 200.
@@ -148,6 +249,9 @@ func (s *Server) AdminURL(path string) string { return s.scheme + "://" + s.Admi
 
 // Logs returns what the server has logged so far.
 func (s *Server) Logs() string { return s.logs.String() }
+
+// PID is the process id.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
 
 // Stop sends SIGTERM and waits for the process; a non-zero exit is an error.
 func (s *Server) Stop() error {
@@ -195,14 +299,20 @@ func (s *Server) waitHTTP(path string, limit time.Duration) error {
 	return fmt.Errorf("after %v: %w", limit, last)
 }
 
+// syncBuffer collects a process's output; grown awaits more of it.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu   sync.Mutex
+	b    bytes.Buffer
+	grew chan struct{} // closed by the next Write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.grew != nil {
+		close(b.grew)
+		b.grew = nil
+	}
 	return b.b.Write(p)
 }
 
@@ -210,4 +320,14 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// grown returns a channel closed by the next Write.
+func (b *syncBuffer) grown() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.grew == nil {
+		b.grew = make(chan struct{})
+	}
+	return b.grew
 }
