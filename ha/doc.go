@@ -53,9 +53,10 @@
 // meanwhile every replica keeps serving the last table.
 //
 // Alive is each replica's node-level TTL check on its local Consul agent
-// (id "xds-server-ha:<replica>", TTL 3s, kept passing every TTL/3,
-// deregistered on a clean stop after the leader session is gone). The
-// leader session names it besides serfHealth, so a leader killed with -9
+// (id "xds-server-ha:<replica>", TTL ha.alive_ttl, 3s by default, kept
+// passing every TTL/3, each update given TTL/3, deregistered on a clean
+// stop after the leader session is gone). The leader session names it
+// besides serfHealth, so a leader killed with -9
 // loses the lead within the TTL plus ha.leader_lock_delay, not the
 // session TTL (10s, up to 2x). The updates are agent-local (the output
 // never changes: no catalog write). A check left critical by a replica
