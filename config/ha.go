@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ type HAConfig struct {
 	Enabled         bool          `mapstructure:"enabled"`           // share state with the other replicas through Consul
 	PublishInterval time.Duration `mapstructure:"publish_interval"`  // at most one load summary per replica per this
 	LeaderLockDelay time.Duration `mapstructure:"leader_lock_delay"` // Consul lock-delay of the weights leader's session
+	AliveTTL        time.Duration `mapstructure:"alive_ttl"`         // TTL of the replica's alive check, in the leader's session
 	Consul          struct {
 		Prefix string `mapstructure:"prefix"` // KV prefix of every shared key; ends with "/"
 	} `mapstructure:"consul"`
@@ -38,6 +40,9 @@ func (c Config) validateHA(p *problems) {
 	if h.LeaderLockDelay < 0 || h.LeaderLockDelay > maxLockDelay {
 		p.bad("ha.leader_lock_delay", h.LeaderLockDelay, "is not in [0s, 1m] (Consul's lock-delay bound)")
 	}
+	if h.AliveTTL < ha.MinAliveTTL || h.AliveTTL > ha.MaxAliveTTL {
+		p.bad("ha.alive_ttl", h.AliveTTL, fmt.Sprintf("is not in [%v, %v]", ha.MinAliveTTL, ha.MaxAliveTTL))
+	}
 	if pre := h.Consul.Prefix; pre == "" || pre[0] == '/' {
 		p.bad("ha.consul.prefix", pre, "must be a non-empty KV path not starting with /")
 	}
@@ -50,5 +55,5 @@ func (c Config) HAConfig() ha.Config {
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return ha.Config{Prefix: prefix, PublishInterval: c.HA.PublishInterval, LeaderLockDelay: c.HA.LeaderLockDelay}
+	return ha.Config{Prefix: prefix, PublishInterval: c.HA.PublishInterval, LeaderLockDelay: c.HA.LeaderLockDelay, AliveTTL: c.HA.AliveTTL}
 }

@@ -222,6 +222,7 @@ var Keys = []Key{
 	k("ha.consul.prefix", "xds-server/", "Consul KV prefix of the replicas' shared state (drains/, weights/); a trailing / is added when missing"),
 	k("ha.publish_interval", 5*time.Second, "each replica publishes its load summary to Consul KV at most this often"),
 	k("ha.leader_lock_delay", 15*time.Second, "Consul lock-delay of the weights leader's lock: after a leader dies, another takes over within it, in [0s, 1m]"),
+	k("ha.alive_ttl", 3*time.Second, "TTL of each replica's alive check on its Consul agent (marked passing every third of it), on which the weights leader's session depends: a leader that dies, or cannot mark it for two thirds of it (paused, starved, a slow agent), loses the lead within it (then ha.leader_lock_delay); in [1s, 20s]"),
 	k("ratelimit.address", ":18081", "host:port of the rate-limit service (Envoy RLS v3 gRPC)", "rate-limiting"),
 	k("ratelimit.server", "lean", "server behind ratelimit.address: lean (a lean HTTP/2 gRPC server for ShouldRateLimit alone, about 40% less CPU per decision; other methods such as server reflection or the health service, and compressed messages, are answered UNIMPLEMENTED) or grpc (grpc-go, with its gRPC features)", "rate-limiting"),
 	k("ratelimit.max_streams", uint32(1024), "most concurrent calls per rate-limit client connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); clients queue the rest; in [1, 1048576]", "bounds-of-the-rate-limit-service"),

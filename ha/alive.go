@@ -14,8 +14,18 @@ import (
 // AliveCheckPrefix starts the id of every replica's alive check.
 const AliveCheckPrefix = "xds-server-ha:"
 
-// DefaultAliveTTL is the alive check's TTL when AliveConfig.TTL is 0.
+// DefaultAliveTTL is the alive check's TTL when AliveConfig.TTL is 0
+// (ha.alive_ttl's default).
 const DefaultAliveTTL = 3 * time.Second
+
+// MinAliveTTL and MaxAliveTTL bound ha.alive_ttl (Config.AliveTTL): below,
+// a replica paused for under a second would lose the lead; above, the
+// leader session's own TTL (10s, Consul invalidates within 2x) loses a
+// dead leader first.
+const (
+	MinAliveTTL = time.Second
+	MaxAliveTTL = 20 * time.Second
+)
 
 // AliveConfig configures Alive.
 type AliveConfig struct {
@@ -78,15 +88,15 @@ func (a *Alive) Register() error {
 			}
 		}
 	}
-	return a.register()
+	return a.registerCtx(context.Background())
 }
 
-func (a *Alive) register() error {
-	err := a.cfg.Client.Agent().CheckRegister(&api.AgentCheckRegistration{
+func (a *Alive) registerCtx(ctx context.Context) error {
+	err := a.cfg.Client.Agent().CheckRegisterOpts(&api.AgentCheckRegistration{
 		ID: a.CheckID(), Name: "xds-server replica " + a.cfg.Replica + " alive",
 		Notes:             "kept passing by the xds-server replica; its weights leader session depends on it",
 		AgentServiceCheck: api.AgentServiceCheck{TTL: a.cfg.TTL.String(), Status: api.HealthPassing},
-	})
+	}, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("ha: alive: register %s: %w", a.CheckID(), err)
 	}
@@ -95,10 +105,13 @@ func (a *Alive) register() error {
 
 // Run keeps the check passing every TTL/3 until ctx is done, then
 // deregisters it. When the agent lost the check (a restarted -dev agent)
-// or it went critical, it is registered again.
+// or it went critical, it is registered again. Each update gets TTL/3: an
+// agent that does not answer one is asked again at the next tick, not
+// waited for past the TTL.
 func (a *Alive) Run(ctx context.Context) {
 	defer a.deregister()
-	tick := time.NewTicker(a.cfg.TTL / 3)
+	every := a.cfg.TTL / 3
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -106,10 +119,12 @@ func (a *Alive) Run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		err := a.cfg.Client.Agent().UpdateTTLOpts(a.CheckID(), "alive", api.HealthPassing, (&api.QueryOptions{}).WithContext(ctx))
-		if err != nil && ctx.Err() == nil {
-			err = a.register()
+		uctx, cancel := context.WithTimeout(ctx, every)
+		err := a.cfg.Client.Agent().UpdateTTLOpts(a.CheckID(), "alive", api.HealthPassing, (&api.QueryOptions{}).WithContext(uctx))
+		if err != nil && uctx.Err() == nil { // failed in time (the agent lost the check, or is down): register it again
+			err = a.registerCtx(uctx)
 		}
+		cancel()
 		if err != nil && ctx.Err() == nil {
 			if a.cfg.CountError != nil {
 				a.cfg.CountError("alive")

@@ -3,6 +3,8 @@ package ha
 import (
 	"context"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,5 +157,76 @@ func TestLeaderKilledLosesLeadWithAliveCheck(t *testing.T) {
 		if isFallback(w) {
 			t.Errorf("xds-2 served the fallback %v", w)
 		}
+	}
+}
+
+// stallTransport holds the first request whose path has stall in it until
+// its context is done, and reports each later one that got an answer.
+type stallTransport struct {
+	next     http.RoundTripper
+	stall    string
+	mu       sync.Mutex
+	stalled  bool
+	answered chan struct{}
+}
+
+func (s *stallTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.Contains(r.URL.Path, s.stall) {
+		return s.next.RoundTrip(r)
+	}
+	s.mu.Lock()
+	first := !s.stalled
+	s.stalled = true
+	s.mu.Unlock()
+	if first { // an agent that does not answer
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	}
+	resp, err := s.next.RoundTrip(r)
+	if err == nil {
+		select {
+		case s.answered <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
+}
+
+// TestAliveUpdateNotAnswered: an update the agent does not answer is given
+// up after a third of the TTL and made again at the next tick, so the
+// check stays passing past its TTL (waiting on the first update would
+// leave it critical, and the leader without its lead).
+func TestAliveUpdateNotAnswered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: real Consul")
+	}
+	agent := harness.Consul(t)
+	const ttl = 3 * time.Second
+	st := &stallTransport{next: http.DefaultTransport, stall: "/agent/check/update/", answered: make(chan struct{}, 1)}
+	c, err := api.NewClient(&api.Config{Address: agent.Addr(), HttpClient: &http.Client{Transport: st}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAlive(AliveConfig{Client: c, Replica: "xds-1", TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Register(); err != nil {
+		t.Fatal(err)
+	}
+	registered := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-st.answered:
+	case <-time.After(2 * ttl):
+		t.Fatalf("no update answered within %v after one the agent did not answer", 2*ttl)
+	}
+	t.Logf("an update answered %v after the registration (TTL %v)", time.Since(registered).Round(time.Millisecond), ttl)
+	time.Sleep(time.Until(registered.Add(ttl + ttl/3))) // past the registration's TTL: nothing to await but time
+	if got := checkStatus(t, agent, a.CheckID()); got != api.HealthPassing {
+		t.Errorf("check %s is %q past its TTL, want passing", a.CheckID(), got)
 	}
 }

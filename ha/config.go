@@ -21,6 +21,7 @@ type Config struct {
 	Prefix          string        // KV prefix of every shared key; ends with "/"
 	PublishInterval time.Duration // at most one load summary per replica per this; > 0
 	LeaderLockDelay time.Duration // Consul lock-delay of the weights leader's session, in [0, 1m]
+	AliveTTL        time.Duration // TTL of the replica's alive check (AliveConfig.TTL), in [MinAliveTTL, MaxAliveTTL]; 0: DefaultAliveTTL
 	Replica         string        // this replica's id; "" = NewReplicaID()
 }
 
@@ -35,6 +36,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaderLockDelay < 0 || c.LeaderLockDelay > time.Minute {
 		errs = append(errs, fmt.Errorf("%w: leader lock delay %v not in [0s, 1m]", ErrInvalid, c.LeaderLockDelay))
+	}
+	if c.AliveTTL != 0 && (c.AliveTTL < MinAliveTTL || c.AliveTTL > MaxAliveTTL) {
+		errs = append(errs, fmt.Errorf("%w: alive ttl %v not in [%v, %v]", ErrInvalid, c.AliveTTL, MinAliveTTL, MaxAliveTTL))
 	}
 	return errors.Join(errs...)
 }

@@ -44,12 +44,19 @@
 // The weights summaries, table and leader are filled in by the weights
 // part of HA; this package defines their keys, their metrics
 // (xds_ha_leader, xds_ha_summary_age_seconds) and the page's slots for
-// them (DebugConfig.Leader, DebugConfig.Summaries).
+// them (DebugConfig.Leader, DebugConfig.Summaries). When Consul lost its
+// state (its index starts over), every watch reads it again as soon as it
+// answers (a failed query resets the index, as Watch does), each replica
+// writes its summary again although unchanged, a replica whose leader
+// session is gone takes a new one at once, and the leader writes its table
+// again (the pipeline keeps handing it over until the store holds it);
+// meanwhile every replica keeps serving the last table.
 //
 // Alive is each replica's node-level TTL check on its local Consul agent
-// (id "xds-server-ha:<replica>", TTL 3s, kept passing every TTL/3,
-// deregistered on a clean stop after the leader session is gone). The
-// leader session names it besides serfHealth, so a leader killed with -9
+// (id "xds-server-ha:<replica>", TTL ha.alive_ttl, 3s by default, kept
+// passing every TTL/3, each update given TTL/3, deregistered on a clean
+// stop after the leader session is gone). The leader session names it
+// besides serfHealth, so a leader killed with -9
 // loses the lead within the TTL plus ha.leader_lock_delay, not the
 // session TTL (10s, up to 2x). The updates are agent-local (the output
 // never changes: no catalog write). A check left critical by a replica

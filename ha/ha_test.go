@@ -96,9 +96,9 @@ func TestConfigValidate(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	bad := Config{Prefix: "/x", PublishInterval: 0, LeaderLockDelay: time.Hour}
+	bad := Config{Prefix: "/x", PublishInterval: 0, LeaderLockDelay: time.Hour, AliveTTL: time.Minute}
 	err := bad.Validate()
-	for _, w := range []string{"prefix", "publish interval", "lock delay"} {
+	for _, w := range []string{"prefix", "publish interval", "lock delay", "alive ttl"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate(%+v) = %v, want it to name %s", bad, err, w)
 		}

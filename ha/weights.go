@@ -82,12 +82,16 @@ type Weights struct {
 	pending   *weights.Summary           // latest handed over, not yet written
 	pendTable *weights.SharedTable       // latest table handed over by the leader
 	written   []byte                     // services of the summary last written (JSON), to skip repeats
+	wroteIdx  uint64                     // its ModifyIndex
 	lastPub   time.Time                  // when this replica last wrote its summary
 	lastBytes int                        // its size, gzip'd
 	sums      map[string]weights.Summary // replica -> latest summary seen
-	table     weights.SharedTable
-	tableSeq  uint64 // ModifyIndex of the table key; 0: none
-	session   string // leader session, when leading
+	listIdx   uint64                     // index of the listing last applied
+	table     weights.SharedTable        // the table last seen (kept when the key goes)
+	tableIdx  uint64                     // its ModifyIndex
+	tableSeq  uint64                     // counts the tables seen (Consul's indexes start over when it loses its state)
+	tableIn   bool                       // the last listing held a readable table
+	session   string                     // leader session, when leading
 	leading   bool
 	leaderID  string               // replica id in the leader key; "" if none
 	logged    map[string]time.Time // op -> last error logged
@@ -119,7 +123,7 @@ func NewWeights(cfg WeightsConfig) (*Weights, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Weights{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "ha-weights"),
+	w := &Weights{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "ha-weights", "replica", cfg.Replica),
 		kv: cfg.Client.KV(), sums: map[string]weights.Summary{}, logged: map[string]time.Time{},
 		leaderGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "xds_ha_leader", Help: "1 while this replica is the weights leader (it solves and writes the global weight table), else 0.",
@@ -193,11 +197,14 @@ func (w *Weights) WriteTable(t weights.SharedTable) {
 	w.mu.Unlock()
 }
 
-// Table returns the table last seen in KV and its ModifyIndex.
+// Table returns the table in KV as last seen and a sequence that changes
+// with it; false when KV holds none (before the first table, or after
+// Consul lost its state: the replicas keep serving the last one, and the
+// leader writes its own).
 func (w *Weights) Table() (weights.SharedTable, uint64, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.table, w.tableSeq, w.tableSeq != 0
+	return w.table, w.tableSeq, w.tableIn
 }
 
 // WeightsStatus is what /debug/ha shows of the weights.

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -223,6 +222,12 @@ func reporter(t *testing.T, pick func() *wReplica, util func() map[string]float6
 // for it; it returns the table and how long it took.
 func waitSame(t *testing.T, rs []*wReplica, within time.Duration, ok func(map[string]uint32) bool) (map[string]uint32, time.Duration) {
 	t.Helper()
+	return waitSameOr(t, rs, within, ok, nil)
+}
+
+// waitSameOr is waitSame that adds describe(), if set, to a failure.
+func waitSameOr(t *testing.T, rs []*wReplica, within time.Duration, ok func(map[string]uint32) bool, describe func() string) (map[string]uint32, time.Duration) {
+	t.Helper()
 	start := time.Now()
 	for time.Since(start) < within {
 		first := rs[0].rec.last()
@@ -236,7 +241,11 @@ func waitSame(t *testing.T, rs []*wReplica, within time.Duration, ok func(map[st
 		time.Sleep(20 * time.Millisecond) // polling what three pipelines serve: no single event to await
 	}
 	for _, r := range rs {
-		t.Logf("%s serves %v (leader %v)", r.id, r.rec.last(), r.w.Leader())
+		_, seq, in := r.w.Table()
+		t.Logf("%s serves %v (leader %v; table in KV as it last read: %v, sequence %d)", r.id, r.rec.last(), r.w.Leader(), in, seq)
+	}
+	if describe != nil {
+		t.Log(describe())
 	}
 	t.Fatalf("replicas did not serve one table within %v", within)
 	return nil, 0
@@ -371,58 +380,70 @@ func TestSharedWeightsExpireToFallback(t *testing.T) {
 }
 
 // Consul stopped: every replica keeps serving its last table (never the
-// fallback); Consul back, empty (a dev agent keeps no state): a leader is
-// elected again, writes its table, and the replicas follow the reports
-// again without a restart.
+// fallback); Consul back, empty (a dev agent keeps no state), its index
+// started over far below the one the replicas last read (Consul had a
+// history): each replica reads it at once (not once its index passes the
+// old one, nor after a blocking query's minute), writes its summary again
+// even if unchanged, a leader is elected again at once (the old sessions
+// are gone) and writes its table, and the replicas follow the reports
+// again without a restart. The reports go to the leader, which computes
+// the new table during the outage, when its session is already gone with
+// Consul: that write is lost and must be made again.
 func TestSharedWeightsSurviveConsulOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration: real Consul")
-	}
-	if os.Getenv("XDS_SERVER_HA_OUTAGE_TEST") == "" {
-		// Known flake under investigation: in about half of the whole-suite
-		// runs the replicas keep serving the pre-outage table for more than
-		// 60s after the restarted (empty) agent is back, while it passes
-		// alone. Set XDS_SERVER_HA_OUTAGE_TEST=1 to run it.
-		t.Skip("known flake after a Consul restart; XDS_SERVER_HA_OUTAGE_TEST=1 runs it")
 	}
 	agent := harness.Consul(t)
 	client := agent.Client()
 	rs := []*wReplica{startWReplica(t, client, "xds-1", weights.ModeGlobal, nil),
 		startWReplica(t, client, "xds-2", weights.ModeGlobal, nil)}
-	leaderOf(t, rs, 10*time.Second)
+	leader := leaderOf(t, rs, 10*time.Second)
+	const history = 500 // Consul writes before the weights' own: their keys are written past this index
+	for i := range history {
+		if _, err := client.KV().Put(&api.KVPair{Key: "xds-test/history", Value: []byte(fmt.Sprint(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var mu sync.Mutex
 	util := map[string]float64{"a": 0.4, "b": 0.2, "c": 0.8}
-	stop := reporter(t, func() *wReplica { return rs[0] }, func() map[string]float64 {
+	stop := reporter(t, func() *wReplica { return leader }, func() map[string]float64 {
 		mu.Lock()
 		defer mu.Unlock()
 		return maps.Clone(util)
 	})
 	defer stop()
 	before, _ := waitSame(t, rs, 10*time.Second, ratio241)
+	_, meta, err := client.KV().List("xds-test/weights/", nil)
+	if err != nil || meta.LastIndex <= history {
+		t.Fatalf("weights keys at index %v (%v), want past the history (%d)", meta, err, history)
+	}
+	oldIndex := meta.LastIndex
 	marks := map[string]int{}
 	for _, r := range rs {
 		marks[r.id] = len(r.rec.history()) - 1 // from the table all served before the outage
 	}
 	agent.Stop()
 	mu.Lock()
-	util["c"] = 0.2 // changes while Consul is down reach no other replica
+	util["c"] = 0.2 // the leader computes a new table it cannot write
 	mu.Unlock()
 	down := time.Now()
 	for time.Since(down) < 3*time.Second {
-		for _, r := range rs[1:] {
+		for _, r := range rs {
 			if got := r.rec.last(); !maps.Equal(got, before) {
 				t.Fatalf("%s serves %v with Consul down, want the last table %v", r.id, got, before)
 			}
 		}
-		time.Sleep(50 * time.Millisecond) // sampling what is served over the outage
+		time.Sleep(50 * time.Millisecond) // sampling what is served over the outage: nothing to await
 	}
 	agent.Start()
-	// 60s: under a loaded machine (the whole suite in parallel) the
-	// replicas' sessions on the restarted, empty agent can expire and
-	// leadership can change hands a few times before it settles.
-	tab, took := waitSame(t, rs, 60*time.Second, func(w map[string]uint32) bool {
+	// Bound: the watch's backoff ceiling (5s), a lock taken again (the
+	// old session found gone after a failed acquire, 1s), a publish
+	// interval each for the table and the summaries, and slack for a
+	// loaded machine.
+	const within = 30 * time.Second
+	tab, took := waitSameOr(t, rs, within, func(w map[string]uint32) bool {
 		return near(float64(w["c"])/float64(w["b"]), 1) && near(float64(w["b"])/float64(w["a"]), 2)
-	})
+	}, func() string { return kvState(client) })
 	t.Logf("Consul back after 3s down: both replicas serve %v %v later", tab, took)
 	for _, r := range rs {
 		for _, w := range r.rec.history()[marks[r.id]:] {
@@ -431,4 +452,35 @@ func TestSharedWeightsSurviveConsulOutage(t *testing.T) {
 			}
 		}
 	}
+	// Both summaries are back, xds-2's too although its content (no
+	// reports) never changed.
+	deadline := time.Now().Add(within - took)
+	for {
+		pairs, meta, err := client.KV().List("xds-test/weights/summaries/", nil)
+		if err == nil && len(pairs) == len(rs) {
+			if meta.LastIndex >= oldIndex {
+				t.Fatalf("the restarted agent's index %d passed the old one %d: the test did not read an index started over", meta.LastIndex, oldIndex)
+			}
+			t.Logf("restarted agent at index %d, the replicas had read %d before the outage", meta.LastIndex, oldIndex)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("summaries in KV %d after Consul came back, want every replica's (%d): %s", len(pairs), len(rs), kvState(client))
+		}
+		time.Sleep(20 * time.Millisecond) // polling Consul: no event to await
+	}
+}
+
+// kvState describes the weights keys in Consul, for a failure message.
+func kvState(client *api.Client) string {
+	pairs, meta, err := client.KV().List("xds-test/weights/", nil)
+	if err != nil {
+		return "KV: " + err.Error()
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "KV at index %d:", meta.LastIndex)
+	for _, p := range pairs {
+		fmt.Fprintf(&b, " %s (index %d, session %q)", p.Key, p.ModifyIndex, p.Session)
+	}
+	return b.String()
 }

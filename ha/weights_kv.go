@@ -82,9 +82,9 @@ func (w *Weights) publishOnce(ctx context.Context) {
 	if len(ops) == 0 {
 		return
 	}
-	ok, err := w.txn(ctx, ops)
+	ok, idx, err := w.txn(ctx, ops)
 	if !ok && err == nil && len(ops) > nsum && nsum > 0 { // lost the lead: the summary alone
-		ok, err = w.txn(ctx, ops[:nsum])
+		ok, idx, err = w.txn(ctx, ops[:nsum])
 		ops = ops[:nsum]
 	}
 	if err != nil || !ok {
@@ -101,7 +101,7 @@ func (w *Weights) publishOnce(ctx context.Context) {
 	w.countWrite("weights")
 	w.mu.Lock()
 	if nsum > 0 {
-		w.written, w.lastPub, w.lastBytes = content, w.cfg.Now(), size
+		w.written, w.wroteIdx, w.lastPub, w.lastBytes = content, idx, w.cfg.Now(), size
 	}
 	w.mu.Unlock()
 }
@@ -154,41 +154,44 @@ func cmpErr(err, otherwise error) error {
 	return otherwise
 }
 
-func (w *Weights) txn(ctx context.Context, ops api.TxnOps) (bool, error) {
-	ok, _, _, err := w.cfg.Client.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
-	return ok, err
-}
-
-// watchLoop follows <prefix>weights/ with blocking queries: every
-// replica's summary and the table.
-func (w *Weights) watchLoop(ctx context.Context) {
-	var index uint64
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		pairs, meta, err := w.kv.List(w.key(""), (&api.QueryOptions{WaitIndex: index, WaitTime: time.Minute}).WithContext(ctx))
-		if err != nil {
-			if ctx.Err() == nil {
-				w.countError("watch", err)
+// txn runs ops; with the highest ModifyIndex of the keys it set.
+func (w *Weights) txn(ctx context.Context, ops api.TxnOps) (bool, uint64, error) {
+	ok, resp, _, err := w.cfg.Client.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	var idx uint64
+	if ok && resp != nil {
+		for _, r := range resp.Results {
+			if r.KV != nil {
+				idx = max(idx, r.KV.ModifyIndex)
 			}
-			weightsSleep(ctx, backoff)
-			backoff = min(2*backoff, 5*time.Second)
-			continue
 		}
-		backoff = 100 * time.Millisecond
-		if meta.LastIndex < index {
-			index = 0 // the index went back (a Consul restore): start over
-		} else {
-			index = meta.LastIndex
-		}
-		w.apply(pairs)
 	}
+	return ok, idx, err
 }
 
-// apply takes the watched keys into the cache and the age metric.
-func (w *Weights) apply(pairs api.KVPairs) {
+// watchLoop follows <prefix>weights/ with blocking queries (Watch: after
+// a failed query the next one reads at once, so a Consul that came back
+// empty, its index starting over, is read when it answers, not once its
+// index passes the old one), every replica's summary and the table.
+func (w *Weights) watchLoop(ctx context.Context) {
+	cfg := WatchConfig{Op: "weights_watch", Wait: time.Minute, BackoffBase: 100 * time.Millisecond, BackoffMax: 5 * time.Second,
+		Failed: func() {
+			if w.cfg.CountError != nil {
+				w.cfg.CountError("watch")
+			}
+		}, Logger: w.log}
+	list := func(q *api.QueryOptions) (api.KVPairs, *api.QueryMeta, error) { return w.kv.List(w.key(""), q) }
+	Watch(ctx, cfg, list, w.apply)
+}
+
+// apply takes the watched keys, read at index, into the cache and the age
+// metric. When this replica's own summary is missing from a listing that
+// is not older than its last write (or Consul's index went back: it lost
+// its state), the summary is written again at the next tick even if its
+// content did not change.
+func (w *Weights) apply(pairs api.KVPairs, index uint64) {
 	sums := map[string]weights.Summary{}
 	var table weights.SharedTable
-	var seq uint64
+	var tableIdx uint64
 	leader := ""
 	for _, p := range pairs {
 		rest := strings.TrimPrefix(p.Key, w.key(""))
@@ -206,7 +209,7 @@ func (w *Weights) apply(pairs api.KVPairs) {
 				w.countError("decode", fmt.Errorf("%s: %w", p.Key, err))
 				continue
 			}
-			seq = p.ModifyIndex
+			tableIdx = max(p.ModifyIndex, 1)
 		case rest == "leader" && p.Session != "":
 			leader = string(p.Value)
 		}
@@ -217,10 +220,20 @@ func (w *Weights) apply(pairs api.KVPairs) {
 			w.ages.DeleteLabelValues(r)
 		}
 	}
-	w.sums, w.leaderID = sums, leader
-	if seq != 0 {
-		w.table, w.tableSeq = table, seq
-	} // a table key gone (or unreadable) keeps the last one served
+	if _, ok := sums[w.cfg.Replica]; !ok && w.written != nil && (index >= w.wroteIdx || index < w.listIdx) {
+		w.written = nil // lost (Consul's state, or deleted): write it again
+	}
+	w.sums, w.leaderID, w.listIdx = sums, leader, index
+	// A table key gone (or unreadable) keeps the last table for Status,
+	// not as present: the pipeline keeps serving it and the leader writes
+	// one. A table seen anew counts as a new one even when its
+	// ModifyIndex is the old one's (a restarted Consul's indexes start
+	// over).
+	if tableIdx != 0 && (!w.tableIn || tableIdx != w.tableIdx) {
+		w.table, w.tableIdx = table, tableIdx
+		w.tableSeq++
+	}
+	w.tableIn = tableIdx != 0
 	w.mu.Unlock()
 	w.refreshAges()
 }

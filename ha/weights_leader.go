@@ -58,6 +58,9 @@ func (w *Weights) campaign(ctx context.Context, sid string) {
 			if cctx.Err() == nil {
 				w.countError("lock", err)
 			}
+			if w.sessionGone(cctx, sid) {
+				return // Consul lost it (it came back empty): a new one now, not at the next renewal
+			}
 			weightsSleep(cctx, time.Second)
 			continue
 		}
@@ -70,6 +73,13 @@ func (w *Weights) campaign(ctx context.Context, sid string) {
 		}
 		w.waitFree(cctx, sid)
 	}
+}
+
+// sessionGone reports whether Consul answers that session sid does not
+// exist (an error is not an answer: the session may live).
+func (w *Weights) sessionGone(ctx context.Context, sid string) bool {
+	e, _, err := w.cfg.Client.Session().Info(sid, (&api.QueryOptions{}).WithContext(ctx))
+	return err == nil && e == nil
 }
 
 // waitFree blocks until the leader key is not held by another session, or
@@ -97,7 +107,10 @@ func (w *Weights) hold(ctx context.Context, sid string) {
 				w.countError("lock_watch", err)
 			}
 			// Unknown: keep leading until the session itself is lost
-			// (the table write is fenced by it anyway).
+			// (the table write is fenced by it anyway). The next read
+			// does not block: Consul may be back with its index
+			// started over.
+			index = 0
 			weightsSleep(ctx, time.Second)
 			continue
 		}

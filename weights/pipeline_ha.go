@@ -30,8 +30,9 @@ type TableExchange interface {
 	Leader() bool
 	// WriteTable writes the table (the leader only); it must not block.
 	WriteTable(SharedTable)
-	// Table returns the table last seen in the store and a sequence that
-	// changes when it does; false before any.
+	// Table returns the table in the store as last seen and a sequence
+	// that changes whenever a table is seen anew; false while the store
+	// holds none (before the first, or after the store lost its state).
 	Table() (SharedTable, uint64, bool)
 }
 
@@ -70,8 +71,9 @@ type haState struct {
 	subsets map[string]map[string][]string // service -> pseudo node -> subset
 	served  uint64                         // sequence of the table last served
 	servedT bool
-	led     bool    // this replica led at the last step
-	last    Summary // last summary built
+	led     bool         // this replica led at the last step
+	want    *SharedTable // the table handed over last while leading; nil: none since the lead was taken
+	last    Summary      // last summary built
 }
 
 // haStep runs before every Step: it builds and hands over this replica's
@@ -95,30 +97,54 @@ func (p *Pipeline) haStep(now time.Time) {
 	if m.Rejected > 0 {
 		p.log.Debug("weights: ha: loads of unknown endpoints left out", "count", m.Rejected)
 	}
-	p.takeOver()
+	p.syncShared()
 	p.serveShared()
 }
 
-// takeOver writes, on becoming the leader, the table last computed if the
-// one in the store differs from it by more than the push policy tolerates
-// (or there is none): the runner's own push policy ran while it was not
-// leading, and so wrote nothing.
-func (p *Pipeline) takeOver() {
+// syncShared keeps, while this replica leads, the store holding the table
+// it handed over last: written again at every step until the store holds
+// it (a write lost with a lead whose session was already gone, or a store
+// that lost its state). On taking the lead, or when the store holds no
+// table and nothing was handed over since, it hands over the table last
+// computed if the stored one differs from it by more than the push policy
+// tolerates (or there is none): the runner's push policy ran while this
+// replica did not lead, and so wrote nothing.
+func (p *Pipeline) syncShared() {
 	h := p.ha
 	lead := h.cfg.Tables.Leader()
+	cur, _, ok := h.cfg.Tables.Table()
 	h.mu.Lock()
 	first := lead && !h.led
 	h.led = lead
+	if !lead {
+		h.want = nil
+	}
+	want := h.want
 	h.mu.Unlock()
-	t := p.runner.Table()
-	if !first || t.At.IsZero() {
-		return
+	switch {
+	case !lead:
+	case want != nil:
+		if !ok || cur.At != want.At {
+			h.cfg.Tables.WriteTable(*want)
+		}
+	case first || !ok:
+		t := p.runner.Table()
+		if t.At.IsZero() {
+			return
+		}
+		if mine := t.Map(); !ok || tablesDiffer(cur.Weights, mine, p.runner.cfg.MinChange) {
+			p.handOver(SharedTable{At: t.At.UnixMilli(), Weights: mine})
+		}
 	}
-	mine := t.Map()
-	if cur, _, ok := h.cfg.Tables.Table(); ok && !tablesDiffer(cur.Weights, mine, p.runner.cfg.MinChange) {
-		return
-	}
-	h.cfg.Tables.WriteTable(SharedTable{At: t.At.UnixMilli(), Weights: mine})
+}
+
+// handOver hands t to the exchange to be written, and remembers it until
+// the lead is lost.
+func (p *Pipeline) handOver(t SharedTable) {
+	p.ha.mu.Lock()
+	p.ha.want = &t
+	p.ha.mu.Unlock()
+	p.ha.cfg.Tables.WriteTable(t)
 }
 
 // tablesDiffer reports whether two weight maps differ in their services,
@@ -155,7 +181,7 @@ func (p *Pipeline) serveShared() {
 // table; every replica serves what is in the store (serveShared).
 func (p *Pipeline) haPublish(t Table) {
 	if p.ha.cfg.Tables.Leader() {
-		p.ha.cfg.Tables.WriteTable(SharedTable{At: t.At.UnixMilli(), Weights: t.Map()})
+		p.handOver(SharedTable{At: t.At.UnixMilli(), Weights: t.Map()})
 	}
 }
 

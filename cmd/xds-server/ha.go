@@ -50,7 +50,7 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (haPa
 	if err != nil {
 		return haParts{}, err
 	}
-	alive, err := ha.NewAlive(ha.AliveConfig{Client: client, Replica: hc.Replica, Logger: hlog,
+	alive, err := ha.NewAlive(ha.AliveConfig{Client: client, Replica: hc.Replica, TTL: hc.AliveTTL, Logger: hlog,
 		CountError: func(op string) { m.Errors.WithLabelValues(op).Inc() }})
 	if err != nil {
 		return haParts{}, err
