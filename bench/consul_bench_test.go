@@ -24,6 +24,7 @@ var (
 	flagSubsetSize     = flag.Int("subset-size", 0, "subset_size of every service (a config file for the server); 0: every node sees every endpoint")
 	flagOpeners        = flag.Int("openers", 64, "streams opened at once when connecting; 0: every node at once (a connect storm)")
 	flagServerFlags    = flag.String("server-flags", "", "more flags for the server, space-separated (e.g. --runtime.memory_limit_mib 1100)")
+	flagGRPCWindows    = flag.Bool("grpc-windows", false, "nodes use grpc-go's HTTP/2 flow control (64 KiB windows grown by BDP pings) instead of Envoy's (static 256 MiB windows, no BDP pings)")
 	flagModes          = flag.String("modes", "sotw", "comma-separated protocols of the fleet: sotw, delta")
 	flagResults        = flag.String("results", "", "append one JSON line per run to this file (read by bench/report)")
 	flagHeapProfile    = flag.String("heapprofile", "", "write the server's heap profile (its /debug/pprof/heap) once every node synced to this file, and its metrics to the file + .metrics")
@@ -113,7 +114,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	r.RSSBefore, r.HeapBefore, r.GoalBefore = before[MetricRSS], before[MetricHeapInuse], before[MetricHeapGoal]
 
 	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, StreamsPerConn: r.StreamsPerConn, Delta: mode == "delta",
-		Openers: r.Openers, Subsets: r.SubsetSize > 0})
+		Openers: r.Openers, Subsets: r.SubsetSize > 0, GRPCWindows: *flagGRPCWindows})
 	if err != nil {
 		b.Fatal(err)
 	}

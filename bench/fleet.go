@@ -42,6 +42,12 @@ type FleetConfig struct {
 	// leaving the view (a replacement that stops serving is dropped, not
 	// shown unhealthy). A node no Want applies to is not sampled.
 	Subsets bool
+	// GRPCWindows: the nodes' HTTP/2 flow control is grpc-go's (a 64 KiB
+	// window grown by BDP pings, which the server answers). By default
+	// it is Envoy's: static 256 MiB stream and connection windows, no BDP
+	// pings (Envoy's http2_protocol_options defaults), since the fleet
+	// plays Envoy nodes speaking raw ADS.
+	GRPCWindows bool
 }
 
 // Fleet is a set of simulated xDS nodes, one ADS stream each, that ACK
@@ -110,13 +116,21 @@ func (f *Fleet) Install(wants []Want) *Wait {
 	return w
 }
 
+// envoyWindow is Envoy's default initial stream and connection window
+// (http2_protocol_options initial_stream_window_size and
+// initial_connection_window_size: 256 MiB).
+const envoyWindow = 256 << 20
+
 // Connect dials the connections and opens every node's stream.
 func (f *Fleet) Connect(ctx context.Context) error {
 	cc := codec{t: f.t}
 	for range (f.cfg.Nodes + f.cfg.StreamsPerConn - 1) / f.cfg.StreamsPerConn {
-		conn, err := grpc.NewClient("passthrough:///"+f.cfg.Addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(cc), grpc.WaitForReady(true)))
+		opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(cc), grpc.WaitForReady(true))}
+		if !f.cfg.GRPCWindows {
+			opts = append(opts, grpc.WithInitialWindowSize(envoyWindow), grpc.WithInitialConnWindowSize(envoyWindow))
+		}
+		conn, err := grpc.NewClient("passthrough:///"+f.cfg.Addr, opts...)
 		if err != nil {
 			return fmt.Errorf("bench: dial %s: %w", f.cfg.Addr, err)
 		}
