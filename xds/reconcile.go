@@ -28,7 +28,7 @@ type memoEntry struct {
 // Update and kick may be called from any goroutine; rebuilds happen on the
 // loop goroutine, debounced.
 type reconciler struct {
-	cache    *nodeCaches
+	cache    *nodeCache
 	reg      *registry
 	m        *metrics
 	log      *slog.Logger
@@ -63,7 +63,7 @@ type reconciler struct {
 	pushStart map[string]map[string]time.Time // node -> type URL -> change time awaiting push
 }
 
-func newReconciler(c *nodeCaches, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
+func newReconciler(c *nodeCache, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
 	r := &reconciler{
 		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, lis: lis, now: cfg.Now,
 		debounce: cfg.Debounce, maxDelay: cfg.MaxDelay,
