@@ -20,16 +20,30 @@ import (
 // client keeps the others (Envoy handles EDS and RDS per resource;
 // grpc-go skips "missing means deleted" for them). So an EDS or RDS
 // response holds only the requested resources whose content hash differs
-// from what the stream was last sent (or that it has not been sent), and
-// none is sent when nothing differs: a change of one service sends one
-// load assignment, not all of them. Clusters and listeners (and any other
-// type) are full state: every requested resource, whenever the version
-// differs from the request's. With nodeCache.fullState every type is.
+// from what the stream was last sent (or that it was never sent): a
+// change of one service sends one load assignment, not all of them.
+// Clusters and listeners (and any other type) are full state: every
+// requested resource. With nodeCache.fullState every type is.
 //
-// What a stream has is go-control-plane's subscription state: the
-// server records the map a response reports (GetReturnedResources) when
-// it sends it, so a response reports every resource the client then has
-// (name -> content hash), not only those it carries.
+// Either way nothing is sent when nothing the node requested differs from
+// what its stream has, with three exceptions. Two are go-control-plane's:
+// the first request of a type on a stream is answered whenever its
+// version_info is not the snapshot's (a node learns that a type is empty,
+// or that a named resource does not exist), and a NACK whose version_info
+// is not the snapshot's is answered with the full state of the type (what
+// the stream has is then unknown). The third keeps the version_info of
+// wildcard subscriptions and Envoy nodes equal to the snapshot's, which
+// resuming relies on (resume.go): when the version differs, they are
+// answered even if nothing they ask for changed (an Envoy node's
+// response then carries nothing: a load assignment it still names left
+// the snapshot, and it drops it when its cluster goes). Without it, a
+// node that dropped a resource would resume with a version whose
+// content has it, and not be sent it again when it came back.
+//
+// What a stream has is go-control-plane's subscription state: the server
+// records the map a response reports (GetReturnedResources) when it sends
+// it, so a response reports every resource the client then has (name ->
+// content hash), not only those it carries.
 //
 // Deletions: a client drops a load assignment or route configuration
 // when the cluster or listener that refers to it goes (Envoy and grpc-go
@@ -78,56 +92,49 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, fullState bool) (resp *sotwR
 		}
 	}
 	reqVersion := w.req.GetVersionInfo()
-	nack := w.req.GetErrorDetail() != nil && reqVersion != t.version
-	if fullState || !partial(w.kind) || nack {
-		// Full state (and the answer to a NACK, as go-control-plane's
-		// cache gives it): everything requested, when the version differs
-		// or a requested resource was never sent.
-		if reqVersion == t.version && !missing(t, wildcard, subscribed, has) {
-			return nil, true
-		}
+	first := w.req.GetResponseNonce() == "" && w.resumed == nil
+	nack := w.req.GetErrorDetail() != nil
+	// A full response: every requested resource. A named subscription
+	// of load assignments or route configurations still has those of them
+	// that left the snapshot (the client drops them when it stops naming
+	// them), so the stream keeps them.
+	full := func() *sotwResponse {
 		names := t.requested(wildcard, subscribed)
-		return t.sotwResponse(w.req, names, t.hashesOf(names)), false
+		next := t.hashesOf(names)
+		if partial(w.kind) && !wildcard {
+			for n, v := range has {
+				if _, ok := t.items[n]; !ok {
+					next[n] = v
+				}
+			}
+		}
+		return t.sotwResponse(w.req, names, next)
+	}
+	if reqVersion != t.version && (first || nack) {
+		return full(), false
 	}
 	changed := t.changed(wildcard, subscribed, has)
+	// What left the snapshot is news for a wildcard subscription, or for
+	// a named one of clusters or listeners (the client deletes what a
+	// response lacks), not for a named one of load assignments or route
+	// configurations (see full).
+	lost := (wildcard || !partial(w.kind)) && t.lost(has)
+	// The version_info of a wildcard or an Envoy node must follow the
+	// snapshot's even when nothing it asks for changed (a resource it
+	// dropped left the snapshot): resumedSotW trusts it.
+	behind := reqVersion != t.version && (wildcard || w.ads)
 	switch {
-	case wildcard && t.lost(has):
-		// A resource left the snapshot: full state (see above).
-		names := t.all()
-		return t.sotwResponse(w.req, names, t.hashesOf(names)), false
-	case len(changed) > 0:
-		next := make(map[string]string, len(has)+len(changed))
-		maps.Copy(next, has)
-		for _, n := range changed {
-			next[n] = t.hash(n)
-		}
-		return t.sotwResponse(w.req, changed, next), false
-	case wildcard && len(t.items) == 0 && len(has) == 0 && reqVersion != t.version:
-		// The first answer of an empty type: a wildcard subscriber learns
-		// there is nothing (as it always did).
-		return t.sotwResponse(w.req, nil, map[string]string{}), false
+	case len(changed) == 0 && !lost && !behind:
+		return nil, true
+	case fullState || !partial(w.kind) || lost:
+		return full(), false // for a wildcard subscription that lost a resource, see above
 	}
-	return nil, true
-}
-
-// missing reports whether a requested resource in t was never sent.
-func missing(t snapType, wildcard bool, subscribed map[string]struct{}, has map[string]string) bool {
-	if wildcard {
-		for name := range t.items {
-			if _, ok := has[name]; !ok {
-				return true
-			}
-		}
-		return false
+	next := make(map[string]string, len(has)+len(changed))
+	maps.Copy(next, has)
+	for _, n := range changed {
+		next[n] = t.hash(n)
 	}
-	for name := range subscribed {
-		if _, ok := has[name]; !ok {
-			if _, ok := t.items[name]; ok {
-				return true
-			}
-		}
-	}
-	return false
+	return t.sotwResponse(w.req, changed, next), false
 }
 
 // changed lists (sorted) the requested resources in t whose hash differs

@@ -1,0 +1,785 @@
+package xds
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// This file models both ends of a node's ADS stream around the real
+// nodeCache, for the property test (cache_property_test.go):
+//
+//   - sotwSim and deltaSim do what go-control-plane v0.14's stream servers
+//     do with a stream's requests and responses (pkg/server/sotw/v3
+//     process, pkg/server/delta/v3 processDelta) with the real
+//     subscription type (pkg/server/stream/v3), synchronously: a response
+//     waits in its watch's channel until the test delivers it, and a SotW
+//     request for a type abandons the response of the type not yet sent,
+//     as the server's new watch does.
+//   - modelClient is a node: an Envoy (clusters and listeners wildcard,
+//     load assignments and route configurations named after what those
+//     refer to), a gRPC client naming what it chooses, or a wildcard
+//     subscriber to everything (the harness and bench clients). It ACKs or
+//     NACKs each response, assembles its view (SotW: clusters and
+//     listeners replaced, load assignments and route configurations
+//     merged by name; delta: applied) and checks each response against it.
+
+// propTypes are the types a model client subscribes to, in ADS order.
+var propTypes = []string{resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType}
+
+// clientKind is what kind of node a model client is.
+type clientKind int
+
+const (
+	envoyClient    clientKind = iota // ADS: CDS and LDS wildcard, EDS and RDS named by reference
+	grpcClient                       // names what it chooses, every type
+	wildcardClient                   // wildcard everything (harness, bench)
+)
+
+func (k clientKind) String() string { return [...]string{"envoy", "grpc", "wildcard"}[k] }
+
+func (k clientKind) agent() string {
+	if k == envoyClient {
+		return "envoy"
+	}
+	return "grpc-go/1.80.0"
+}
+
+// simResponse is a response as the client reads it.
+type simResponse struct {
+	typeURL, version, nonce string
+	res                     map[string][]byte // name -> encoded resource
+	order                   []string          // names in the response's order
+	removed                 []string          // delta
+	versions                map[string]string // delta: name -> version
+}
+
+// sotwSim is go-control-plane's SotW stream server for one stream.
+type sotwSim struct {
+	c       *nodeCache
+	node    *core.Node
+	watches map[string]*sotwSimWatch
+	nonce   int
+}
+
+type sotwSimWatch struct {
+	sub    stream.Subscription
+	nonce  string // of the last response sent on this watch
+	cancel func()
+	out    chan cache.Response
+}
+
+func newSotwSim(c *nodeCache, node *core.Node) *sotwSim {
+	return &sotwSim{c: c, node: node, watches: map[string]*sotwSimWatch{}}
+}
+
+// request handles a request as the server's process loop does; false if
+// it ignored it (a stale nonce).
+func (s *sotwSim) request(req *discoverygrpc.DiscoveryRequest) (bool, error) {
+	req.Node = s.node
+	typeURL := req.GetTypeUrl()
+	var sub stream.Subscription
+	if w, ok := s.watches[typeURL]; ok {
+		if w.nonce != "" && req.GetResponseNonce() != w.nonce {
+			return false, nil // stale nonce: ignored
+		}
+		w.cancel()
+		sub = w.sub
+		sub.SetResourceSubscription(req.GetResourceNames())
+	} else {
+		sub = stream.NewSotwSubscription(req.GetResourceNames(), true)
+	}
+	out := make(chan cache.Response, 1)
+	cancel, err := s.c.CreateWatch(req, sub, out)
+	if err != nil {
+		return false, err
+	}
+	s.watches[typeURL] = &sotwSimWatch{sub: sub, cancel: cancel, out: out}
+	return true, nil
+}
+
+// pending lists the types with a response waiting, in ADS order.
+func (s *sotwSim) pending() []string {
+	var out []string
+	for _, t := range propTypes {
+		if w, ok := s.watches[t]; ok && len(w.out) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// send sends the waiting response of typeURL as the server's send does.
+func (s *sotwSim) send(typeURL string) (simResponse, error) {
+	w := s.watches[typeURL]
+	resp := <-w.out
+	out, err := resp.GetDiscoveryResponse()
+	if err != nil {
+		return simResponse{}, err
+	}
+	s.nonce++
+	out.Nonce = strconv.Itoa(s.nonce)
+	w.sub.SetReturnedResources(resp.GetReturnedResources())
+	w.nonce = out.Nonce
+	r := simResponse{typeURL: out.GetTypeUrl(), version: out.GetVersionInfo(), nonce: out.GetNonce(), res: map[string][]byte{}}
+	for _, a := range out.GetResources() {
+		name, err := anyName(a)
+		if err != nil {
+			return r, err
+		}
+		if _, dup := r.res[name]; dup {
+			return r, fmt.Errorf("%s response carries %s twice", typeName(typeURL), name)
+		}
+		r.res[name] = a.GetValue()
+		r.order = append(r.order, name)
+	}
+	return r, nil
+}
+
+func (s *sotwSim) close() {
+	for _, w := range s.watches {
+		w.cancel()
+	}
+}
+
+// deltaSim is go-control-plane's delta stream server for one stream.
+type deltaSim struct {
+	c       *nodeCache
+	node    *core.Node
+	watches map[string]*deltaSimWatch
+	muxed   chan cache.DeltaResponse
+	nonce   int
+}
+
+type deltaSimWatch struct {
+	sub    stream.Subscription
+	nonce  string
+	cancel func()
+}
+
+func newDeltaSim(c *nodeCache, node *core.Node) *deltaSim {
+	return &deltaSim{c: c, node: node, watches: map[string]*deltaSimWatch{},
+		muxed: make(chan cache.DeltaResponse, 2*int(types.UnknownType))}
+}
+
+// request handles a request as processDelta does, once the responses
+// waiting before it were sent (processAll: the caller sends them first).
+func (s *deltaSim) request(req *discoverygrpc.DeltaDiscoveryRequest) error {
+	req.Node = s.node
+	typeURL := req.GetTypeUrl()
+	w, ok := s.watches[typeURL]
+	if !ok {
+		w = &deltaSimWatch{sub: stream.NewDeltaSubscription(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
+			req.GetInitialResourceVersions(), true)}
+		s.watches[typeURL] = w
+	} else {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		w.sub.UpdateResourceSubscriptions(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe())
+	}
+	cancel, err := s.c.CreateDeltaWatch(req, w.sub, s.muxed)
+	w.cancel = cancel
+	return err
+}
+
+func (s *deltaSim) pending() int { return len(s.muxed) }
+
+// send sends the first waiting response.
+func (s *deltaSim) send() (simResponse, error) {
+	resp := <-s.muxed
+	out, err := resp.GetDeltaDiscoveryResponse()
+	if err != nil {
+		return simResponse{}, err
+	}
+	s.nonce++
+	out.Nonce = strconv.Itoa(s.nonce)
+	w := s.watches[out.GetTypeUrl()]
+	w.nonce = out.Nonce
+	w.sub.SetReturnedResources(resp.GetReturnedResources())
+	r := simResponse{typeURL: out.GetTypeUrl(), version: out.GetSystemVersionInfo(), nonce: out.GetNonce(),
+		res: map[string][]byte{}, versions: map[string]string{}, removed: out.GetRemovedResources()}
+	for _, x := range out.GetResources() {
+		name, err := anyName(x.GetResource())
+		if err != nil {
+			return r, err
+		}
+		if name != x.GetName() {
+			return r, fmt.Errorf("delta resource %q holds %q", x.GetName(), name)
+		}
+		r.res[name] = x.GetResource().GetValue()
+		r.versions[name] = x.GetVersion()
+		r.order = append(r.order, name)
+	}
+	return r, nil
+}
+
+func (s *deltaSim) close() {
+	for _, w := range s.watches {
+		if w.cancel != nil {
+			w.cancel()
+		}
+	}
+}
+
+// anyName decodes a resource to read its name.
+func anyName(a *anypb.Any) (string, error) {
+	m, err := a.UnmarshalNew()
+	if err != nil {
+		return "", err
+	}
+	return cache.GetResourceName(m), nil
+}
+
+// typeState is what a model client has and asks of one type.
+type typeState struct {
+	view     map[string][]byte // accepted resources, by name
+	wildcard bool
+	names    []string // subscribed names (not wildcard), sorted
+	// serverNames are the names of the requests the server processed: a
+	// response made before it processed the latest is for those.
+	serverNames []string
+	started     bool // a request of the type was sent on this stream
+	// SotW
+	known    map[string]bool // names the server takes the client to have (sent on this stream, or resumed)
+	rejected map[string]bool // names of NACKed resources not accepted since: the view may lag there
+	version  string          // last accepted version_info
+	nonce   string // last response's nonce
+	answers int    // responses received on this stream
+	// the server cannot know what the client has after a NACK (SotW), or
+	// after a reconnect it did not resume (first answers may repeat)
+	uncertain bool
+	nacked    bool // the last response was NACKed
+	// delta
+	versions map[string]string // resource versions of believed
+	believed map[string][]byte // what the server was told the client has: the view, NACKed responses applied
+	// a delta wildcard subscription's first answer may be empty
+	firstOK bool
+}
+
+// modelClient is one node's client.
+type modelClient struct {
+	kind   clientKind
+	delta  bool
+	rng    *rand.Rand
+	nackP  float64
+	types  map[string]*typeState
+	queue  []any // requests not sent yet
+	errs   []string
+	trace  []string
+	resume bool // the current stream resumed
+}
+
+func newModelClient(kind clientKind, delta bool, rng *rand.Rand, nackP float64) *modelClient {
+	c := &modelClient{kind: kind, delta: delta, rng: rng, nackP: nackP, types: map[string]*typeState{}}
+	for _, t := range propTypes {
+		c.types[t] = &typeState{view: map[string][]byte{}, believed: map[string][]byte{}, versions: map[string]string{},
+			known: map[string]bool{}, rejected: map[string]bool{}}
+	}
+	return c
+}
+
+func (c *modelClient) failf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+}
+
+// wildcardType reports whether the client subscribes to typeURL as a wildcard.
+func (c *modelClient) wildcardType(typeURL string) bool {
+	switch c.kind {
+	case wildcardClient:
+		return true
+	case envoyClient:
+		return typeURL == resource.ClusterType || typeURL == resource.ListenerType
+	}
+	return false
+}
+
+// connect starts a new stream: every type subscribed as the client's
+// kind does, resuming (with what it has) or as a new node.
+func (c *modelClient) connect(resume bool) {
+	c.resume = resume
+	c.queue = nil
+	for _, t := range propTypes {
+		st := c.types[t]
+		if !resume {
+			*st = typeState{view: map[string][]byte{}, believed: map[string][]byte{}, versions: map[string]string{}, names: st.names,
+				known: map[string]bool{}, rejected: map[string]bool{}}
+		}
+		st.started, st.nonce, st.answers, st.nacked, st.serverNames = false, "", 0, false, nil
+		st.known = map[string]bool{}
+		st.uncertain = !resume
+		st.wildcard = c.wildcardType(t)
+	}
+	for _, t := range propTypes {
+		st := c.types[t]
+		switch {
+		case st.wildcard:
+			c.start(t, nil)
+		case c.kind == envoyClient:
+			if names := c.refs(t); len(names) > 0 {
+				c.start(t, names) // Envoy asks for what its clusters and listeners refer to
+			}
+		default:
+			if st.names == nil {
+				st.names = c.randomNames(t)
+			}
+			c.start(t, st.names)
+		}
+	}
+}
+
+// processed tells the client that the server processed req (the
+// subscription the server knows).
+func (c *modelClient) processed(req any) {
+	switch r := req.(type) {
+	case *discoverygrpc.DiscoveryRequest:
+		st := c.types[r.GetTypeUrl()]
+		st.serverNames = slices.Sorted(slices.Values(r.GetResourceNames()))
+		if !st.wildcard {
+			maps.DeleteFunc(st.known, func(n string, _ bool) bool { return !slices.Contains(st.serverNames, n) })
+		}
+		c.tracef("server: %s request v=%q nonce=%q names=%v nack=%v", typeName(r.GetTypeUrl()), r.GetVersionInfo(),
+			r.GetResponseNonce(), r.GetResourceNames(), r.GetErrorDetail() != nil)
+	case *discoverygrpc.DeltaDiscoveryRequest:
+		st := c.types[r.GetTypeUrl()]
+		names := slices.Concat(st.serverNames, r.GetResourceNamesSubscribe())
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "*" || slices.Contains(r.GetResourceNamesUnsubscribe(), n) })
+		slices.Sort(names)
+		st.serverNames = slices.Compact(names)
+		c.tracef("server: delta %s request nonce=%q +%v -%v initial=%v nack=%v", typeName(r.GetTypeUrl()), r.GetResponseNonce(),
+			r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe(), r.GetInitialResourceVersions(), r.GetErrorDetail() != nil)
+	}
+}
+
+func (c *modelClient) tracef(format string, args ...any) {
+	c.trace = append(c.trace, fmt.Sprintf(format, args...))
+}
+
+// start queues the first request of a type on the stream.
+func (c *modelClient) start(typeURL string, names []string) {
+	st := c.types[typeURL]
+	st.started = true
+	if !st.wildcard {
+		st.names = names
+		c.keepNamed(typeURL)
+	}
+	if c.delta {
+		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
+		switch {
+		case st.wildcard && c.rng.IntN(2) == 0:
+			// legacy wildcard: no names
+		case st.wildcard:
+			req.ResourceNamesSubscribe = []string{"*"}
+		default:
+			req.ResourceNamesSubscribe = slices.Clone(names)
+		}
+		if c.resume && len(st.versions) > 0 {
+			req.InitialResourceVersions = maps.Clone(st.versions)
+		}
+		st.firstOK = st.wildcard && len(req.InitialResourceVersions) == 0
+		c.queue = append(c.queue, req)
+		return
+	}
+	req := &discoverygrpc.DiscoveryRequest{TypeUrl: typeURL}
+	if !st.wildcard {
+		req.ResourceNames = slices.Clone(names)
+	}
+	if c.resume {
+		req.VersionInfo = st.version
+	}
+	c.queue = append(c.queue, req)
+}
+
+// resubscribe changes a named subscription (SotW: a new request with the
+// last nonce; delta: subscribe and unsubscribe what changed).
+func (c *modelClient) resubscribe(typeURL string, names []string) {
+	st := c.types[typeURL]
+	if !st.started {
+		if len(names) > 0 {
+			c.start(typeURL, names)
+		}
+		return
+	}
+	old := st.names
+	st.names = names
+	c.keepNamed(typeURL)
+	if c.delta {
+		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: typeURL}
+		for _, n := range names {
+			if !slices.Contains(old, n) {
+				req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, n)
+			}
+		}
+		for _, n := range old {
+			if !slices.Contains(names, n) {
+				req.ResourceNamesUnsubscribe = append(req.ResourceNamesUnsubscribe, n)
+			}
+		}
+		if len(req.ResourceNamesSubscribe)+len(req.ResourceNamesUnsubscribe) > 0 {
+			c.queue = append(c.queue, req)
+		}
+		return
+	}
+	if !slices.Equal(old, names) {
+		c.queue = append(c.queue, &discoverygrpc.DiscoveryRequest{TypeUrl: typeURL, VersionInfo: st.version,
+			ResponseNonce: st.nonce, ResourceNames: slices.Clone(names)})
+	}
+}
+
+// keepNamed drops what a named subscription no longer names (a client
+// forgets a resource it stops watching).
+func (c *modelClient) keepNamed(typeURL string) {
+	st := c.types[typeURL]
+	for _, m := range []map[string][]byte{st.view, st.believed} {
+		maps.DeleteFunc(m, func(n string, _ []byte) bool { return !slices.Contains(st.names, n) })
+	}
+	maps.DeleteFunc(st.versions, func(n string, _ string) bool { return !slices.Contains(st.names, n) })
+}
+
+// propNames are the names a gRPC client may choose from: those of the
+// generated services and listeners, the RLS cluster, and one never
+// served.
+var propNames = []string{"svc-000", "svc-001", "svc-002", "svc-003", "svc-004", "ingress", "internal", "xds-server-ratelimit", "missing"}
+
+func (c *modelClient) randomNames(string) []string {
+	var out []string
+	for _, n := range propNames {
+		if c.rng.IntN(2) == 0 {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, propNames[c.rng.IntN(len(propNames))])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// refs are the names an Envoy asks for of typeURL (EDS, RDS): what the
+// clusters and listeners it has refer to.
+func (c *modelClient) refs(typeURL string) []string {
+	var out []string
+	switch typeURL {
+	case resource.EndpointType:
+		for name, b := range c.types[resource.ClusterType].view {
+			var cl clusterv3.Cluster
+			if err := proto.Unmarshal(b, &cl); err != nil {
+				c.failf("cluster %s: %v", name, err)
+				continue
+			}
+			if cl.GetType() == clusterv3.Cluster_EDS {
+				out = append(out, cmpOr(cl.GetEdsClusterConfig().GetServiceName(), name))
+			}
+		}
+	case resource.RouteType:
+		for name, b := range c.types[resource.ListenerType].view {
+			var l listenerv3.Listener
+			if err := proto.Unmarshal(b, &l); err != nil {
+				c.failf("listener %s: %v", name, err)
+				continue
+			}
+			rs, err := routeRefs(&l)
+			if err != nil {
+				c.failf("listener %s: %v", name, err)
+			}
+			out = append(out, rs...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// referrer is the type whose resources refer to those of a merged type.
+var propReferrer = map[string]string{resource.EndpointType: resource.ClusterType, resource.RouteType: resource.ListenerType}
+
+// receive reads a response: checks it, ACKs or NACKs it, applies it and
+// queues what the client asks next. snap is the node's snapshot now (it
+// cannot have changed since the response was made: the test sets
+// snapshots only once everything sent was read). fullState is the
+// cache's mode.
+func (c *modelClient) receive(r simResponse, snap *cache.Snapshot, fullState bool) {
+	st := c.types[r.typeURL]
+	st.answers++
+	c.tracef("client: %s response v=%q nonce=%s carries %v removes %v", typeName(r.typeURL), r.version, r.nonce, r.order, r.removed)
+	want := c.expected(r.typeURL, snap, st.serverNames)
+	inSync := st.wildcard || slices.Equal(st.names, st.serverNames)
+	if c.delta {
+		c.checkDelta(r, st, want, inSync)
+	} else {
+		c.checkSotW(r, st, want, inSync, snap, fullState)
+		if st.wildcard && len(r.res) == len(want) {
+			clear(st.known) // full state: the server resets what it takes the client to have
+		}
+		for name := range r.res {
+			st.known[name] = true
+		}
+	}
+	nack := !st.nacked && c.rng.Float64() < c.nackP
+	st.nacked = nack
+	if c.delta {
+		c.applyDelta(r, st, nack)
+	} else {
+		c.applySotW(r, st, nack)
+	}
+	if !st.wildcard {
+		c.keepNamed(r.typeURL) // what it no longer names is ignored
+	}
+	if nack || c.kind != envoyClient {
+		return
+	}
+	// Envoy asks for what its new clusters (listeners) refer to.
+	switch r.typeURL {
+	case resource.ClusterType:
+		c.follow(resource.EndpointType)
+	case resource.ListenerType:
+		c.follow(resource.RouteType)
+	}
+}
+
+func (c *modelClient) follow(typeURL string) {
+	names := c.refs(typeURL)
+	if !slices.Equal(names, c.types[typeURL].names) || !c.types[typeURL].started {
+		c.resubscribe(typeURL, names)
+	}
+}
+
+// checkSotW checks a SotW response: it carries what differs from the
+// view, and only that for load assignments and route configurations
+// (full state otherwise), unless the server cannot know what the client
+// has, and it comes only when something differs. Only what the server was
+// asked for can be checked while a request changing it is on its way
+// (inSync false).
+func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]byte, inSync bool, snap *cache.Snapshot, fullState bool) {
+	kind := cache.GetResponseType(r.typeURL)
+	if v := snap.GetVersion(r.typeURL); r.version != v {
+		c.failf("%s response has version %q, the snapshot %q", typeName(r.typeURL), r.version, v)
+	}
+	for name, b := range r.res {
+		if w, ok := want[name]; !ok || !bytes.Equal(w, b) {
+			c.failf("%s response carries %s, which is not what the node asked for", typeName(r.typeURL), name)
+		}
+	}
+	if !slices.IsSorted(r.order) {
+		c.failf("%s response not sorted: %v", typeName(r.typeURL), r.order)
+	}
+	if c.kind == envoyClient && !st.wildcard {
+		for name := range snap.GetResourcesAndTTL(r.typeURL) {
+			if !slices.Contains(st.serverNames, name) {
+				c.failf("%s response to a request that does not name %s (ADS: only one naming every resource is answered)", typeName(r.typeURL), name)
+			}
+		}
+	}
+	if !inSync {
+		return
+	}
+	// What the client lacks or has otherwise, or what this stream was
+	// never sent (the server cannot know the client has it).
+	differs := func(name string) bool {
+		v, ok := st.view[name]
+		return !ok || !bytes.Equal(v, want[name]) || !st.known[name]
+	}
+	lost := false // the server takes the client to have what the snapshot does not
+	for name := range st.known {
+		if _, ok := want[name]; !ok {
+			lost = true
+		}
+	}
+	uncertain := st.uncertain || st.nacked || (st.answers == 1 && c.kind == grpcClient)
+	// An Envoy's version_info follows the snapshot's (see cache_sotw.go).
+	moved := r.version != st.version && c.kind == envoyClient
+	news := 0
+	for name := range r.res {
+		if differs(name) {
+			news++
+		}
+	}
+	if news == 0 && !lost && !uncertain && !moved {
+		c.failf("%s response although the node has what it asks for (carries %v)", typeName(r.typeURL), r.order)
+	}
+	full := len(r.res) == len(want)
+	if fullState || !partial(kind) {
+		if !full {
+			c.failf("%s response carries %d of the %d resources the node asks for (full state)", typeName(r.typeURL), len(r.res), len(want))
+		}
+		return
+	}
+	if full && (uncertain || st.wildcard && lost) {
+		return // full state: the server cannot know, or a wildcard lost a resource
+	}
+	for _, name := range r.order {
+		if !differs(name) {
+			c.failf("%s response carries %s, which the client has", typeName(r.typeURL), name)
+		}
+	}
+	if uncertain {
+		return
+	}
+	for name := range want {
+		if _, ok := r.res[name]; !ok && differs(name) && st.known[name] && !st.rejected[name] {
+			c.failf("%s response omits %s, which changed", typeName(r.typeURL), name)
+		}
+	}
+}
+
+// applySotW ACKs or NACKs a SotW response and applies an accepted one.
+func (c *modelClient) applySotW(r simResponse, st *typeState, nack bool) {
+	st.nonce = r.nonce
+	req := &discoverygrpc.DiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce}
+	if !st.wildcard {
+		req.ResourceNames = slices.Clone(st.names)
+	}
+	if nack {
+		req.VersionInfo = st.version
+		req.ErrorDetail = &statuspb.Status{Code: 3, Message: "rejected by the model"}
+		c.queue = append(c.queue, req)
+		for n := range r.res {
+			st.rejected[n] = true
+		}
+		return
+	}
+	for n := range r.res {
+		delete(st.rejected, n)
+	}
+	st.version, st.uncertain = r.version, false
+	req.VersionInfo = r.version
+	if partial(cache.GetResponseType(r.typeURL)) {
+		maps.Copy(st.view, r.res)
+		if ref := propReferrer[r.typeURL]; st.wildcard && c.types[ref].started {
+			refs := c.refs(r.typeURL)
+			maps.DeleteFunc(st.view, func(n string, _ []byte) bool { return r.res[n] == nil && !slices.Contains(refs, n) })
+		}
+	} else {
+		st.view = maps.Clone(r.res)
+		if c.kind == wildcardClient { // drop what the new clusters (listeners) no longer refer to
+			for dep, ref := range propReferrer {
+				if ref == r.typeURL {
+					refs := c.refs(dep)
+					maps.DeleteFunc(c.types[dep].view, func(n string, _ []byte) bool { return !slices.Contains(refs, n) })
+				}
+			}
+		}
+	}
+	c.queue = append(c.queue, req)
+}
+
+// checkDelta checks a delta response: everything it carries differs from
+// what the client has, it removes only what the client has, and it comes
+// only when something differs (or as a wildcard's first answer).
+func (c *modelClient) checkDelta(r simResponse, st *typeState, want map[string][]byte, inSync bool) {
+	for name, b := range r.res {
+		if w, ok := want[name]; !ok || !bytes.Equal(w, b) {
+			c.failf("delta %s response carries %s, which is not what the node asked for", typeName(r.typeURL), name)
+		}
+		if v, ok := st.believed[name]; inSync && ok && bytes.Equal(v, b) && st.versions[name] == r.versions[name] {
+			c.failf("delta %s response carries %s, which the client has", typeName(r.typeURL), name)
+		}
+	}
+	for _, name := range r.removed {
+		if _, ok := want[name]; ok {
+			c.failf("delta %s response removes %s, which the node asks for", typeName(r.typeURL), name)
+		}
+	}
+	if len(r.res) == 0 && len(r.removed) == 0 && !st.firstOK {
+		c.failf("empty delta %s response", typeName(r.typeURL))
+	}
+	st.firstOK = false
+}
+
+// applyDelta ACKs or NACKs a delta response. The server takes both as
+// received, so believed (what the server tells apart) takes it either way.
+func (c *modelClient) applyDelta(r simResponse, st *typeState, nack bool) {
+	apply := func(m map[string][]byte) {
+		maps.Copy(m, r.res)
+		for _, n := range r.removed {
+			delete(m, n)
+		}
+	}
+	apply(st.believed)
+	maps.Copy(st.versions, r.versions)
+	for _, n := range r.removed {
+		delete(st.versions, n)
+	}
+	req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce}
+	if nack {
+		req.ErrorDetail = &statuspb.Status{Code: 3, Message: "rejected by the model"}
+	} else {
+		apply(st.view)
+	}
+	c.queue = append(c.queue, req)
+}
+
+// expected is what snap holds of typeURL for a client asking for names
+// (or everything, for a wildcard): name -> encoded resource.
+func (c *modelClient) expected(typeURL string, snap *cache.Snapshot, names []string) map[string][]byte {
+	st := c.types[typeURL]
+	out := map[string][]byte{}
+	for name, r := range snap.GetResourcesAndTTL(typeURL) {
+		if st.wildcard || slices.Contains(names, name) {
+			out[name] = r.Resource.(*wire).b
+		}
+	}
+	return out
+}
+
+// check compares what the client has with what its node's snapshot
+// holds for what it asks, once the stream is quiet.
+func (c *modelClient) check(snap *cache.Snapshot) {
+	for _, t := range propTypes {
+		st := c.types[t]
+		if !st.started {
+			if c.kind == envoyClient && len(c.refs(t)) == 0 {
+				continue // nothing to ask for
+			}
+			c.failf("%s never requested", typeName(t))
+			continue
+		}
+		want := c.expected(t, snap, st.names)
+		have := st.view
+		if c.delta {
+			have = st.believed
+		}
+		for name, b := range want {
+			if !c.delta && st.rejected[name] {
+				continue // NACKed; the server has no reason to send it again
+			}
+			if v, ok := have[name]; !ok {
+				c.failf("%s: %s missing (has %v)", typeName(t), name, slices.Sorted(maps.Keys(have)))
+			} else if !bytes.Equal(v, b) {
+				c.failf("%s: %s differs from the snapshot", typeName(t), name)
+			}
+		}
+		for name := range have {
+			if _, ok := want[name]; ok {
+				continue
+			}
+			// A named load assignment or route configuration that left the
+			// snapshot stays (SotW) until the client stops naming it.
+			if !c.delta && partial(cache.GetResponseType(t)) && !st.wildcard && slices.Contains(st.names, name) {
+				continue
+			}
+			c.failf("%s: has %s, which the snapshot does not hold for it", typeName(t), name)
+		}
+	}
+}
