@@ -259,8 +259,8 @@ type typeState struct {
 	known    map[string]bool // names the server takes the client to have (sent on this stream, or resumed)
 	rejected map[string]bool // names of NACKed resources not accepted since: the view may lag there
 	version  string          // last accepted version_info
-	nonce   string // last response's nonce
-	answers int    // responses received on this stream
+	nonce    string          // last response's nonce
+	answers  int             // responses received on this stream
 	// the server cannot know what the client has after a NACK (SotW), or
 	// after a reconnect it did not resume (first answers may repeat)
 	uncertain bool

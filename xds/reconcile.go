@@ -66,11 +66,11 @@ func newReconciler(c *nodeCache, reg *registry, m *metrics, cfg Config, lis *lis
 	r := &reconciler{
 		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, lis: lis, now: cfg.Now,
 		debounce: cfg.Debounce, maxDelay: cfg.MaxDelay,
-		kick:      make(chan struct{}, 1),
-		memo:      map[string]memoEntry{},
-		shared:    map[string]*cache.Snapshot{},
-		sub:       newSubsets(m, cfg.Logger),
-		nodeSnap:  map[string]*cache.Snapshot{},
+		kick:     make(chan struct{}, 1),
+		memo:     map[string]memoEntry{},
+		shared:   map[string]*cache.Snapshot{},
+		sub:      newSubsets(m, cfg.Logger),
+		nodeSnap: map[string]*cache.Snapshot{},
 	}
 	c.upToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
