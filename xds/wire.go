@@ -13,13 +13,13 @@ import (
 // encoded once per distinct resource and version, shared by every node
 // and every response that carries it.
 //
-// go-control-plane's snapshot cache marshals every resource of every
-// response anew for each node (cache.MarshalResource, into the Any of the
-// response). Marshaling a wire returns its bytes themselves: no encoding
-// and no copy, so a push costs each node an Any per resource that points
-// at bytes shared by the whole fleet, not a copy of them, and nodes hold
-// no copies between pushes. The bytes are never written to: the cache
-// only reads them (into an Any, which the codec copies into the frame).
+// Responses (nodeCache) carry a wire's Any (SotW) or discovery Resource
+// (delta), made once with it: a push costs each node no encoding, no
+// copy and no Any of its own, only pointers to what the whole fleet
+// shares, and nodes hold no copies between pushes. Marshaling a wire
+// returns its bytes themselves (for the rest: fetches, decode). The bytes
+// are never written to: they are only read (the codec copies them into
+// the frame).
 //
 // Everything else (its type, descriptor, reflection, decoding back in
 // decode) is that of an empty message of the resource's type carrying
