@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -46,6 +47,7 @@ type nodeCache struct {
 	// quick) when a watch of typeURL finds nothing to send: the node has
 	// what snap holds for its subscription.
 	upToDate func(node, typeURL string, snap *cache.Snapshot)
+	loss     atomic.Pointer[lossMemo] // the last lost answer
 }
 
 var _ cache.Cache = (*nodeCache)(nil)
@@ -61,6 +63,22 @@ type nodeState struct {
 	gone  bool            // cleared and out of nodes: use a new state
 	sotw  []*sotwWatch    // open SotW watches, in type order
 	delta []*deltaWatch   // open delta watches, in type order
+	// past is, per kind, what a stream's versionKey is resolved with:
+	// the type before its last change (a stream one version behind has
+	// it; only the version and the shared version map are kept), the
+	// snapshot count and when a resource of the type last left.
+	past  [len(kinds)]history
+	epoch uint64 // snapshots set
+}
+
+// history is past for a kind, if one of ours.
+func (st *nodeState) history(kind types.ResponseType) history {
+	if kind < 0 || int(kind) >= len(st.past) {
+		return history{epoch: st.epoch}
+	}
+	h := st.past[kind]
+	h.epoch = st.epoch
+	return h
 }
 
 // lock returns the state of node id, locked, making it if needed.
@@ -88,7 +106,7 @@ func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out 
 	id := req.GetNode().GetId()
 	st := c.lock(id)
 	defer st.mu.Unlock()
-	if st.snap != nil && c.answerSotW(id, w, st.snap) {
+	if st.snap != nil && c.answerSotW(id, w, st) {
 		return func() {}, nil
 	}
 	st.sotw = insertByKind(st.sotw, w, func(w *sotwWatch) types.ResponseType { return w.kind })
@@ -125,13 +143,13 @@ func insertByKind[W any](ws []W, w W, kind func(W) types.ResponseType) []W {
 	return slices.Insert(ws, i, w)
 }
 
-// answerSotW sends w its answer from snap, if it has one, and reports
-// whether it did (the watch is then done).
-func (c *nodeCache) answerSotW(id string, w *sotwWatch, snap *cache.Snapshot) bool {
-	resp, upToDate := sotwAnswer(w, snap, c.fullState)
+// answerSotW sends w its answer from the node's snapshot, if it has one,
+// and reports whether it did (the watch is then done).
+func (c *nodeCache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
+	resp, upToDate := sotwAnswer(w, st.snap, st.history(w.kind), c.fullState)
 	if resp == nil {
 		if upToDate && c.upToDate != nil {
-			c.upToDate(id, w.req.GetTypeUrl(), snap)
+			c.upToDate(id, w.req.GetTypeUrl(), st.snap)
 		}
 		return false
 	}
@@ -160,10 +178,22 @@ func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
 	}
 	st := c.lock(node.ID)
 	defer st.mu.Unlock()
+	st.epoch++
+	if old := st.snap; old != nil {
+		lost := c.lost(old, snap)
+		for _, kind := range kinds {
+			if url, _ := cache.GetResponseTypeURL(kind); old.Resources[kind].Version != snap.Resources[kind].Version {
+				st.past[kind].prev = snapType{hashes: old.VersionMap[url], version: old.Resources[kind].Version}
+			}
+			if lost[kind] {
+				st.past[kind].lossAt = st.epoch
+			}
+		}
+	}
 	st.snap = snap
 	keep := st.sotw[:0]
 	for _, w := range st.sotw {
-		if !c.answerSotW(node.ID, w, snap) {
+		if !c.answerSotW(node.ID, w, st) {
 			keep = append(keep, w)
 		}
 	}
@@ -178,6 +208,36 @@ func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
 	clear(st.delta[len(keepD):])
 	st.delta = keepD
 	return nil
+}
+
+// lossMemo is which kinds lose a resource from old to new.
+type lossMemo struct {
+	old, new *cache.Snapshot
+	lost     [len(kinds)]bool
+}
+
+// lost reports, per kind, whether a resource of old is not in new. The
+// nodes of a group move between the same two snapshots one after the
+// other: the last answer is kept.
+func (c *nodeCache) lost(old, new *cache.Snapshot) [len(kinds)]bool {
+	if m := c.loss.Load(); m != nil && m.old == old && m.new == new {
+		return m.lost
+	}
+	m := &lossMemo{old: old, new: new}
+	for _, kind := range kinds {
+		if old.Resources[kind].Version == new.Resources[kind].Version {
+			continue
+		}
+		items := new.Resources[kind].Items
+		for name := range old.Resources[kind].Items {
+			if _, ok := items[name]; !ok {
+				m.lost[kind] = true
+				break
+			}
+		}
+	}
+	c.loss.Store(m)
+	return m.lost
 }
 
 // clear drops a node's snapshot, and the node with it unless a stream of

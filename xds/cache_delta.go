@@ -34,14 +34,14 @@ func deltaAnswer(w *deltaWatch, snap *cache.Snapshot) *deltaResponse {
 	subscribed := w.sub.SubscribedResources()
 	var send, removed []string
 	if wildcard {
-		send = t.changed(true, nil, has)
+		send = t.changed(true, nil, hasView{m: has})
 		for name := range has {
 			if _, ok := t.items[name]; !ok {
 				removed = append(removed, name)
 			}
 		}
 	} else {
-		send = t.changed(false, subscribed, has)
+		send = t.changed(false, subscribed, hasView{m: has})
 		for name := range subscribed {
 			if _, ok := t.items[name]; !ok {
 				if _, had := has[name]; had {

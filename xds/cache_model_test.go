@@ -62,11 +62,35 @@ func (k clientKind) agent() string {
 
 // simResponse is a response as the client reads it.
 type simResponse struct {
+	made
 	typeURL, version, nonce string
 	res                     map[string][]byte // name -> encoded resource
 	order                   []string          // names in the response's order
 	removed                 []string          // delta
 	versions                map[string]string // delta: name -> version
+}
+
+// made is what the test knows of how a response was made.
+type made struct {
+	snap     *cache.Snapshot // the node's snapshot
+	names    []string        // the names its watch subscribed to, sorted
+	wantFull bool            // SotW: it must carry every requested resource (the answer to a NACK or a first request)
+}
+
+// madeFor tags a response of a watch whose request is req and
+// subscription sub, made when the node's snapshot is snap.
+func madeFor(snap *cache.Snapshot, req *discoverygrpc.DiscoveryRequest, sub stream.Subscription) made {
+	m := made{snap: snap, names: slices.Sorted(maps.Keys(sub.SubscribedResources()))}
+	if req != nil && snap != nil {
+		// go-control-plane's answers, which the cache keeps: to a NACK
+		// whose version is not the snapshot's, and to a new stream's first
+		// request of a node with nothing (a resuming one may be taken to
+		// have the snapshot's, see resume.go)
+		v := req.GetVersionInfo()
+		m.wantFull = v != snap.GetVersion(req.GetTypeUrl()) && req.GetErrorDetail() != nil ||
+			v == "" && req.GetResponseNonce() == ""
+	}
+	return m
 }
 
 // sotwSim is go-control-plane's SotW stream server for one stream.
@@ -78,10 +102,23 @@ type sotwSim struct {
 }
 
 type sotwSimWatch struct {
+	req    *discoverygrpc.DiscoveryRequest
 	sub    stream.Subscription
 	nonce  string // of the last response sent on this watch
 	cancel func()
 	out    chan cache.Response
+	made   *made // how its response was made
+}
+
+// tag records how the responses made since the last tag were made (the
+// test calls it after each request and each snapshot it sets).
+func (s *sotwSim) tag(snap *cache.Snapshot) {
+	for _, w := range s.watches {
+		if len(w.out) > 0 && w.made == nil {
+			m := madeFor(snap, w.req, w.sub)
+			w.made = &m
+		}
+	}
 }
 
 func newSotwSim(c *nodeCache, node *core.Node) *sotwSim {
@@ -109,7 +146,7 @@ func (s *sotwSim) request(req *discoverygrpc.DiscoveryRequest) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.watches[typeURL] = &sotwSimWatch{sub: sub, cancel: cancel, out: out}
+	s.watches[typeURL] = &sotwSimWatch{req: req, sub: sub, cancel: cancel, out: out}
 	return true, nil
 }
 
@@ -136,7 +173,7 @@ func (s *sotwSim) send(typeURL string) (simResponse, error) {
 	out.Nonce = strconv.Itoa(s.nonce)
 	w.sub.SetReturnedResources(resp.GetReturnedResources())
 	w.nonce = out.Nonce
-	r := simResponse{typeURL: out.GetTypeUrl(), version: out.GetVersionInfo(), nonce: out.GetNonce(), res: map[string][]byte{}}
+	r := simResponse{made: *w.made, typeURL: out.GetTypeUrl(), version: out.GetVersionInfo(), nonce: out.GetNonce(), res: map[string][]byte{}}
 	for _, a := range out.GetResources() {
 		name, err := anyName(a)
 		if err != nil {
@@ -163,7 +200,22 @@ type deltaSim struct {
 	node    *core.Node
 	watches map[string]*deltaSimWatch
 	muxed   chan cache.DeltaResponse
+	waiting []taggedDelta // responses taken from muxed, in order, not sent yet
 	nonce   int
+}
+
+type taggedDelta struct {
+	resp cache.DeltaResponse
+	made made
+}
+
+// tag is sotwSim.tag: it moves what the cache put in the multiplexed
+// channel to waiting, in order.
+func (s *deltaSim) tag(snap *cache.Snapshot) {
+	for len(s.muxed) > 0 {
+		r := <-s.muxed
+		s.waiting = append(s.waiting, taggedDelta{resp: r, made: madeFor(snap, nil, s.watches[r.GetDeltaRequest().GetTypeUrl()].sub)})
+	}
 }
 
 type deltaSimWatch struct {
@@ -198,11 +250,12 @@ func (s *deltaSim) request(req *discoverygrpc.DeltaDiscoveryRequest) error {
 	return err
 }
 
-func (s *deltaSim) pending() int { return len(s.muxed) }
+func (s *deltaSim) pending() int { return len(s.waiting) }
 
 // send sends the first waiting response.
 func (s *deltaSim) send() (simResponse, error) {
-	resp := <-s.muxed
+	resp, made := s.waiting[0].resp, s.waiting[0].made
+	s.waiting = s.waiting[1:]
 	out, err := resp.GetDeltaDiscoveryResponse()
 	if err != nil {
 		return simResponse{}, err
@@ -212,7 +265,7 @@ func (s *deltaSim) send() (simResponse, error) {
 	w := s.watches[out.GetTypeUrl()]
 	w.nonce = out.Nonce
 	w.sub.SetReturnedResources(resp.GetReturnedResources())
-	r := simResponse{typeURL: out.GetTypeUrl(), version: out.GetSystemVersionInfo(), nonce: out.GetNonce(),
+	r := simResponse{made: made, typeURL: out.GetTypeUrl(), version: out.GetSystemVersionInfo(), nonce: out.GetNonce(),
 		res: map[string][]byte{}, versions: map[string]string{}, removed: out.GetRemovedResources()}
 	for _, x := range out.GetResources() {
 		name, err := anyName(x.GetResource())
@@ -248,9 +301,11 @@ func anyName(a *anypb.Any) (string, error) {
 
 // typeState is what a model client has and asks of one type.
 type typeState struct {
-	view     map[string][]byte // accepted resources, by name
-	wildcard bool
-	names    []string // subscribed names (not wildcard), sorted
+	view      map[string][]byte // accepted resources, by name
+	viewAt    map[string]int    // when (epoch) the snapshot of each was set
+	viewEpoch int               // full state types: when the snapshot of the view was set
+	wildcard  bool
+	names     []string // subscribed names (not wildcard), sorted
 	// serverNames are the names of the requests the server processed: a
 	// response made before it processed the latest is for those.
 	serverNames []string
@@ -258,7 +313,11 @@ type typeState struct {
 	// SotW
 	known    map[string]bool // names the server takes the client to have (sent on this stream, or resumed)
 	rejected map[string]bool // names of NACKed resources not accepted since: the view may lag there
+	limbo    map[string]bool // dropped by a resumed stream before its first answer (resume.go's known limit)
+	pruned   map[string]bool // dropped with their cluster (listener), not received since
 	version  string          // last accepted version_info
+	shrunk   bool            // the server dropped names from what the stream has since its last response
+	lastMade int             // when the last response of the type on this stream was made (epoch)
 	nonce    string          // last response's nonce
 	answers  int             // responses received on this stream
 	// the server cannot know what the client has after a NACK (SotW), or
@@ -283,19 +342,40 @@ type modelClient struct {
 	errs   []string
 	trace  []string
 	resume bool // the current stream resumed
+	hist   *propHistory
+}
+
+// propHistory is what the test knows of the snapshots it set: when (in
+// snapshots set) each was set, and when each type's version changed and
+// when one of its resources left.
+type propHistory struct {
+	epochOf         map[*cache.Snapshot]int
+	changes, losses map[string][]int // by type URL
+}
+
+// between counts the epochs of es in (from, to].
+func between(es []int, from, to int) int {
+	n := 0
+	for _, e := range es {
+		if e > from && e <= to {
+			n++
+		}
+	}
+	return n
 }
 
 func newModelClient(kind clientKind, delta bool, rng *rand.Rand, nackP float64) *modelClient {
 	c := &modelClient{kind: kind, delta: delta, rng: rng, nackP: nackP, types: map[string]*typeState{}}
 	for _, t := range propTypes {
-		c.types[t] = &typeState{view: map[string][]byte{}, believed: map[string][]byte{}, versions: map[string]string{},
-			known: map[string]bool{}, rejected: map[string]bool{}}
+		c.types[t] = &typeState{view: map[string][]byte{}, viewAt: map[string]int{}, believed: map[string][]byte{}, versions: map[string]string{},
+			known: map[string]bool{}, rejected: map[string]bool{}, limbo: map[string]bool{}, pruned: map[string]bool{}}
 	}
 	return c
 }
 
 func (c *modelClient) failf(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+	c.tracef("!! "+format, args...)
 }
 
 // wildcardType reports whether the client subscribes to typeURL as a wildcard.
@@ -317,11 +397,11 @@ func (c *modelClient) connect(resume bool) {
 	for _, t := range propTypes {
 		st := c.types[t]
 		if !resume {
-			*st = typeState{view: map[string][]byte{}, believed: map[string][]byte{}, versions: map[string]string{}, names: st.names,
-				known: map[string]bool{}, rejected: map[string]bool{}}
+			*st = typeState{view: map[string][]byte{}, viewAt: map[string]int{}, believed: map[string][]byte{}, versions: map[string]string{}, names: st.names,
+				known: map[string]bool{}, rejected: map[string]bool{}, limbo: map[string]bool{}, pruned: map[string]bool{}}
 		}
-		st.started, st.nonce, st.answers, st.nacked, st.serverNames = false, "", 0, false, nil
-		st.known = map[string]bool{}
+		st.started, st.nonce, st.answers, st.nacked, st.serverNames, st.lastMade, st.shrunk = false, "", 0, false, nil, 0, false
+		st.known = map[string]bool{} // what the server takes the client to have is per stream; limbo and pruned follow the view
 		st.uncertain = !resume
 		st.wildcard = c.wildcardType(t)
 	}
@@ -351,12 +431,22 @@ func (c *modelClient) processed(req any) {
 		st := c.types[r.GetTypeUrl()]
 		st.serverNames = slices.Sorted(slices.Values(r.GetResourceNames()))
 		if !st.wildcard {
-			maps.DeleteFunc(st.known, func(n string, _ bool) bool { return !slices.Contains(st.serverNames, n) })
+			maps.DeleteFunc(st.known, func(n string, _ bool) bool {
+				if slices.Contains(st.serverNames, n) {
+					return false
+				}
+				st.shrunk = true // the server may have dropped the entry stamped with the stream's epoch (see stamp)
+				return true
+			})
 		}
 		c.tracef("server: %s request v=%q nonce=%q names=%v nack=%v", typeName(r.GetTypeUrl()), r.GetVersionInfo(),
 			r.GetResponseNonce(), r.GetResourceNames(), r.GetErrorDetail() != nil)
 	case *discoverygrpc.DeltaDiscoveryRequest:
 		st := c.types[r.GetTypeUrl()]
+		for _, n := range r.GetResourceNamesUnsubscribe() {
+			delete(st.believed, n) // the server forgets what a stream unsubscribes from
+			delete(st.versions, n)
+		}
 		names := slices.Concat(st.serverNames, r.GetResourceNamesSubscribe())
 		names = slices.DeleteFunc(names, func(n string) bool { return n == "*" || slices.Contains(r.GetResourceNamesUnsubscribe(), n) })
 		slices.Sort(names)
@@ -445,6 +535,13 @@ func (c *modelClient) resubscribe(typeURL string, names []string) {
 // forgets a resource it stops watching).
 func (c *modelClient) keepNamed(typeURL string) {
 	st := c.types[typeURL]
+	if !c.delta && c.resume && st.answers == 0 {
+		for n := range st.view {
+			if !slices.Contains(st.names, n) {
+				st.limbo[n] = true // see resume.go: dropped before the resumed stream's first answer
+			}
+		}
+	}
 	for _, m := range []map[string][]byte{st.view, st.believed} {
 		maps.DeleteFunc(m, func(n string, _ []byte) bool { return !slices.Contains(st.names, n) })
 	}
@@ -514,26 +611,32 @@ func cmpOr(a, b string) string {
 // referrer is the type whose resources refer to those of a merged type.
 var propReferrer = map[string]string{resource.EndpointType: resource.ClusterType, resource.RouteType: resource.ListenerType}
 
-// receive reads a response: checks it, ACKs or NACKs it, applies it and
-// queues what the client asks next. snap is the node's snapshot now (it
-// cannot have changed since the response was made: the test sets
-// snapshots only once everything sent was read). fullState is the
-// cache's mode.
-func (c *modelClient) receive(r simResponse, snap *cache.Snapshot, fullState bool) {
+// receive reads a response: checks it against the snapshot it was made
+// from, ACKs or NACKs it, applies it and queues what the client asks
+// next. fullState is the cache's mode.
+func (c *modelClient) receive(r simResponse, fullState bool) {
+	snap := r.snap
 	st := c.types[r.typeURL]
 	st.answers++
-	c.tracef("client: %s response v=%q nonce=%s carries %v removes %v", typeName(r.typeURL), r.version, r.nonce, r.order, r.removed)
-	want := c.expected(r.typeURL, snap, st.serverNames)
-	inSync := st.wildcard || slices.Equal(st.names, st.serverNames)
+	c.tracef("client: %s response v=%q nonce=%s carries %v removes %v (made for %v)", typeName(r.typeURL), r.version, r.nonce, r.order, r.removed, r.names)
+	want := c.expected(r.typeURL, snap, r.names)
+	inSync := st.wildcard || slices.Equal(st.names, r.names)
 	if c.delta {
 		c.checkDelta(r, st, want, inSync)
 	} else {
 		c.checkSotW(r, st, want, inSync, snap, fullState)
+		st.lastMade, st.shrunk = c.hist.epochOf[snap], false
 		if st.wildcard && len(r.res) == len(want) {
 			clear(st.known) // full state: the server resets what it takes the client to have
 		}
+		if !st.wildcard && partial(cache.GetResponseType(r.typeURL)) {
+			// the server forgets what left the snapshot (the client drops it with its cluster)
+			maps.DeleteFunc(st.known, func(n string, _ bool) bool { _, ok := want[n]; return !ok })
+		}
 		for name := range r.res {
 			st.known[name] = true
+			delete(st.limbo, name)
+			delete(st.pruned, name)
 		}
 	}
 	nack := !st.nacked && c.rng.Float64() < c.nackP
@@ -591,6 +694,9 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 			}
 		}
 	}
+	if r.wantFull && len(r.res) != len(want) {
+		c.failf("%s response carries %v, want the full state %v (answer to a NACK or a first request)", typeName(r.typeURL), r.order, slices.Sorted(maps.Keys(want)))
+	}
 	if !inSync {
 		return
 	}
@@ -598,7 +704,7 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 	// never sent (the server cannot know the client has it).
 	differs := func(name string) bool {
 		v, ok := st.view[name]
-		return !ok || !bytes.Equal(v, want[name]) || !st.known[name]
+		return !ok || !bytes.Equal(v, want[name]) || !st.known[name] || st.rejected[name]
 	}
 	lost := false // the server takes the client to have what the snapshot does not
 	for name := range st.known {
@@ -606,7 +712,7 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 			lost = true
 		}
 	}
-	uncertain := st.uncertain || st.nacked || (st.answers == 1 && c.kind == grpcClient)
+	uncertain := st.uncertain || st.nacked || (st.answers == 1 && c.kind == grpcClient) || st.shrunk && partial(kind)
 	// An Envoy's version_info follows the snapshot's (see cache_sotw.go).
 	moved := r.version != st.version && c.kind == envoyClient
 	news := 0
@@ -615,7 +721,12 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 			news++
 		}
 	}
-	if news == 0 && !lost && !uncertain && !moved {
+	made := c.hist.epochOf[snap]
+	// A wildcard stream whose last response is older than a loss of the
+	// type, or two changes back, is sent the full state (see holding).
+	behind := st.answers > 1 && partial(kind) &&
+		(between(c.hist.changes[r.typeURL], st.lastMade, made) >= 2 || between(c.hist.losses[r.typeURL], st.lastMade, made) > 0)
+	if news == 0 && !lost && !uncertain && !moved && !behind {
 		c.failf("%s response although the node has what it asks for (carries %v)", typeName(r.typeURL), r.order)
 	}
 	full := len(r.res) == len(want)
@@ -625,19 +736,16 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 		}
 		return
 	}
-	if full && (uncertain || st.wildcard && lost) {
-		return // full state: the server cannot know, or a wildcard lost a resource
+	if uncertain || full && (st.wildcard && lost || behind) {
+		return // the server cannot know (a NACK, a new stream), or full state for a wildcard that lost a resource (see holding)
 	}
 	for _, name := range r.order {
 		if !differs(name) {
 			c.failf("%s response carries %s, which the client has", typeName(r.typeURL), name)
 		}
 	}
-	if uncertain {
-		return
-	}
 	for name := range want {
-		if _, ok := r.res[name]; !ok && differs(name) && st.known[name] && !st.rejected[name] {
+		if _, ok := r.res[name]; !ok && differs(name) && st.known[name] && !st.rejected[name] && !st.pruned[name] && !st.limbo[name] {
 			c.failf("%s response omits %s, which changed", typeName(r.typeURL), name)
 		}
 	}
@@ -664,24 +772,43 @@ func (c *modelClient) applySotW(r simResponse, st *typeState, nack bool) {
 	}
 	st.version, st.uncertain = r.version, false
 	req.VersionInfo = r.version
+	for n := range r.res {
+		st.viewAt[n] = c.hist.epochOf[r.snap]
+	}
 	if partial(cache.GetResponseType(r.typeURL)) {
 		maps.Copy(st.view, r.res)
-		if ref := propReferrer[r.typeURL]; st.wildcard && c.types[ref].started {
-			refs := c.refs(r.typeURL)
-			maps.DeleteFunc(st.view, func(n string, _ []byte) bool { return r.res[n] == nil && !slices.Contains(refs, n) })
-		}
 	} else {
 		st.view = maps.Clone(r.res)
-		if c.kind == wildcardClient { // drop what the new clusters (listeners) no longer refer to
-			for dep, ref := range propReferrer {
-				if ref == r.typeURL {
-					refs := c.refs(dep)
-					maps.DeleteFunc(c.types[dep].view, func(n string, _ []byte) bool { return !slices.Contains(refs, n) })
-				}
-			}
+		st.viewEpoch = c.hist.epochOf[r.snap]
+	}
+	for dep, ref := range propReferrer {
+		if ref == r.typeURL || dep == r.typeURL {
+			c.prune(dep)
 		}
 	}
 	c.queue = append(c.queue, req)
+}
+
+// prune drops, for a wildcard client, the load assignments (route
+// configurations, dep) of the clusters (listeners) that went, as Envoy
+// does: those its clusters (listeners) do not refer to, and that came
+// from an older snapshot than they did.
+func (c *modelClient) prune(dep string) {
+	ref := c.types[propReferrer[dep]]
+	if c.kind != wildcardClient || ref.viewEpoch == 0 {
+		return
+	}
+	now, d := c.refs(dep), c.types[dep]
+	maps.DeleteFunc(d.view, func(n string, _ []byte) bool {
+		drop := !slices.Contains(now, n) && d.viewAt[n] < ref.viewEpoch
+		if drop {
+			d.pruned[n] = true
+			if c.resume && d.answers == 0 {
+				d.limbo[n] = true // see resume.go: dropped before the resumed stream's first answer
+			}
+		}
+		return drop
+	})
 }
 
 // checkDelta checks a delta response: everything it carries differs from
@@ -761,8 +888,8 @@ func (c *modelClient) check(snap *cache.Snapshot) {
 			have = st.believed
 		}
 		for name, b := range want {
-			if !c.delta && st.rejected[name] {
-				continue // NACKed; the server has no reason to send it again
+			if !c.delta && (st.rejected[name] || st.limbo[name]) {
+				continue // NACKed (the server has no reason to send it again), or resume.go's known limit
 			}
 			if v, ok := have[name]; !ok {
 				c.failf("%s: %s missing (has %v)", typeName(t), name, slices.Sorted(maps.Keys(have)))
@@ -777,6 +904,12 @@ func (c *modelClient) check(snap *cache.Snapshot) {
 			// A named load assignment or route configuration that left the
 			// snapshot stays (SotW) until the client stops naming it.
 			if !c.delta && partial(cache.GetResponseType(t)) && !st.wildcard && slices.Contains(st.names, name) {
+				continue
+			}
+			// A wildcard client cannot always tell that one left (SotW
+			// responses do not remove), but one no cluster (listener) of
+			// it refers to is not used.
+			if !c.delta && partial(cache.GetResponseType(t)) && st.wildcard && !slices.Contains(c.refs(t), name) {
 				continue
 			}
 			c.failf("%s: has %s, which the snapshot does not hold for it", typeName(t), name)

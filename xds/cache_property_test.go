@@ -19,7 +19,10 @@ import (
 // propertySeeds is how many random sequences TestCacheProperty runs per
 // protocol and client kind (go test ./xds -run TestCacheProperty
 // -args -cache-property-seeds 1000 for a long run).
-var propertySeeds = flag.Int("cache-property-seeds", 40, "random sequences per case of TestCacheProperty")
+var (
+	propertySeeds = flag.Int("cache-property-seeds", 40, "random sequences per case of TestCacheProperty")
+	propertySeed  = flag.Int("cache-property-seed", -1, "run only this sequence of TestCacheProperty (to debug it)")
+)
 
 // TestCacheProperty runs model clients (cache_model_test.go) of every
 // kind, SotW and delta, against the real nodeCache over random sequences
@@ -44,6 +47,9 @@ func TestCacheProperty(t *testing.T) {
 		for _, kind := range []clientKind{envoyClient, grpcClient, wildcardClient} {
 			t.Run(mode.name+"/"+kind.String(), func(t *testing.T) {
 				for seed := range uint64(seeds) {
+					if *propertySeed >= 0 && seed != uint64(*propertySeed) {
+						continue
+					}
 					if err := runCacheProperty(seed, kind, mode.delta, mode.fullState, 60); err != nil {
 						t.Fatalf("seed %d: %v", seed, err)
 					}
@@ -65,23 +71,46 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 	id := "node-" + kind.String()
 	node := &core.Node{Id: id, UserAgentName: kind.agent()}
 	client := newModelClient(kind, delta, rng, 0.15)
+	hist := &propHistory{epochOf: map[*cache.Snapshot]int{}, changes: map[string][]int{}, losses: map[string][]int{}}
+	client.hist = hist
 	var log []string
 	fail := func(err error) error {
-		trace := client.trace[max(0, len(client.trace)-60):]
+		trace := client.trace[max(0, len(client.trace)-90):]
 		return fmt.Errorf("%w\nsteps:\n  %s\nlast messages:\n  %s", err, strings.Join(log, "\n  "), strings.Join(trace, "\n  "))
 	}
 	var snap *cache.Snapshot
+	var sim streamSim
 	set := func(what string) error {
 		s, err := w.snapshot(kind == envoyClient)
 		if err != nil {
 			return err
 		}
+		epoch := len(hist.epochOf) + 1
+		hist.epochOf[s] = epoch
+		for _, t := range propTypes {
+			if snap == nil || snap.GetVersion(t) == s.GetVersion(t) {
+				continue
+			}
+			hist.changes[t] = append(hist.changes[t], epoch)
+			for name := range snap.GetResourcesAndTTL(t) {
+				if _, ok := s.GetResourcesAndTTL(t)[name]; !ok {
+					hist.losses[t] = append(hist.losses[t], epoch)
+					break
+				}
+			}
+		}
 		snap = s
 		log = append(log, fmt.Sprintf("snapshot (%s): %s", what, w))
 		client.tracef("--- snapshot (%s): %s", what, w)
-		return c.setSnapshot(Node{ID: id}, snap)
+		if err := c.setSnapshot(Node{ID: id}, snap); err != nil {
+			return err
+		}
+		if sim != nil {
+			sim.tag(snap)
+		}
+		return nil
 	}
-	var sim streamSim
+	current := func() *cache.Snapshot { return snap }
 	open := func(resume bool) {
 		if sim != nil {
 			sim.close()
@@ -98,7 +127,7 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 	// The node may connect before it has a snapshot.
 	if rng.IntN(3) == 0 {
 		open(false)
-		if err := settle(rng, sim, client, nil, fullState); err != nil {
+		if err := settle(rng, sim, client, current, nil, fullState); err != nil {
 			return fail(err)
 		}
 		if err := set("first"); err != nil {
@@ -111,7 +140,17 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 		open(false)
 	}
 	for step := range steps {
-		if err := settle(rng, sim, client, snap, fullState); err != nil {
+		// Now and then the snapshot changes while responses of the last
+		// one are on their way (at most twice a step).
+		changes := 0
+		change := func() (bool, error) {
+			if changes == 2 {
+				return false, nil
+			}
+			changes++
+			return true, set("in flight: " + w.mutate())
+		}
+		if err := settle(rng, sim, client, current, change, fullState); err != nil {
 			return fail(fmt.Errorf("step %d: %w", step, err))
 		}
 		client.check(snap)
@@ -144,9 +183,10 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 
 // streamSim is a sotwSim or deltaSim as settle drives it.
 type streamSim interface {
-	pending() int
-	sendOne(rng *rand.Rand) (simResponse, error)
-	request(req any) (bool, error) // false: ignored
+	pending() int                                // responses made, not sent
+	sendOne(rng *rand.Rand) (simResponse, error) // sends one: it is on its way to the client
+	request(req any) (bool, error)               // false: ignored
+	tag(snap *cache.Snapshot)
 	close()
 }
 
@@ -172,49 +212,84 @@ func (s *deltaSimStream) request(req any) (bool, error) {
 }
 
 // settle delivers responses and requests, in a random interleaving, until
-// neither is left. snap is the node's snapshot (nil: none yet).
-func settle(rng *rand.Rand, sim streamSim, client *modelClient, snap *cache.Snapshot, fullState bool) error {
+// neither is left. snap returns the node's snapshot (nil: none yet);
+// change, if not nil, may set a new one meanwhile (with responses of the
+// older one on their way) and returns whether it did.
+func settle(rng *rand.Rand, sim streamSim, client *modelClient, snap func() *cache.Snapshot, change func() (bool, error), fullState bool) error {
 	_, delta := sim.(*deltaSimStream)
-	for range 10000 {
+	var transit []simResponse // sent, not read yet: a stream delivers in order
+	for range 20000 {
+		if change != nil && rng.IntN(12) == 0 {
+			changed, err := change()
+			if err != nil {
+				return err
+			}
+			if changed {
+				sim.tag(snap())
+			}
+		}
 		pending, queued := sim.pending(), len(client.queue)
-		if pending == 0 && queued == 0 {
+		if pending == 0 && queued == 0 && len(transit) == 0 {
 			return nil
 		}
-		// The delta server sends every waiting response before it reads
-		// the next request.
-		if pending > 0 && (queued == 0 || delta || rng.IntN(2) == 0) {
-			if snap == nil {
-				return fmt.Errorf("a response before the node has a snapshot")
-			}
+		switch a := rng.IntN(3); {
+		case a == 0 && pending > 0:
 			r, err := sim.sendOne(rng)
 			if err != nil {
 				return err
 			}
-			client.receive(r, snap, fullState)
-			continue
-		}
-		req := client.queue[0]
-		client.queue = client.queue[1:]
-		if r, ok := req.(*discoverygrpc.DiscoveryRequest); ok && r.GetResponseNonce() == "" && snap != nil {
-			st := client.types[r.GetTypeUrl()]
-			switch {
-			case r.GetVersionInfo() != snap.GetVersion(r.GetTypeUrl()):
-				st.uncertain = true // the first answer of the type on this stream is full state
-			case client.resume && st.answers == 0 && (st.wildcard || client.kind == envoyClient):
-				for name := range snap.GetResourcesAndTTL(r.GetTypeUrl()) {
-					st.known[name] = true // the server takes it that the node has the snapshot's
+			if r.snap == nil {
+				return fmt.Errorf("a response before the node has a snapshot")
+			}
+			transit = append(transit, r)
+		case a == 1 && len(transit) > 0:
+			r := transit[0]
+			transit = transit[1:]
+			client.receive(r, fullState)
+		case a == 2 && queued > 0:
+			if delta {
+				// The delta server sends every waiting response before
+				// it reads the next request.
+				for sim.pending() > 0 {
+					r, err := sim.sendOne(rng)
+					if err != nil {
+						return err
+					}
+					transit = append(transit, r)
 				}
 			}
-		}
-		ok, err := sim.request(req)
-		if err != nil {
-			return err
-		}
-		if ok {
-			client.processed(req)
+			if err := serve(sim, client, snap()); err != nil {
+				return err
+			}
 		}
 	}
 	return fmt.Errorf("the stream never went quiet")
+}
+
+// serve has the server read the client's next request.
+func serve(sim streamSim, client *modelClient, cur *cache.Snapshot) error {
+	req := client.queue[0]
+	client.queue = client.queue[1:]
+	if r, ok := req.(*discoverygrpc.DiscoveryRequest); ok && r.GetResponseNonce() == "" && cur != nil {
+		st := client.types[r.GetTypeUrl()]
+		switch {
+		case r.GetVersionInfo() != cur.GetVersion(r.GetTypeUrl()):
+			st.uncertain = true // the first answer of the type on this stream is full state
+		case client.resume && st.answers == 0 && (st.wildcard || client.kind == envoyClient):
+			for name := range cur.GetResourcesAndTTL(r.GetTypeUrl()) {
+				st.known[name] = true // the server takes it that the node has the snapshot's
+			}
+		}
+	}
+	ok, err := sim.request(req)
+	if err != nil {
+		return err
+	}
+	sim.tag(cur)
+	if ok {
+		client.processed(req)
+	}
+	return nil
 }
 
 // propWorld generates the snapshots of the property test: up to five

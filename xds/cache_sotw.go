@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -71,7 +73,7 @@ func partial(kind types.ResponseType) bool {
 
 // sotwAnswer is w's answer from snap: nil when there is none yet, with
 // upToDate when that is because the stream has what snap holds for it.
-func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, fullState bool) (resp *sotwResponse, upToDate bool) {
+func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (resp *sotwResponse, upToDate bool) {
 	t := typeIn(snap, w.kind, w.req.GetTypeUrl())
 	wildcard := w.sub.IsWildcard()
 	subscribed := w.sub.SubscribedResources()
@@ -82,43 +84,35 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, fullState bool) (resp *sotwR
 			}
 		}
 	}
-	has := w.sub.ReturnedResources()
-	if len(has) == 0 {
+	has, known := holding(w.sub.ReturnedResources(), t, h, partial(w.kind))
+	if has.len() == 0 {
 		if w.resumed == nil {
 			w.resumed = resumedSotW(w, t)
 		}
 		if w.resumed != nil {
-			has = w.resumed
+			has, known = hasView{m: w.resumed}, true
 		}
 	}
 	reqVersion := w.req.GetVersionInfo()
 	first := w.req.GetResponseNonce() == "" && w.resumed == nil
 	nack := w.req.GetErrorDetail() != nil
-	// A full response: every requested resource. A named subscription
-	// of load assignments or route configurations still has those of them
-	// that left the snapshot (the client drops them when it stops naming
-	// them), so the stream keeps them.
+	// A full response: every requested resource.
 	full := func() *sotwResponse {
 		names := t.requested(wildcard, subscribed)
+		if wildcard {
+			return t.sotwResponse(w.req, names, t.whole(h.epoch))
+		}
 		next := t.hashesOf(names)
-		if partial(w.kind) && !wildcard {
-			for n, v := range has {
-				if _, ok := t.items[n]; !ok {
-					next[n] = v
-				}
-			}
+		if partial(w.kind) {
+			stamp(next, h.epoch)
 		}
 		return t.sotwResponse(w.req, names, next)
 	}
-	if reqVersion != t.version && (first || nack) {
+	if !known || reqVersion != t.version && (first || nack) {
 		return full(), false
 	}
 	changed := t.changed(wildcard, subscribed, has)
-	// What left the snapshot is news for a wildcard subscription, or for
-	// a named one of clusters or listeners (the client deletes what a
-	// response lacks), not for a named one of load assignments or route
-	// configurations (see full).
-	lost := (wildcard || !partial(w.kind)) && t.lost(has)
+	lost := t.lost(has)
 	// The version_info of a wildcard or an Envoy node must follow the
 	// snapshot's even when nothing it asks for changed (a resource it
 	// dropped left the snapshot): resumedSotW trusts it.
@@ -126,24 +120,139 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, fullState bool) (resp *sotwR
 	switch {
 	case len(changed) == 0 && !lost && !behind:
 		return nil, true
-	case fullState || !partial(w.kind) || lost:
+	case fullState || !partial(w.kind) || wildcard && lost:
 		return full(), false // for a wildcard subscription that lost a resource, see above
 	}
-	next := make(map[string]string, len(has)+len(changed))
-	maps.Copy(next, has)
+	if wildcard {
+		return t.sotwResponse(w.req, changed, t.whole(h.epoch)), false // it has all of them now
+	}
+	// What left the snapshot is forgotten: its client drops it with its
+	// cluster or listener (see above).
+	next := make(map[string]string, has.len()+len(changed))
+	has.each(func(n, v string) {
+		if _, ok := t.items[n]; ok {
+			next[n] = v
+		}
+	})
 	for _, n := range changed {
 		next[n] = t.hash(n)
 	}
+	stamp(next, h.epoch)
 	return t.sotwResponse(w.req, changed, next), false
+}
+
+// versionKey, in what a stream has (its returned resources), stands for
+// every resource of the type at a version: what a wildcard subscription
+// has after every response. Reported so, the stream holds a map of one
+// entry, not a copy of the type's version map (the same for every node of
+// a group); the version map itself is found in the node's current or
+// previous snapshot (holding). Its value is "version@epoch", epoch being
+// the node's snapshot count when the response was made. The server never
+// adds to the map of a SotW stream; if it drops the key (a subscription
+// turned named), the stream is taken to have nothing, and is sent what it
+// asks for. No resource name starts with a NUL.
+const versionKey = "\x00version"
+
+// history is what a node's state knows of a type's past.
+type history struct {
+	prev   snapType // the type before its last change
+	epoch  uint64   // the node's snapshot count
+	lossAt uint64   // the count at the latest snapshot that dropped a resource of the type
+}
+
+// whole is what a stream that has every resource of t has, at epoch.
+func (t snapType) whole(epoch uint64) map[string]string {
+	if len(t.hashes) != len(t.items) {
+		return t.hashesOf(t.all())
+	}
+	return map[string]string{versionKey: t.version + "@" + strconv.FormatUint(epoch, 10)}
+}
+
+// hasView is what a stream has (name -> content hash), as holding
+// resolves it: a map, one entry of which (carrier) may carry the epoch of
+// the response that reported it ("hash@epoch", see stamp).
+type hasView struct {
+	m       map[string]string
+	carrier string // "" if none
+	hash    string // the carrier's hash
+}
+
+func (h hasView) len() int { return len(h.m) }
+
+func (h hasView) get(name string) (string, bool) {
+	v, ok := h.m[name]
+	if ok && name == h.carrier {
+		return h.hash, true
+	}
+	return v, ok
+}
+
+func (h hasView) each(f func(name, hash string)) {
+	for n, v := range h.m {
+		if n == h.carrier {
+			v = h.hash
+		}
+		f(n, v)
+	}
+}
+
+// stamp records in next (named load assignments or route
+// configurations) the epoch at which it is reported, on one entry: the
+// server deletes no other entries from what a stream has than those it
+// stops naming, so the epoch survives as long as that entry (see holding).
+func stamp(next map[string]string, epoch uint64) {
+	for n, v := range next {
+		next[n] = v + "@" + strconv.FormatUint(epoch, 10)
+		return
+	}
+}
+
+// holding resolves what a stream has from its returned resources.
+// versionKey stands for the version map of t or of h.prev. known is false
+// when it stands for an older version, or, for load assignments and route
+// configurations (dropsWithReferrer), when one of them left the snapshot
+// since the stream's last response (the epoch stamped on it, see stamp,
+// or in versionKey's value): a client drops a load assignment or route
+// configuration when its cluster or listener goes, so a stream whose
+// response was on its way then may lack one that came back since,
+// unchanged, and must be sent all it asks for. A named stream that lost
+// its stamp (it stopped naming that entry) is taken to be behind too.
+func holding(returned map[string]string, t snapType, h history, dropsWithReferrer bool) (has hasView, known bool) {
+	m, ok := returned[versionKey]
+	if !ok {
+		has = hasView{m: returned}
+		if !dropsWithReferrer || len(returned) == 0 {
+			return has, true
+		}
+		for n, v := range returned {
+			if at := strings.LastIndexByte(v, '@'); at >= 0 {
+				epoch, err := strconv.ParseUint(v[at+1:], 10, 64)
+				has.carrier, has.hash = n, v[:at]
+				return has, err == nil && epoch >= h.lossAt
+			}
+		}
+		return has, h.lossAt == 0
+	}
+	at := strings.LastIndexByte(m, '@')
+	epoch, err := strconv.ParseUint(m[at+1:], 10, 64)
+	switch v := m[:max(at, 0)]; {
+	case at < 0 || err != nil || dropsWithReferrer && epoch < h.lossAt:
+		return hasView{}, false
+	case v == t.version && len(t.hashes) == len(t.items):
+		return hasView{m: t.hashes}, true
+	case v == h.prev.version && h.prev.hashes != nil:
+		return hasView{m: h.prev.hashes}, true
+	}
+	return hasView{}, false
 }
 
 // changed lists (sorted) the requested resources in t whose hash differs
 // from has's, or that has lacks.
-func (t snapType) changed(wildcard bool, subscribed map[string]struct{}, has map[string]string) []string {
+func (t snapType) changed(wildcard bool, subscribed map[string]struct{}, has hasView) []string {
 	var out []string
 	if wildcard {
 		for name := range t.items {
-			if v, ok := has[name]; !ok || v != t.hash(name) {
+			if v, ok := has.get(name); !ok || v != t.hash(name) {
 				out = append(out, name)
 			}
 		}
@@ -152,7 +261,7 @@ func (t snapType) changed(wildcard bool, subscribed map[string]struct{}, has map
 			if _, ok := t.items[name]; !ok {
 				continue
 			}
-			if v, ok := has[name]; !ok || v != t.hash(name) {
+			if v, ok := has.get(name); !ok || v != t.hash(name) {
 				out = append(out, name)
 			}
 		}
@@ -162,8 +271,8 @@ func (t snapType) changed(wildcard bool, subscribed map[string]struct{}, has map
 }
 
 // lost reports whether has holds a resource that t does not.
-func (t snapType) lost(has map[string]string) bool {
-	for name := range has {
+func (t snapType) lost(has hasView) bool {
+	for name := range has.m {
 		if _, ok := t.items[name]; !ok {
 			return true
 		}

@@ -17,6 +17,17 @@ package xds
 // name every resource). Otherwise nil. A named request of another node is
 // left alone: the node got the names of its last request, and may name
 // more now.
+//
+// Known limit (as before our own cache): a version_info says what the
+// node had when it accepted that version, not what it dropped since. A
+// node that, on a resumed stream and before any answer of the type on it,
+// drops a load assignment or route configuration (its cluster or listener
+// went: an Envoy stops naming it, a wildcard client forgets it) is taken
+// to have it if the snapshot is back at that very version when its
+// request is read. Once a stream was answered, the server's subscription
+// state tracks what an Envoy drops, and the cache's answers keep an
+// Envoy's version_info equal to the snapshot's and send a wildcard stream
+// the full state after a drop (cache_sotw.go), so a later resume is sound.
 func resumedSotW(w *sotwWatch, t snapType) map[string]string {
 	req := w.req
 	v := req.GetVersionInfo()

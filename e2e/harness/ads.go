@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -30,11 +29,11 @@ import (
 // response: clusters and listeners are the response's (full state), load
 // assignments and route configurations are merged by name from the
 // responses that carry them (the xDS spec groups these per resource, and
-// the server sends only what changed), and dropped once no cluster or
-// listener the client has refers to them (as Envoy does; only when the
-// client subscribes to the referring type). Delta: Resources is what the
-// response carried. Carried names what the response itself carried, both
-// protocols.
+// the server sends only what changed), and dropped when a response of
+// clusters (listeners) no longer refers to them (as Envoy drops them with
+// their cluster; only when the client subscribes to clusters, listeners).
+// Delta: Resources is what the response carried. Carried names what the
+// response itself carried, both protocols.
 type ADSUpdate struct {
 	TypeURL   string
 	Version   string // SotW version_info, or delta system_version_info
@@ -174,7 +173,7 @@ func (c *ADSClient) runSotW(st discoverygrpc.AggregatedDiscoveryService_StreamAg
 		}
 		if ack.ErrorDetail == nil {
 			versions[u.TypeURL] = u.Version
-			u.Resources = view.apply(u.TypeURL, carried, slices.Contains(c.cfg.Types, referrer[u.TypeURL]))
+			u.Resources = view.apply(u.TypeURL, carried)
 		}
 		if err := st.Send(ack); err != nil {
 			return err
@@ -197,32 +196,26 @@ var (
 type sotwView map[string]map[string]*anypb.Any
 
 // apply applies an accepted response of typeURL carrying carried (by
-// name) and returns a copy of the type's view. A load assignment or route
-// configuration that the response does not carry and that no resource of
-// the referring type refers to is dropped (when the client has that type:
-// pruned), and so is every one no longer referred to when a response of the
-// referring type arrives.
-func (v sotwView) apply(typeURL string, carried map[string]*anypb.Any, pruned bool) map[string]*anypb.Any {
-	ref, isMerged := referrer[typeURL]
-	if !isMerged {
-		v[typeURL] = carried
-		if dep, ok := merged[typeURL]; ok && v[dep] != nil {
-			refs := references(typeURL, carried)
-			maps.DeleteFunc(v[dep], func(name string, _ *anypb.Any) bool { return !refs[name] })
+// name) and returns a copy of the type's view. Load assignments and route
+// configurations are merged; those that no cluster (listener) refers to
+// any longer are dropped when a response of clusters (listeners) arrives,
+// as Envoy drops them with their cluster (listener).
+func (v sotwView) apply(typeURL string, carried map[string]*anypb.Any) map[string]*anypb.Any {
+	if _, isMerged := referrer[typeURL]; isMerged {
+		cur := v[typeURL]
+		if cur == nil {
+			cur = map[string]*anypb.Any{}
+			v[typeURL] = cur
 		}
-		return maps.Clone(carried)
+		maps.Copy(cur, carried)
+		return maps.Clone(cur)
 	}
-	cur := v[typeURL]
-	if cur == nil {
-		cur = map[string]*anypb.Any{}
-		v[typeURL] = cur
+	v[typeURL] = carried
+	if dep, ok := merged[typeURL]; ok && v[dep] != nil {
+		refs := references(typeURL, carried)
+		maps.DeleteFunc(v[dep], func(name string, _ *anypb.Any) bool { return !refs[name] })
 	}
-	maps.Copy(cur, carried)
-	if referring, ok := v[ref]; ok && pruned {
-		refs := references(ref, referring)
-		maps.DeleteFunc(cur, func(name string, _ *anypb.Any) bool { return carried[name] == nil && !refs[name] })
-	}
-	return maps.Clone(cur)
+	return maps.Clone(carried)
 }
 
 // references returns the names of the load assignments the clusters in
