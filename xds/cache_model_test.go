@@ -75,6 +75,20 @@ type made struct {
 	snap     *cache.Snapshot // the node's snapshot
 	names    []string        // the names its watch subscribed to, sorted
 	wantFull bool            // SotW: it must carry every requested resource (the answer to a NACK or a first request)
+	server                   // what the server took the client to have of the type then
+}
+
+// server is what the model takes the server to know of what a stream
+// has of a type (its subscription state): updated when the server sends
+// a response or reads a request, not when the client reads.
+type server struct {
+	known    map[string]bool   // SotW: names the stream has (sent on it, or resumed)
+	believed map[string][]byte // delta: what the stream has, by name
+	versions map[string]string // delta: their versions
+}
+
+func (s server) clone() server {
+	return server{known: maps.Clone(s.known), believed: maps.Clone(s.believed), versions: maps.Clone(s.versions)}
 }
 
 // madeFor tags a response of a watch whose request is req and
@@ -112,10 +126,11 @@ type sotwSimWatch struct {
 
 // tag records how the responses made since the last tag were made (the
 // test calls it after each request and each snapshot it sets).
-func (s *sotwSim) tag(snap *cache.Snapshot) {
-	for _, w := range s.watches {
+func (s *sotwSim) tag(snap *cache.Snapshot, knows func(typeURL string) server) {
+	for t, w := range s.watches {
 		if len(w.out) > 0 && w.made == nil {
 			m := madeFor(snap, w.req, w.sub)
+			m.server = knows(t)
 			w.made = &m
 		}
 	}
@@ -211,10 +226,13 @@ type taggedDelta struct {
 
 // tag is sotwSim.tag: it moves what the cache put in the multiplexed
 // channel to waiting, in order.
-func (s *deltaSim) tag(snap *cache.Snapshot) {
+func (s *deltaSim) tag(snap *cache.Snapshot, knows func(typeURL string) server) {
 	for len(s.muxed) > 0 {
 		r := <-s.muxed
-		s.waiting = append(s.waiting, taggedDelta{resp: r, made: madeFor(snap, nil, s.watches[r.GetDeltaRequest().GetTypeUrl()].sub)})
+		t := r.GetDeltaRequest().GetTypeUrl()
+		m := madeFor(snap, nil, s.watches[t].sub)
+		m.server = knows(t)
+		s.waiting = append(s.waiting, taggedDelta{resp: r, made: m})
 	}
 }
 
@@ -311,22 +329,21 @@ type typeState struct {
 	serverNames []string
 	started     bool // a request of the type was sent on this stream
 	// SotW
-	known    map[string]bool // names the server takes the client to have (sent on this stream, or resumed)
-	rejected map[string]bool // names of NACKed resources not accepted since: the view may lag there
-	limbo    map[string]bool // dropped by a resumed stream before its first answer (resume.go's known limit)
-	pruned   map[string]bool // dropped with their cluster (listener), not received since
-	version  string          // last accepted version_info
-	shrunk   bool            // the server dropped names from what the stream has since its last response
-	lastMade int             // when the last response of the type on this stream was made (epoch)
-	nonce    string          // last response's nonce
-	answers  int             // responses received on this stream
+	server                         // what the server takes the client to have (see server)
+	viewVersions map[string]string // delta: versions of the view (what a resuming client tells)
+	rejected     map[string]bool   // names of NACKed resources not accepted since: the view may lag there
+	limbo        map[string]bool   // dropped by a resumed stream before its first answer (resume.go's known limit)
+	pruned       map[string]bool   // dropped with their cluster (listener), not received since
+	version      string            // last accepted version_info
+	shrunk       bool              // the server dropped names from what the stream has since its last response
+	lastMade     int               // when the last response of the type on this stream was made (epoch)
+	nonce        string            // last response's nonce
+	answers      int               // responses received on this stream
 	// the server cannot know what the client has after a NACK (SotW), or
 	// after a reconnect it did not resume (first answers may repeat)
 	uncertain bool
 	nacked    bool // the last response was NACKed
 	// delta
-	versions map[string]string // resource versions of believed
-	believed map[string][]byte // what the server was told the client has: the view, NACKed responses applied
 	// a delta wildcard subscription's first answer may be empty
 	firstOK bool
 }
@@ -367,8 +384,8 @@ func between(es []int, from, to int) int {
 func newModelClient(kind clientKind, delta bool, rng *rand.Rand, nackP float64) *modelClient {
 	c := &modelClient{kind: kind, delta: delta, rng: rng, nackP: nackP, types: map[string]*typeState{}}
 	for _, t := range propTypes {
-		c.types[t] = &typeState{view: map[string][]byte{}, viewAt: map[string]int{}, believed: map[string][]byte{}, versions: map[string]string{},
-			known: map[string]bool{}, rejected: map[string]bool{}, limbo: map[string]bool{}, pruned: map[string]bool{}}
+		c.types[t] = &typeState{view: map[string][]byte{}, viewAt: map[string]int{}, viewVersions: map[string]string{},
+			rejected: map[string]bool{}, limbo: map[string]bool{}, pruned: map[string]bool{}}
 	}
 	return c
 }
@@ -397,11 +414,14 @@ func (c *modelClient) connect(resume bool) {
 	for _, t := range propTypes {
 		st := c.types[t]
 		if !resume {
-			*st = typeState{view: map[string][]byte{}, viewAt: map[string]int{}, believed: map[string][]byte{}, versions: map[string]string{}, names: st.names,
-				known: map[string]bool{}, rejected: map[string]bool{}, limbo: map[string]bool{}, pruned: map[string]bool{}}
+			*st = typeState{view: map[string][]byte{}, viewAt: map[string]int{}, viewVersions: map[string]string{}, names: st.names,
+				rejected: map[string]bool{}, limbo: map[string]bool{}, pruned: map[string]bool{}}
 		}
 		st.started, st.nonce, st.answers, st.nacked, st.serverNames, st.lastMade, st.shrunk = false, "", 0, false, nil, 0, false
-		st.known = map[string]bool{} // what the server takes the client to have is per stream; limbo and pruned follow the view
+		// What the server takes the client to have is per stream (a
+		// resuming delta stream starts from what the client tells);
+		// limbo and pruned follow the view.
+		st.server = server{known: map[string]bool{}, believed: map[string][]byte{}, versions: map[string]string{}}
 		st.uncertain = !resume
 		st.wildcard = c.wildcardType(t)
 	}
@@ -478,8 +498,11 @@ func (c *modelClient) start(typeURL string, names []string) {
 		default:
 			req.ResourceNamesSubscribe = slices.Clone(names)
 		}
-		if c.resume && len(st.versions) > 0 {
-			req.InitialResourceVersions = maps.Clone(st.versions)
+		if c.resume && len(st.viewVersions) > 0 {
+			req.InitialResourceVersions = maps.Clone(st.viewVersions)
+			for n, v := range st.viewVersions {
+				st.believed[n], st.versions[n] = st.view[n], v // the server reads it first on the stream
+			}
 		}
 		st.firstOK = st.wildcard && len(req.InitialResourceVersions) == 0
 		c.queue = append(c.queue, req)
@@ -542,10 +565,8 @@ func (c *modelClient) keepNamed(typeURL string) {
 			}
 		}
 	}
-	for _, m := range []map[string][]byte{st.view, st.believed} {
-		maps.DeleteFunc(m, func(n string, _ []byte) bool { return !slices.Contains(st.names, n) })
-	}
-	maps.DeleteFunc(st.versions, func(n string, _ string) bool { return !slices.Contains(st.names, n) })
+	maps.DeleteFunc(st.view, func(n string, _ []byte) bool { return !slices.Contains(st.names, n) })
+	maps.DeleteFunc(st.viewVersions, func(n string, _ string) bool { return !slices.Contains(st.names, n) })
 }
 
 // propNames are the names a gRPC client may choose from: those of the
@@ -626,15 +647,7 @@ func (c *modelClient) receive(r simResponse, fullState bool) {
 	} else {
 		c.checkSotW(r, st, want, inSync, snap, fullState)
 		st.lastMade, st.shrunk = c.hist.epochOf[snap], false
-		if st.wildcard && len(r.res) == len(want) {
-			clear(st.known) // full state: the server resets what it takes the client to have
-		}
-		if !st.wildcard && partial(cache.GetResponseType(r.typeURL)) {
-			// the server forgets what left the snapshot (the client drops it with its cluster)
-			maps.DeleteFunc(st.known, func(n string, _ bool) bool { _, ok := want[n]; return !ok })
-		}
 		for name := range r.res {
-			st.known[name] = true
 			delete(st.limbo, name)
 			delete(st.pruned, name)
 		}
@@ -658,6 +671,36 @@ func (c *modelClient) receive(r simResponse, fullState bool) {
 		c.follow(resource.EndpointType)
 	case resource.ListenerType:
 		c.follow(resource.RouteType)
+	}
+}
+
+// knows is what the server takes the client to have of typeURL now.
+func (c *modelClient) knows(typeURL string) server { return c.types[typeURL].server.clone() }
+
+// sent updates what the server takes the client to have as it sends r
+// (go-control-plane records a response's returned resources when it
+// sends it).
+func (c *modelClient) sent(r simResponse) {
+	st := c.types[r.typeURL]
+	if c.delta {
+		maps.Copy(st.believed, r.res)
+		maps.Copy(st.versions, r.versions)
+		for _, n := range r.removed {
+			delete(st.believed, n)
+			delete(st.versions, n)
+		}
+		return
+	}
+	want := c.expected(r.typeURL, r.snap, r.names)
+	if st.wildcard && len(r.res) == len(want) {
+		clear(st.known) // full state: the server resets what it takes the client to have
+	}
+	if !st.wildcard && partial(cache.GetResponseType(r.typeURL)) {
+		// the server forgets what left the snapshot (the client drops it with its cluster)
+		maps.DeleteFunc(st.known, func(n string, _ bool) bool { _, ok := want[n]; return !ok })
+	}
+	for name := range r.res {
+		st.known[name] = true
 	}
 }
 
@@ -704,10 +747,10 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 	// never sent (the server cannot know the client has it).
 	differs := func(name string) bool {
 		v, ok := st.view[name]
-		return !ok || !bytes.Equal(v, want[name]) || !st.known[name] || st.rejected[name]
+		return !ok || !bytes.Equal(v, want[name]) || !r.known[name] || st.rejected[name]
 	}
 	lost := false // the server takes the client to have what the snapshot does not
-	for name := range st.known {
+	for name := range r.known {
 		if _, ok := want[name]; !ok {
 			lost = true
 		}
@@ -745,7 +788,7 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 		}
 	}
 	for name := range want {
-		if _, ok := r.res[name]; !ok && differs(name) && st.known[name] && !st.rejected[name] && !st.pruned[name] && !st.limbo[name] {
+		if _, ok := r.res[name]; !ok && differs(name) && r.known[name] && !st.rejected[name] && !st.pruned[name] && !st.limbo[name] {
 			c.failf("%s response omits %s, which changed", typeName(r.typeURL), name)
 		}
 	}
@@ -819,7 +862,7 @@ func (c *modelClient) checkDelta(r simResponse, st *typeState, want map[string][
 		if w, ok := want[name]; !ok || !bytes.Equal(w, b) {
 			c.failf("delta %s response carries %s, which is not what the node asked for", typeName(r.typeURL), name)
 		}
-		if v, ok := st.believed[name]; inSync && ok && bytes.Equal(v, b) && st.versions[name] == r.versions[name] {
+		if v, ok := r.believed[name]; inSync && ok && bytes.Equal(v, b) && r.server.versions[name] == r.versions[name] {
 			c.failf("delta %s response carries %s, which the client has", typeName(r.typeURL), name)
 		}
 	}
@@ -834,8 +877,7 @@ func (c *modelClient) checkDelta(r simResponse, st *typeState, want map[string][
 	st.firstOK = false
 }
 
-// applyDelta ACKs or NACKs a delta response. The server takes both as
-// received, so believed (what the server tells apart) takes it either way.
+// applyDelta ACKs or NACKs a delta response.
 func (c *modelClient) applyDelta(r simResponse, st *typeState, nack bool) {
 	apply := func(m map[string][]byte) {
 		maps.Copy(m, r.res)
@@ -843,16 +885,15 @@ func (c *modelClient) applyDelta(r simResponse, st *typeState, nack bool) {
 			delete(m, n)
 		}
 	}
-	apply(st.believed)
-	maps.Copy(st.versions, r.versions)
-	for _, n := range r.removed {
-		delete(st.versions, n)
-	}
 	req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: r.typeURL, ResponseNonce: r.nonce}
 	if nack {
 		req.ErrorDetail = &statuspb.Status{Code: 3, Message: "rejected by the model"}
 	} else {
 		apply(st.view)
+		maps.Copy(st.viewVersions, r.versions)
+		for _, n := range r.removed {
+			delete(st.viewVersions, n)
+		}
 	}
 	c.queue = append(c.queue, req)
 }

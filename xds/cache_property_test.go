@@ -106,7 +106,7 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 			return err
 		}
 		if sim != nil {
-			sim.tag(snap)
+			sim.tag(snap, client.knows)
 		}
 		return nil
 	}
@@ -186,7 +186,7 @@ type streamSim interface {
 	pending() int                                // responses made, not sent
 	sendOne(rng *rand.Rand) (simResponse, error) // sends one: it is on its way to the client
 	request(req any) (bool, error)               // false: ignored
-	tag(snap *cache.Snapshot)
+	tag(snap *cache.Snapshot, knows func(typeURL string) server)
 	close()
 }
 
@@ -225,7 +225,7 @@ func settle(rng *rand.Rand, sim streamSim, client *modelClient, snap func() *cac
 				return err
 			}
 			if changed {
-				sim.tag(snap())
+				sim.tag(snap(), client.knows)
 			}
 		}
 		pending, queued := sim.pending(), len(client.queue)
@@ -241,6 +241,7 @@ func settle(rng *rand.Rand, sim streamSim, client *modelClient, snap func() *cac
 			if r.snap == nil {
 				return fmt.Errorf("a response before the node has a snapshot")
 			}
+			client.sent(r)
 			transit = append(transit, r)
 		case a == 1 && len(transit) > 0:
 			r := transit[0]
@@ -255,6 +256,7 @@ func settle(rng *rand.Rand, sim streamSim, client *modelClient, snap func() *cac
 					if err != nil {
 						return err
 					}
+					client.sent(r)
 					transit = append(transit, r)
 				}
 			}
@@ -285,10 +287,10 @@ func serve(sim streamSim, client *modelClient, cur *cache.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	sim.tag(cur)
 	if ok {
-		client.processed(req)
+		client.processed(req) // the server reads the request, then answers it
 	}
+	sim.tag(cur, client.knows)
 	return nil
 }
 

@@ -29,6 +29,12 @@ func testSnapshot(t testing.TB, services int, down ...int) *cache.Snapshot {
 	for _, i := range down {
 		w.Services[i].Endpoints[0].Health = discovery.HealthUnhealthy
 	}
+	return snapshotOf(t, w)
+}
+
+// snapshotOf is the proxyless snapshot of w.
+func snapshotOf(t testing.TB, w discovery.Snapshot) *cache.Snapshot {
+	t.Helper()
 	var items []serviceItems
 	for _, svc := range w.Services {
 		it, err := translate(Service(svc, ServiceSettings{}, nil))
@@ -350,5 +356,67 @@ func TestPushTimes(t *testing.T) {
 	}
 	if _, ok := p.sent("n", resource.ClusterType); ok {
 		t.Error("a type that did not change was measured")
+	}
+}
+
+// TestCacheNamedStreamBehindALoss: an Envoy's load assignment response
+// made before one of its clusters left (and came back unchanged) is read
+// after it; the Envoy dropped that cluster's assignment meanwhile, and its
+// requests saying so were ignored (their nonce was stale, as a response
+// was on its way). When it ACKs, naming the cluster again, it is sent the
+// full state: the stream's stamp (see stamp) predates the loss.
+func TestCacheNamedStreamBehindALoss(t *testing.T) {
+	c := newNodeCache(false)
+	node := &core.Node{Id: "edge", UserAgentName: "envoy"}
+	s1, s2 := testSnapshot(t, 2), testSnapshot(t, 2, 1)
+	w := world(2, 1)
+	w.Services = w.Services[1:]
+	w.Services[0].Endpoints[0].Health = discovery.HealthUnhealthy
+	s3 := snapshotOf(t, w)      // svc-000 gone (its cluster with it)
+	s4 := testSnapshot(t, 2, 1) // svc-000 back, as it was
+	names := []string{"svc-000", "svc-001"}
+	if err := c.setSnapshot(Node{ID: "edge"}, s1); err != nil {
+		t.Fatal(err)
+	}
+	sim := newSotwSim(c, node)
+	request := func(version, nonce string, names []string) bool {
+		t.Helper()
+		ok, err := sim.request(&discoverygrpc.DiscoveryRequest{TypeUrl: resource.EndpointType, VersionInfo: version,
+			ResponseNonce: nonce, ResourceNames: names})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.tag(s1, func(string) server { return server{} })
+		return ok
+	}
+	request("", "", names)
+	r0, err := sim.send(resource.EndpointType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	request(r0.version, r0.nonce, names)
+	for _, s := range []*cache.Snapshot{s2, s3, s4} { // s2 answers the watch; s3 and s4 come while that answer waits
+		if err := c.setSnapshot(Node{ID: "edge"}, s); err != nil {
+			t.Fatal(err)
+		}
+		sim.tag(s, func(string) server { return server{} })
+	}
+	r1, err := sim.send(resource.EndpointType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if request(r0.version, r0.nonce, names[1:]) || request(r0.version, r0.nonce, names) {
+		t.Fatal("requests with a stale nonce were read")
+	}
+	request(r1.version, r1.nonce, names) // the ACK, naming svc-000 again
+	if len(sim.pending()) != 1 {
+		t.Fatal("the ACK was not answered")
+	}
+	r2, err := sim.send(resource.EndpointType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r2.res["svc-000"]; !ok {
+		t.Errorf("answer carries %v, want svc-000 again (the Envoy dropped it with its cluster)", r2.order)
 	}
 }
