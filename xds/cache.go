@@ -38,6 +38,9 @@ import (
 // opening watches from 10,000 streams do not wait for each other. A
 // node's state points into the shared, immutable snapshot; it copies
 // nothing of it.
+//
+// go-control-plane's heartbeats are not used: our resources have no TTL,
+// and responses carry them bare.
 type nodeCache struct {
 	// fullState makes every SotW response carry every requested
 	// resource (xds.sotw_full_state), as go-control-plane's cache did.

@@ -28,31 +28,36 @@ import (
 // requested resource. With nodeCache.fullState every type is.
 //
 // Either way nothing is sent when nothing the node requested differs from
-// what its stream has, with three exceptions. Two are go-control-plane's:
-// the first request of a type on a stream is answered whenever its
-// version_info is not the snapshot's (a node learns that a type is empty,
-// or that a named resource does not exist), and a NACK whose version_info
-// is not the snapshot's is answered with the full state of the type (what
-// the stream has is then unknown). The third keeps the version_info of
-// wildcard subscriptions and Envoy nodes equal to the snapshot's, which
-// resuming relies on (resume.go): when the version differs, they are
-// answered even if nothing they ask for changed (an Envoy node's
-// response then carries nothing: a load assignment it still names left
-// the snapshot, and it drops it when its cluster goes). Without it, a
-// node that dropped a resource would resume with a version whose
-// content has it, and not be sent it again when it came back.
+// what its stream has, with these exceptions:
+//
+//   - go-control-plane's: the first request of a type on a stream is
+//     answered whenever its version_info is not the snapshot's (a node
+//     learns that a type is empty, or that a named resource does not
+//     exist), and a NACK whose version_info is not the snapshot's is
+//     answered with everything requested (what the stream has is then
+//     unknown);
+//   - the version_info of wildcard subscriptions and of Envoy nodes
+//     follows the snapshot's, which resuming relies on (resume.go): when
+//     the version differs they are answered even if nothing they ask for
+//     changed (the response then carries nothing);
+//   - deletions, below.
 //
 // What a stream has is go-control-plane's subscription state: the server
 // records the map a response reports (GetReturnedResources) when it sends
 // it, so a response reports every resource the client then has (name ->
-// content hash), not only those it carries.
+// content hash), not only those it carries. A wildcard stream's map is a
+// single entry standing for the type's version map (versionKey).
 //
-// Deletions: a client drops a load assignment or route configuration
+// Deletions. A client drops a load assignment or route configuration
 // when the cluster or listener that refers to it goes (Envoy and grpc-go
-// then stop naming it). A wildcard subscription cannot stop naming
-// anything, so when one of its resources leaves the snapshot, the
-// response carries the full state of the type (which tells a client that
-// reads it as full state, and resets what the stream has).
+// then stop naming it). So what leaves the snapshot is forgotten from what
+// a stream has: a named stream is answered (with what changed, maybe
+// nothing) and no longer has it; a wildcard stream, which cannot stop
+// naming anything, is sent the full state of the type (which also tells a
+// client that reads it as full state). And a stream whose last response
+// was made before one of them left (that response was on its way) may
+// lack one that came back unchanged since: it is sent everything it asks
+// for (holding tells, from the epoch stamped on what it has).
 
 // sotwWatch is an open SotW watch.
 type sotwWatch struct {
