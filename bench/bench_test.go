@@ -30,7 +30,7 @@ func testCLA(t *testing.T, name string, status corev3.HealthStatus) *anypb.Any {
 	return a
 }
 
-func TestParseSotWDecodesEachVersionOnce(t *testing.T) {
+func TestParseSotWDecodesEachResourceOnce(t *testing.T) {
 	tab := newTable()
 	b, err := proto.Marshal(&discoveryv3.DiscoveryResponse{VersionInfo: "v1", TypeUrl: resource.EndpointType, Nonce: "n1",
 		Resources: []*anypb.Any{testCLA(t, "a", corev3.HealthStatus_UNHEALTHY), testCLA(t, "b", corev3.HealthStatus_HEALTHY)}})
@@ -44,14 +44,22 @@ func TestParseSotWDecodesEachVersionOnce(t *testing.T) {
 	if err := tab.parseSotW(b, &r2); err != nil {
 		t.Fatal(err)
 	}
-	if r1.version != "v1" || r1.nonce != "n1" || r1.typeURL != resource.EndpointType || r1.eds != r2.eds {
-		t.Fatalf("got %+v and %+v, want v1/n1/EDS sharing one entry", r1, r2)
+	if r1.version != "v1" || r1.nonce != "n1" || r1.typeURL != resource.EndpointType || len(r1.eds) != 2 || len(r2.eds) != 2 {
+		t.Fatalf("got %+v and %+v, want v1/n1/EDS with two resources", r1, r2)
 	}
-	if got := r1.eds.clas["a"]["10.0.0.1:8080"]; got != corev3.HealthStatus_UNHEALTHY {
-		t.Errorf("a = %v, want UNHEALTHY", got)
+	for i, want := range []struct {
+		name   string
+		status corev3.HealthStatus
+	}{{"a", corev3.HealthStatus_UNHEALTHY}, {"b", corev3.HealthStatus_HEALTHY}} {
+		if r1.eds[i].name != want.name || r1.eds[i].eds != r2.eds[i].eds {
+			t.Fatalf("resource %d: %q, shared %v; want %q shared by both responses", i, r1.eds[i].name, r1.eds[i].eds == r2.eds[i].eds, want.name)
+		}
+		if got := r1.eds[i].eds.clas[want.name]["10.0.0.1:8080"]; got != want.status {
+			t.Errorf("%s = %v, want %v", want.name, got, want.status)
+		}
 	}
-	if got := r1.eds.clas["b"]["10.0.0.1:8080"]; got != corev3.HealthStatus_HEALTHY {
-		t.Errorf("b = %v, want HEALTHY", got)
+	if tab.sotwEntry("v1", "a") != r1.eds[0].eds {
+		t.Error("the entry is not shared by version and name")
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
@@ -27,33 +26,34 @@ type Key struct {
 // each endpoint by address.
 type cla map[string]corev3.HealthStatus
 
-// entry is a decoded EDS payload, shared by every node that received it.
+// entry is a decoded EDS resource, shared by every node that received it.
 type entry struct {
 	once sync.Once
-	clas map[string]cla // SotW: service -> content; delta: one service
+	clas map[string]cla // its one service -> content
 	err  error
 }
 
-// table decodes each distinct EDS payload once for the whole fleet: a SotW
-// response by its version_info (a content hash, equal for every node), a
-// delta resource by name and resource version.
+// table decodes each distinct EDS resource once for the whole fleet: a
+// SotW one by the response's version_info (a content hash of the whole
+// type, so it fixes the content of every resource under it) and its name,
+// a delta one by name and resource version.
 type table struct {
 	mu    sync.Mutex
-	sotw  map[string]*entry
+	sotw  map[[2]string]*entry
 	delta map[[2]string]*entry
 }
 
 func newTable() *table {
-	return &table{sotw: map[string]*entry{}, delta: map[[2]string]*entry{}}
+	return &table{sotw: map[[2]string]*entry{}, delta: map[[2]string]*entry{}}
 }
 
-func (t *table) sotwEntry(version string) *entry {
+func (t *table) sotwEntry(version, name string) *entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.sotw[version]
+	e, ok := t.sotw[[2]string{version, name}]
 	if !ok {
 		e = &entry{}
-		t.sotw[version] = e
+		t.sotw[[2]string{version, name}] = e
 	}
 	return e
 }
@@ -72,7 +72,13 @@ func (t *table) deltaEntry(name, version string) *entry {
 // sotwResponse is what a node keeps of a DiscoveryResponse.
 type sotwResponse struct {
 	version, typeURL, nonce string
-	eds                     *entry // EDS only
+	eds                     []sotwResource // EDS only: the load assignments it carries
+}
+
+// sotwResource is one load assignment of a SotW response.
+type sotwResource struct {
+	name string // cluster_name
+	eds  *entry
 }
 
 // deltaResource is what a node keeps of one delta Resource.
@@ -132,6 +138,7 @@ const (
 	fRemoved      = 6 // delta removed_resources
 	fResourceName = 3 // Resource.name
 	fAnyValue     = 2 // google.protobuf.Any value
+	fClusterName  = 1 // ClusterLoadAssignment.cluster_name
 )
 
 var errWire = errors.New("bench: malformed protobuf")
@@ -163,10 +170,13 @@ func fields(b []byte, f func(num protowire.Number, v []byte)) error {
 }
 
 func (t *table) parseSotW(b []byte, r *sotwResponse) error {
+	var res [][]byte
 	err := fields(b, func(num protowire.Number, v []byte) {
 		switch num {
 		case fVersion:
 			r.version = string(v)
+		case fResources:
+			res = append(res, v)
 		case fTypeURL:
 			r.typeURL = string(v)
 		case fNonce:
@@ -176,25 +186,40 @@ func (t *table) parseSotW(b []byte, r *sotwResponse) error {
 	if err != nil || r.typeURL != resource.EndpointType {
 		return err
 	}
-	r.eds = t.sotwEntry(r.version)
-	r.eds.once.Do(func() { r.eds.clas, r.eds.err = decodeSotW(b) })
-	return r.eds.err
+	for _, anyBytes := range res {
+		var value []byte
+		if err := fields(anyBytes, func(num protowire.Number, v []byte) {
+			if num == fAnyValue {
+				value = v
+			}
+		}); err != nil {
+			return err
+		}
+		var name string
+		if err := fields(value, func(num protowire.Number, v []byte) {
+			if num == fClusterName {
+				name = string(v)
+			}
+		}); err != nil {
+			return err
+		}
+		e := t.sotwEntry(r.version, name)
+		e.once.Do(func() { e.clas, e.err = decodeSotWCLA(value) })
+		if e.err != nil {
+			return e.err
+		}
+		r.eds = append(r.eds, sotwResource{name: name, eds: e})
+	}
+	return nil
 }
 
-func decodeSotW(b []byte) (map[string]cla, error) {
-	var resp discoveryv3.DiscoveryResponse
-	if err := proto.Unmarshal(b, &resp); err != nil {
-		return nil, fmt.Errorf("bench: EDS response: %w", err)
+// decodeSotWCLA decodes the ClusterLoadAssignment of a SotW EDS resource.
+func decodeSotWCLA(value []byte) (map[string]cla, error) {
+	var c endpointv3.ClusterLoadAssignment
+	if err := proto.Unmarshal(value, &c); err != nil {
+		return nil, fmt.Errorf("bench: EDS resource: %w", err)
 	}
-	out := make(map[string]cla, len(resp.GetResources()))
-	for _, a := range resp.GetResources() {
-		var c endpointv3.ClusterLoadAssignment
-		if err := a.UnmarshalTo(&c); err != nil {
-			return nil, fmt.Errorf("bench: EDS resource: %w", err)
-		}
-		out[c.GetClusterName()] = decodeCLA(&c)
-	}
-	return out, nil
+	return map[string]cla{c.GetClusterName(): decodeCLA(&c)}, nil
 }
 
 func (t *table) parseDelta(b []byte, r *deltaResponse) error {

@@ -198,7 +198,7 @@ func (f *Fleet) open(i int) error {
 			return fmt.Errorf("bench: node %d: subscribe: %w", i, err)
 		}
 	}
-	n := &node{f: f, i: i, st: st, all: 1<<len(f.cfg.Types) - 1, delta: map[string]*entry{}}
+	n := &node{f: f, i: i, st: st, all: 1<<len(f.cfg.Types) - 1, sotw: map[string]*entry{}, delta: map[string]*entry{}}
 	f.mu.Lock()
 	f.nodes[i] = n
 	f.mu.Unlock()
@@ -260,8 +260,8 @@ type node struct {
 	st    grpc.ClientStream
 	types uint32 // bit k: a response of Types[k] was received
 	all   uint32
-	sotw  *entry            // SotW: the last EDS payload
-	delta map[string]*entry // delta: EDS payload by resource name
+	sotw  map[string]*entry // SotW: EDS resources by name, merged from the responses that carry them
+	delta map[string]*entry // delta: EDS resources by name
 }
 
 func (n *node) runSotW() error {
@@ -276,12 +276,17 @@ func (n *node) runSotW() error {
 			return err
 		}
 		n.seen(r.typeURL)
-		if r.eds != nil {
-			n.mu.Lock()
-			n.sotw = r.eds
-			n.observe(now, n.sotwView)
-			n.mu.Unlock()
+		if r.typeURL != resource.EndpointType {
+			continue
 		}
+		// A SotW EDS response carries the load assignments that changed
+		// (the others are kept; the bench never removes a service).
+		n.mu.Lock()
+		for _, res := range r.eds {
+			n.sotw[res.name] = res.eds
+		}
+		n.observe(now, n.sotwView)
+		n.mu.Unlock()
 	}
 }
 
@@ -316,13 +321,15 @@ func (n *node) view(service string) cla {
 	if n.f.cfg.Delta {
 		return n.deltaView(service)
 	}
-	if n.sotw == nil {
-		return nil
-	}
 	return n.sotwView(service)
 }
 
-func (n *node) sotwView(service string) cla { return n.sotw.clas[service] }
+func (n *node) sotwView(service string) cla {
+	if e := n.sotw[service]; e != nil {
+		return e.clas[service]
+	}
+	return nil
+}
 
 func (n *node) deltaView(service string) cla {
 	if e := n.delta[service]; e != nil {

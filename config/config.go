@@ -57,6 +57,7 @@ type XDSConfig struct {
 	WriteBufferSize uint32          `mapstructure:"write_buffer_size"` // bytes per connection while writing; 0 = 32 KiB
 	MaxPendingBytes uint32          `mapstructure:"max_pending_bytes"` // encoded responses not yet written, all connections; 0 = no bound
 	MaxConnections  uint32          `mapstructure:"max_connections"`   // open connections of the listener; 0 = no cap
+	SotWFullState   bool            `mapstructure:"sotw_full_state"`   // every SotW response carries every requested resource
 	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"`  // graceful shutdown limit, after the grace
 	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`    // existing streams keep being served this long after SIGTERM
 	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
@@ -279,6 +280,7 @@ func (c Config) ServerConfig() xds.Config {
 		MaxStreams:      c.XDS.MaxStreams,
 		Buffers:         xds.Buffers{Read: int(c.XDS.ReadBufferSize), Write: int(c.XDS.WriteBufferSize)},
 		MaxPendingBytes: int64(c.XDS.MaxPendingBytes),
+		SotWFullState:   c.XDS.SotWFullState,
 		Keepalive: xds.Keepalive{
 			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
 		},

@@ -16,8 +16,17 @@
 // the Listener, its RouteConfiguration and the RLS cluster, proxyless
 // nodes an api_listener of the same name. The set of listeners is part of
 // a node's assembly key, so only nodes with the same set share a
-// snapshot. Envoy nodes are served from an ADS-ordered cache, the others
-// from one that answers requests naming only some resources (caches.go).
+// snapshot.
+//
+// The cache behind go-control-plane's stream servers is our own
+// (cache.go): per-node state with its own lock, pointing into the shared
+// snapshots, answering Envoy nodes in ADS order and only once a named
+// request names every resource, and other nodes with the named resources
+// there are. State-of-the-world responses of load assignments and route
+// configurations carry only what changed (cache_sotw.go; clusters and
+// listeners are full state; xds.sotw_full_state sends everything), delta
+// responses only what changed, both with resources encoded and hashed
+// once for the whole fleet.
 //
 // Replicas: for the same node (id, cluster, metadata, client index) every
 // replica sharing the Consul tables sends byte-identical resources under

@@ -28,7 +28,7 @@ type memoEntry struct {
 // Update and kick may be called from any goroutine; rebuilds happen on the
 // loop goroutine, debounced.
 type reconciler struct {
-	cache    *nodeCaches
+	cache    *nodeCache
 	reg      *registry
 	m        *metrics
 	log      *slog.Logger
@@ -59,21 +59,20 @@ type reconciler struct {
 
 	afterReconcile func() // test hook, called after each reconcile pass
 
-	pushMu    sync.Mutex
-	pushStart map[string]map[string]time.Time // node -> type URL -> change time awaiting push
+	pushes pushTimes // changes awaiting their push, for the latency metric
 }
 
-func newReconciler(c *nodeCaches, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
+func newReconciler(c *nodeCache, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
 	r := &reconciler{
 		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, lis: lis, now: cfg.Now,
 		debounce: cfg.Debounce, maxDelay: cfg.MaxDelay,
-		kick:      make(chan struct{}, 1),
-		memo:      map[string]memoEntry{},
-		shared:    map[string]*cache.Snapshot{},
-		sub:       newSubsets(m, cfg.Logger),
-		nodeSnap:  map[string]*cache.Snapshot{},
-		pushStart: map[string]map[string]time.Time{},
+		kick:     make(chan struct{}, 1),
+		memo:     map[string]memoEntry{},
+		shared:   map[string]*cache.Snapshot{},
+		sub:      newSubsets(m, cfg.Logger),
+		nodeSnap: map[string]*cache.Snapshot{},
 	}
+	c.upToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
 	r.sub.build = func(key string) (*cache.Snapshot, error) { return lis.base(key, r.sub.items) }
 	return r
@@ -309,23 +308,7 @@ func (r *reconciler) setLocked(node Node, changedAt time.Time) {
 	if sameVersions(old, snap) {
 		return
 	}
-	if !changedAt.IsZero() && old != nil {
-		r.pushMu.Lock()
-		pending := r.pushStart[node.ID]
-		if pending == nil {
-			pending = map[string]time.Time{}
-			r.pushStart[node.ID] = pending
-		}
-		for _, kind := range kinds {
-			if old.Resources[kind].Version != snap.Resources[kind].Version {
-				url, _ := cache.GetResponseTypeURL(kind)
-				if _, waiting := pending[url]; !waiting {
-					pending[url] = changedAt
-				}
-			}
-		}
-		r.pushMu.Unlock()
-	}
+	r.pushes.set(node.ID, old, snap, changedAt)
 	r.nodeSnap[node.ID] = snap
 	if err := r.cache.setSnapshot(node, snap); err != nil {
 		r.log.Error("set snapshot", "node", node.ID, "error", err)
@@ -354,20 +337,12 @@ func (r *reconciler) forget(id string) {
 	delete(r.nodeSnap, id)
 	r.mu.Unlock()
 	r.cache.clear(id)
-	r.pushMu.Lock()
-	delete(r.pushStart, id)
-	r.pushMu.Unlock()
+	r.pushes.forget(id)
 }
 
 // pushed records the latency of a change reaching a node.
 func (r *reconciler) pushed(id, typeURL string) {
-	r.pushMu.Lock()
-	t, ok := r.pushStart[id][typeURL]
-	if ok {
-		delete(r.pushStart[id], typeURL)
-	}
-	r.pushMu.Unlock()
-	if ok {
+	if t, ok := r.pushes.sent(id, typeURL); ok {
 		r.m.pushLatency.WithLabelValues(typeName(typeURL)).Observe(r.now().Sub(t).Seconds())
 	}
 }

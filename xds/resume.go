@@ -1,68 +1,51 @@
 package xds
 
-import (
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"google.golang.org/protobuf/proto"
-)
-
 // A node that reconnects (to this replica or to another one, which serves
 // it the same bytes under the same versions) tells the server what it has:
 // SotW, the version_info of each type; delta, initial_resource_versions.
-// go-control-plane v0.14 answers the first request of a type on a new
-// stream anyway: SotW, because a new stream's subscription knows of nothing
-// returned; delta, because it always answers a first wildcard request (an
-// empty answer lets a new Envoy finish initializing). So every reconnect
-// of a fleet re-sent everything. The two functions below tell the cache
-// what a resuming node has, so it answers only what differs.
+// go-control-plane's stream servers start each stream knowing of nothing
+// returned, so without the rules below every reconnect of a fleet would
+// re-send everything; with them a resuming node is sent only what
+// differs.
 
-// resumedNonce stands in for the nonce of a resumed delta request's
-// predecessor (on a stream that had none); nothing reads it back.
-const resumedNonce = "resumed"
-
-// resumeSotW returns sub, or, for the first request of a type on a stream
-// (no nonce yet) whose version_info is the version of that type in the
-// node's snapshot, sub knowing that the node has every resource of the
-// type. That holds for a wildcard request (it was sent all of them under
-// that version) and, in ADS mode (ads: Envoy's cache), for a named one too
-// (ADS answers only requests that name every resource). A named request
-// in the other cache is left alone: the node got the names of its last
-// request, and may name more now.
-func resumeSotW(sc cache.SnapshotCache, ads bool, req *cache.Request, sub cache.Subscription) cache.Subscription {
+// resumedSotW returns what the node of w has of t's type when w is the
+// first request of the type on its stream (no nonce, nothing returned)
+// and its version_info is t's version: every resource of the type, at its
+// current hash (t's version map, shared: read only). That holds for a
+// wildcard request (it was sent all of them under that version) and, for
+// an Envoy node (ADS), for a named one too (ADS answers only requests that
+// name every resource). Otherwise nil. A named request of another node is
+// left alone: the node got the names of its last request, and may name
+// more now.
+//
+// Known limit (as before our own cache): a version_info says what the
+// node had when it accepted that version, not what it dropped since. A
+// node that, on a resumed stream and before any answer of the type on it,
+// drops a load assignment or route configuration (its cluster or listener
+// went: an Envoy stops naming it, a wildcard client forgets it) is taken
+// to have it if the snapshot is back at that very version when its
+// request is read. Once a stream was answered, the server's subscription
+// state tracks what an Envoy drops, and the cache's answers keep an
+// Envoy's version_info equal to the snapshot's and send a wildcard stream
+// the full state after a drop (cache_sotw.go), so a later resume is sound.
+func resumedSotW(w *sotwWatch, t snapType) map[string]string {
+	req := w.req
 	v := req.GetVersionInfo()
-	if v == "" || req.GetResponseNonce() != "" || len(sub.ReturnedResources()) > 0 || (!ads && !sub.IsWildcard()) {
-		return sub
+	if v == "" || v != t.version || req.GetResponseNonce() != "" || len(w.sub.ReturnedResources()) > 0 ||
+		(!w.ads && !w.sub.IsWildcard()) || len(t.items) == 0 {
+		return nil
 	}
-	snap, err := sc.GetSnapshot(req.GetNode().GetId())
-	if err != nil || snap.GetVersion(req.GetTypeUrl()) != v {
-		return sub // no snapshot yet: the cache compares versions when it comes
+	if len(t.hashes) == len(t.items) {
+		return t.hashes
 	}
-	res := snap.GetResources(req.GetTypeUrl())
-	has := make(map[string]string, len(res))
-	for name := range res {
-		has[name] = v
-	}
-	return resumedSub{Subscription: sub, has: has}
+	return t.hashesOf(t.all())
 }
 
-// resumedSub is a subscription whose node already has the resources in has.
-type resumedSub struct {
-	cache.Subscription
-	has map[string]string // resource name -> SotW version
-}
-
-func (s resumedSub) ReturnedResources() map[string]string { return s.has }
-
-// resumeDelta returns req, or, for the first request of a type on a stream
-// that carries initial_resource_versions, a copy marked as following a
-// response, so that the cache answers only resources that differ from the
-// node's (or that it must remove), and sends no empty answer. A first
-// request without initial versions is a node with nothing (or a new one):
-// it still gets its answer, empty or not.
-func resumeDelta(req *cache.DeltaRequest) *cache.DeltaRequest {
-	if req.GetResponseNonce() != "" || len(req.GetInitialResourceVersions()) == 0 {
-		return req
-	}
-	r := proto.Clone(req).(*cache.DeltaRequest)
-	r.ResponseNonce = resumedNonce
-	return r
+// firstDelta reports whether w must be answered even with nothing in it:
+// go-control-plane's rule for the first wildcard request of a stream (an
+// empty answer lets a new Envoy finish initializing), but not when the
+// request carries initial_resource_versions: a node that has resources is
+// not new, and is sent only what differs.
+func firstDelta(w *deltaWatch) bool {
+	return w.sub.IsWildcard() && w.req.GetResponseNonce() == "" && len(w.req.GetInitialResourceVersions()) == 0
 }

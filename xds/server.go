@@ -53,8 +53,14 @@ type Config struct {
 	// MaxPendingBytes bounds the encoded responses waiting to be written
 	// to nodes, over all connections (see sendBudget); 0 means no bound.
 	MaxPendingBytes int64
-	Settings        SettingsFunc // per-service settings; nil means defaults for all
-	Subsetting      SubsetConfig // client indices for subsetting
+	// SotWFullState makes every state-of-the-world response carry every
+	// requested resource of its type. By default load assignment (EDS)
+	// and route configuration (RDS) responses carry only the resources
+	// that changed, as the xDS spec allows (see cache_sotw.go); clusters
+	// and listeners are always full state.
+	SotWFullState bool
+	Settings      SettingsFunc // per-service settings; nil means defaults for all
+	Subsetting    SubsetConfig // client indices for subsetting
 	// Listeners are HTTP listeners from configuration: Envoy nodes they
 	// match get them (with their routes), proxyless gRPC nodes get them
 	// as api_listeners. Validated by New.
@@ -131,7 +137,7 @@ func (c Config) withDefaults() Config {
 // per-type discovery services) backed by a per-node snapshot cache.
 type Server struct {
 	cfg    Config
-	cache  *nodeCaches
+	cache  *nodeCache
 	reg    *registry
 	rec    *reconciler
 	idx    *indexer
@@ -162,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.cache = newNodeCaches()
+	s.cache = newNodeCache(cfg.SotWFullState)
 	s.rec = newReconciler(s.cache, s.reg, s.m, cfg, lis)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)

@@ -156,14 +156,32 @@ func TestServesEveryTypeOverSotWAndDelta(t *testing.T) {
 			w.Services[1].Endpoints[0].Health = discovery.HealthDraining
 			f.srv.Update(w)
 			u := next(t, c, resource.EndpointType)
-			want := []string{"svc-0", "svc-1"}
+			if !slices.Equal(u.Carried, []string{"svc-1"}) {
+				t.Errorf("EDS update carries %v, want only what changed: svc-1", u.Carried)
+			}
+			want := []string{"svc-0", "svc-1"} // SotW: what the client has
 			if delta {
-				want = []string{"svc-1"} // only what changed
+				want = []string{"svc-1"} // delta: what the response carries
 			}
 			if got := names(u); !slices.Equal(got, want) {
-				t.Errorf("EDS update carries %v, want %v", got, want)
+				t.Errorf("EDS update: resources %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestSotWFullState: with Config.SotWFullState (xds.sotw_full_state) a
+// SotW EDS response carries every load assignment again.
+func TestSotWFullState(t *testing.T) {
+	f := startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SotWFullState: true})
+	f.srv.Update(testWorld(2, 3))
+	c := f.client(t, harness.ADSConfig{NodeID: "n1"})
+	firstOfEach(t, c, allTypes)
+	w := testWorld(2, 3)
+	w.Services[1].Endpoints[0].Health = discovery.HealthDraining
+	f.srv.Update(w)
+	if u := next(t, c, resource.EndpointType); !slices.Equal(u.Carried, []string{"svc-0", "svc-1"}) {
+		t.Errorf("EDS update carries %v, want every load assignment", u.Carried)
 	}
 }
 

@@ -72,7 +72,8 @@ func newItem(name string, res types.Resource) (item, error) {
 	if err != nil {
 		return item{}, fmt.Errorf("xds: marshal %s: %w", name, err)
 	}
-	return item{name: name, res: res, wire: newWire(res, b), hash: cache.HashResource(b)}, nil
+	hash := cache.HashResource(b)
+	return item{name: name, res: res, wire: newWire(res, b, name, hash), hash: hash}, nil
 }
 
 // newSnapshot assembles a cache snapshot from per-service items (sorted by

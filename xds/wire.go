@@ -1,22 +1,25 @@
 package xds
 
 import (
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/runtime/protoiface"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // wire is a resource as the cache serves it: its deterministic marshaling,
 // encoded once per distinct resource and version, shared by every node
 // and every response that carries it.
 //
-// go-control-plane's snapshot cache marshals every resource of every
-// response anew for each node (cache.MarshalResource, into the Any of the
-// response). Marshaling a wire returns its bytes themselves: no encoding
-// and no copy, so a push costs each node an Any per resource that points
-// at bytes shared by the whole fleet, not a copy of them, and nodes hold
-// no copies between pushes. The bytes are never written to: the cache
-// only reads them (into an Any, which the codec copies into the frame).
+// Responses (nodeCache) carry a wire's Any (SotW) or discovery Resource
+// (delta), made once with it: a push costs each node no encoding, no
+// copy and no Any of its own, only pointers to what the whole fleet
+// shares, and nodes hold no copies between pushes. Marshaling a wire
+// returns its bytes themselves (for the rest: fetches, decode). The bytes
+// are never written to: they are only read (the codec copies them into
+// the frame).
 //
 // Everything else (its type, descriptor, reflection, decoding back in
 // decode) is that of an empty message of the resource's type carrying
@@ -25,14 +28,23 @@ import (
 type wire struct {
 	refl wireReflect // its reflection, made once (ProtoReflect is called per marshaling)
 	b    []byte
+	// any and delta are the resource as SotW and delta responses carry
+	// it (delta: under its name and content hash), made once and shared
+	// by every response that carries it (nodeCache). Nothing writes to
+	// them; concurrent encodings of the messages holding them are safe.
+	any   *anypb.Any
+	delta *discoverygrpc.Resource
 }
 
-// newWire returns the wire form of res, whose deterministic marshaling is b.
-func newWire(res types.Resource, b []byte) types.Resource {
+// newWire returns the wire form of res, whose deterministic marshaling is
+// b, served under name with content hash hash.
+func newWire(res types.Resource, b []byte, name, hash string) types.Resource {
 	m := res.ProtoReflect().Type().New()
 	m.SetUnknown(protoreflect.RawFields(b))
 	w := &wire{b: b}
 	w.refl = wireReflect{Message: m, w: w}
+	w.any = &anypb.Any{TypeUrl: resource.APITypePrefix + string(m.Descriptor().FullName()), Value: b}
+	w.delta = &discoverygrpc.Resource{Name: name, Version: hash, Resource: w.any}
 	return w
 }
 

@@ -1,0 +1,309 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+)
+
+// nodeCache is the cache go-control-plane's stream servers answer from
+// (its cache.Cache interface): each node's snapshot, as the reconciler
+// last set it, and the open watches of the node's streams.
+//
+// A watch is answered from the node's snapshot as soon as the snapshot
+// holds something its stream does not have (cache_sotw.go,
+// cache_delta.go): at once when it is opened, else when a snapshot is
+// set. Responses carry the resources pre-encoded once for the whole fleet
+// (wire.go) and their precomputed content hashes (the snapshot's version
+// map): nothing is encoded or hashed per node.
+//
+// Envoy nodes (user agent "envoy") get xDS's ADS semantics: responses go
+// out in type order (clusters before endpoints, listeners before routes),
+// and a named request is answered only once it names every resource of
+// the type in the snapshot, which Envoy does (its snapshot holds exactly
+// the routes of its listeners and the load assignments of its clusters).
+// grpc-go names only what its channels use (one listener, its route, the
+// clusters of that route), so for the other nodes a named request is
+// answered with the named resources there are.
+//
+// Nothing here is cache-wide on the hot paths: each node has its own
+// state and lock, found in a sync.Map, so setting 10,000 snapshots and
+// opening watches from 10,000 streams do not wait for each other. A
+// node's state points into the shared, immutable snapshot; it copies
+// nothing of it.
+//
+// go-control-plane's heartbeats are not used: our resources have no TTL,
+// and responses carry them bare.
+type nodeCache struct {
+	// fullState makes every SotW response carry every requested
+	// resource (xds.sotw_full_state), as go-control-plane's cache did.
+	fullState bool
+	nodes     sync.Map // node id -> *nodeState
+	// upToDate, if set, is called (under the node's lock: it must be
+	// quick) when a watch of typeURL finds nothing to send: the node has
+	// what snap holds for its subscription.
+	upToDate func(node, typeURL string, snap *cache.Snapshot)
+	loss     atomic.Pointer[lossMemo] // the last lost answer
+}
+
+var _ cache.Cache = (*nodeCache)(nil)
+
+func newNodeCache(fullState bool) *nodeCache {
+	return &nodeCache{fullState: fullState}
+}
+
+// nodeState is one node's snapshot and open watches.
+type nodeState struct {
+	mu    sync.Mutex
+	snap  *cache.Snapshot // nil until the reconciler sets one
+	gone  bool            // cleared and out of nodes: use a new state
+	sotw  []*sotwWatch    // open SotW watches, in type order
+	delta []*deltaWatch   // open delta watches, in type order
+	// past is, per kind, what a stream's versionKey is resolved with:
+	// the type before its last change (a stream one version behind has
+	// it; only the version and the shared version map are kept), the
+	// snapshot count and when a resource of the type last left.
+	past  [len(kinds)]history
+	epoch uint64 // snapshots set
+}
+
+// history is past for a kind, if one of ours.
+func (st *nodeState) history(kind types.ResponseType) history {
+	if kind < 0 || int(kind) >= len(st.past) {
+		return history{epoch: st.epoch}
+	}
+	h := st.past[kind]
+	h.epoch = st.epoch
+	return h
+}
+
+// lock returns the state of node id, locked, making it if needed.
+func (c *nodeCache) lock(id string) *nodeState {
+	for {
+		v, ok := c.nodes.Load(id)
+		if !ok {
+			v, _ = c.nodes.LoadOrStore(id, &nodeState{})
+		}
+		st := v.(*nodeState)
+		st.mu.Lock()
+		if !st.gone {
+			return st
+		}
+		st.mu.Unlock() // cleared meanwhile: its successor is (or will be) in nodes
+	}
+}
+
+// CreateWatch implements cache.ConfigWatcher: it answers at once if the
+// node's snapshot holds something the stream lacks, else it keeps the
+// watch until a snapshot does.
+func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out chan cache.Response) (func(), error) {
+	w := &sotwWatch{req: req, sub: sub, out: out, kind: cache.GetResponseType(req.GetTypeUrl()),
+		ads: isEnvoyAgent(req.GetNode().GetUserAgentName())}
+	id := req.GetNode().GetId()
+	st := c.lock(id)
+	defer st.mu.Unlock()
+	if st.snap != nil && c.answerSotW(id, w, st) {
+		return func() {}, nil
+	}
+	st.sotw = insertByKind(st.sotw, w, func(w *sotwWatch) types.ResponseType { return w.kind })
+	return func() {
+		st.mu.Lock()
+		st.sotw = slices.DeleteFunc(st.sotw, func(o *sotwWatch) bool { return o == w })
+		st.mu.Unlock()
+	}, nil
+}
+
+// CreateDeltaWatch implements cache.ConfigWatcher, as CreateWatch.
+func (c *nodeCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
+	w := &deltaWatch{req: req, sub: sub, out: out, kind: cache.GetResponseType(req.GetTypeUrl())}
+	id := req.GetNode().GetId()
+	st := c.lock(id)
+	defer st.mu.Unlock()
+	if st.snap != nil && c.answerDelta(id, w, st.snap) {
+		return func() {}, nil
+	}
+	st.delta = insertByKind(st.delta, w, func(w *deltaWatch) types.ResponseType { return w.kind })
+	return func() {
+		st.mu.Lock()
+		st.delta = slices.DeleteFunc(st.delta, func(o *deltaWatch) bool { return o == w })
+		st.mu.Unlock()
+	}, nil
+}
+
+// insertByKind inserts w after the watches of its kind or earlier kinds.
+func insertByKind[W any](ws []W, w W, kind func(W) types.ResponseType) []W {
+	i := len(ws)
+	for i > 0 && kind(ws[i-1]) > kind(w) {
+		i--
+	}
+	return slices.Insert(ws, i, w)
+}
+
+// answerSotW sends w its answer from the node's snapshot, if it has one,
+// and reports whether it did (the watch is then done).
+func (c *nodeCache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
+	resp, upToDate := sotwAnswer(w, st.snap, st.history(w.kind), c.fullState)
+	if resp == nil {
+		if upToDate && c.upToDate != nil {
+			c.upToDate(id, w.req.GetTypeUrl(), st.snap)
+		}
+		return false
+	}
+	w.out <- resp // buffered: a watch is answered once, and a stream has one per type
+	return true
+}
+
+// answerDelta is answerSotW for a delta watch.
+func (c *nodeCache) answerDelta(id string, w *deltaWatch, snap *cache.Snapshot) bool {
+	resp := deltaAnswer(w, snap)
+	if resp == nil {
+		if c.upToDate != nil {
+			c.upToDate(id, w.req.GetTypeUrl(), snap)
+		}
+		return false
+	}
+	w.out <- resp
+	return true
+}
+
+// setSnapshot gives node its snapshot and answers its open watches that
+// it gives something new, in type order.
+func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
+	if snap == nil {
+		return errors.New("xds: nil snapshot")
+	}
+	st := c.lock(node.ID)
+	defer st.mu.Unlock()
+	st.epoch++
+	if old := st.snap; old != nil {
+		lost := c.lost(old, snap)
+		for _, kind := range kinds {
+			if url, _ := cache.GetResponseTypeURL(kind); old.Resources[kind].Version != snap.Resources[kind].Version {
+				st.past[kind].prev = snapType{hashes: old.VersionMap[url], version: old.Resources[kind].Version}
+			}
+			if lost[kind] {
+				st.past[kind].lossAt = st.epoch
+			}
+		}
+	}
+	st.snap = snap
+	keep := st.sotw[:0]
+	for _, w := range st.sotw {
+		if !c.answerSotW(node.ID, w, st) {
+			keep = append(keep, w)
+		}
+	}
+	clear(st.sotw[len(keep):])
+	st.sotw = keep
+	keepD := st.delta[:0]
+	for _, w := range st.delta {
+		if !c.answerDelta(node.ID, w, snap) {
+			keepD = append(keepD, w)
+		}
+	}
+	clear(st.delta[len(keepD):])
+	st.delta = keepD
+	return nil
+}
+
+// lossMemo is which kinds lose a resource from old to new.
+type lossMemo struct {
+	old, new *cache.Snapshot
+	lost     [len(kinds)]bool
+}
+
+// lost reports, per kind, whether a resource of old is not in new. The
+// nodes of a group move between the same two snapshots one after the
+// other: the last answer is kept.
+func (c *nodeCache) lost(old, new *cache.Snapshot) [len(kinds)]bool {
+	if m := c.loss.Load(); m != nil && m.old == old && m.new == new {
+		return m.lost
+	}
+	m := &lossMemo{old: old, new: new}
+	for _, kind := range kinds {
+		if old.Resources[kind].Version == new.Resources[kind].Version {
+			continue
+		}
+		items := new.Resources[kind].Items
+		for name := range old.Resources[kind].Items {
+			if _, ok := items[name]; !ok {
+				m.lost[kind] = true
+				break
+			}
+		}
+	}
+	c.loss.Store(m)
+	return m.lost
+}
+
+// clear drops a node's snapshot, and the node with it unless a stream of
+// it still watches (its watches are then answered by the next snapshot).
+func (c *nodeCache) clear(id string) {
+	v, ok := c.nodes.Load(id)
+	if !ok {
+		return
+	}
+	st := v.(*nodeState)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.snap = nil
+	if len(st.sotw) == 0 && len(st.delta) == 0 && !st.gone {
+		st.gone = true
+		c.nodes.CompareAndDelete(id, st)
+	}
+}
+
+// GetSnapshot returns a node's snapshot.
+func (c *nodeCache) GetSnapshot(id string) (cache.ResourceSnapshot, error) {
+	if v, ok := c.nodes.Load(id); ok {
+		st := v.(*nodeState)
+		st.mu.Lock()
+		snap := st.snap
+		st.mu.Unlock()
+		if snap != nil {
+			return snap, nil
+		}
+	}
+	return nil, fmt.Errorf("xds: no snapshot for node %q", id)
+}
+
+// Fetch implements cache.ConfigFetcher (REST-like unary requests): every
+// requested resource there is, unless the request has the version.
+func (c *nodeCache) Fetch(_ context.Context, req *cache.Request) (cache.Response, error) {
+	snap, err := c.GetSnapshot(req.GetNode().GetId())
+	if err != nil {
+		return nil, err
+	}
+	s := snap.(*cache.Snapshot)
+	kind := cache.GetResponseType(req.GetTypeUrl())
+	t := typeIn(s, kind, req.GetTypeUrl())
+	if req.GetVersionInfo() == t.version {
+		return nil, &types.SkipFetchError{}
+	}
+	var names []string
+	if len(req.GetResourceNames()) == 0 {
+		names = t.all()
+	} else {
+		for _, n := range req.GetResourceNames() {
+			if _, ok := t.items[n]; ok {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	return t.sotwResponse(req, names, nil), nil
+}
+
+// isEnvoyAgent reports whether a user_agent_name is Envoy's ("envoy").
+func isEnvoyAgent(agent string) bool {
+	name, _, _ := strings.Cut(agent, " ")
+	return strings.EqualFold(name, "envoy")
+}

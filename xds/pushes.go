@@ -1,0 +1,95 @@
+package xds
+
+import (
+	"sync"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+)
+
+// pushTimes keeps, per node and type, when a change the node has not been
+// sent yet reached the reconciler, for the push latency metric
+// (xds_push_latency_seconds). Per node, so that the responses and ACKs of
+// 10,000 streams never wait on one lock.
+type pushTimes struct {
+	nodes sync.Map // node id -> *nodePushes
+}
+
+// nodePushes is one node's awaited changes.
+type nodePushes struct {
+	mu    sync.Mutex
+	snap  *cache.Snapshot       // the latest snapshot the node was given
+	since [len(kinds)]time.Time // per kind, when the oldest change not sent yet came; zero: none
+}
+
+// set records that node was given snap, with the kinds whose version
+// changed since old changed at changedAt (zero: not recorded, as for a
+// node's first snapshot). A kind already awaiting a push keeps its time.
+func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Time) {
+	v, ok := p.nodes.Load(id)
+	if !ok {
+		if changedAt.IsZero() || old == nil {
+			return // nothing awaited, nothing to record
+		}
+		v, _ = p.nodes.LoadOrStore(id, &nodePushes{})
+	}
+	n := v.(*nodePushes)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.snap = snap
+	if changedAt.IsZero() || old == nil {
+		return
+	}
+	for k, kind := range kinds {
+		if old.Resources[kind].Version != snap.Resources[kind].Version && n.since[k].IsZero() {
+			n.since[k] = changedAt
+		}
+	}
+}
+
+// sent returns when the change a response of typeURL to node brings came,
+// if one was awaited, and forgets it.
+func (p *pushTimes) sent(id, typeURL string) (time.Time, bool) {
+	k := kindIndex(typeURL)
+	v, ok := p.nodes.Load(id)
+	if !ok || k < 0 {
+		return time.Time{}, false
+	}
+	n := v.(*nodePushes)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t := n.since[k]
+	n.since[k] = time.Time{}
+	return t, !t.IsZero()
+}
+
+// upToDate forgets the change awaited for typeURL when the node's stream
+// already has what snap, the node's latest snapshot, holds for it: the
+// change did not concern what the node subscribes to, so nothing is sent
+// and nothing is to be measured.
+func (p *pushTimes) upToDate(id, typeURL string, snap *cache.Snapshot) {
+	k := kindIndex(typeURL)
+	v, ok := p.nodes.Load(id)
+	if !ok || k < 0 {
+		return
+	}
+	n := v.(*nodePushes)
+	n.mu.Lock()
+	if n.snap == snap {
+		n.since[k] = time.Time{}
+	}
+	n.mu.Unlock()
+}
+
+// forget drops a node.
+func (p *pushTimes) forget(id string) { p.nodes.Delete(id) }
+
+// kindIndex is the position of typeURL in kinds, or -1.
+func kindIndex(typeURL string) int {
+	for k, kind := range kinds {
+		if url, _ := cache.GetResponseTypeURL(kind); url == typeURL {
+			return k
+		}
+	}
+	return -1
+}
