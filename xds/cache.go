@@ -72,6 +72,30 @@ type nodeState struct {
 	// snapshot count and when a resource of the type last left.
 	past  [len(kinds)]history
 	epoch uint64 // snapshots set
+	// dsync is, per kind, the version map a wildcard delta stream was last
+	// sent in full (see deltaSync).
+	dsync [len(kinds)]deltaSync
+}
+
+// deltaSync records that the delta stream whose returned-resources map is
+// has (the next map of the response that made it, by identity, holding n
+// entries) holds exactly the version map from. While the stream keeps
+// that map untouched (go-control-plane changes it only on a request that
+// subscribes or unsubscribes, which clears this record), its next answer
+// is the group's shared diff from -> to (cache_memo.go), not a walk over
+// its map.
+type deltaSync struct {
+	has  map[string]string
+	n    int
+	from map[string]string
+}
+
+// syncOf is the deltaSync of kind, nil for a kind not ours.
+func (st *nodeState) syncOf(kind types.ResponseType) *deltaSync {
+	if kind < 0 || int(kind) >= len(st.dsync) {
+		return nil
+	}
+	return &st.dsync[kind]
 }
 
 // history is past for a kind, if one of ours.
@@ -126,7 +150,10 @@ func (c *nodeCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscrip
 	id := req.GetNode().GetId()
 	st := c.lock(id)
 	defer st.mu.Unlock()
-	if st.snap != nil && c.answerDelta(id, w, st.snap) {
+	if s := st.syncOf(w.kind); s != nil && len(req.GetResourceNamesSubscribe())+len(req.GetResourceNamesUnsubscribe()) > 0 {
+		*s = deltaSync{} // the server has just changed the stream's map
+	}
+	if st.snap != nil && c.answerDelta(id, w, st) {
 		return func() {}, nil
 	}
 	st.delta = insertByKind(st.delta, w, func(w *deltaWatch) types.ResponseType { return w.kind })
@@ -161,11 +188,11 @@ func (c *nodeCache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 }
 
 // answerDelta is answerSotW for a delta watch.
-func (c *nodeCache) answerDelta(id string, w *deltaWatch, snap *cache.Snapshot) bool {
-	resp := deltaAnswer(w, snap)
+func (c *nodeCache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
+	resp := deltaAnswer(w, st.snap, st.syncOf(w.kind))
 	if resp == nil {
 		if c.upToDate != nil {
-			c.upToDate(id, w.req.GetTypeUrl(), snap)
+			c.upToDate(id, w.req.GetTypeUrl(), st.snap)
 		}
 		return false
 	}
@@ -204,7 +231,7 @@ func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
 	st.sotw = keep
 	keepD := st.delta[:0]
 	for _, w := range st.delta {
-		if !c.answerDelta(node.ID, w, snap) {
+		if !c.answerDelta(node.ID, w, st) {
 			keepD = append(keepD, w)
 		}
 	}

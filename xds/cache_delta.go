@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -26,21 +27,34 @@ type deltaWatch struct {
 }
 
 // deltaAnswer is w's answer from snap; nil when the stream has what snap
-// holds for it.
-func deltaAnswer(w *deltaWatch, snap *cache.Snapshot) *deltaResponse {
+// holds for it. sync (may be nil) is the node's record of a wildcard
+// stream that holds a whole version map: it is read, and updated when the
+// answer gives the stream the whole of snap's.
+func deltaAnswer(w *deltaWatch, snap *cache.Snapshot, sync *deltaSync) *deltaResponse {
 	t := typeIn(snap, w.kind, w.req.GetTypeUrl())
 	has := w.sub.ReturnedResources()
 	wildcard := w.sub.IsWildcard()
 	subscribed := w.sub.SubscribedResources()
+	whole := len(t.hashes) == len(t.items) // the version map names every item
 	var send, removed []string
-	if wildcard {
+	switch {
+	case wildcard && whole && sync != nil && sync.has != nil && len(has) == sync.n && mapID(has) == mapID(sync.has):
+		d := diffs.of(sync.from, t.hashes) // the same for the whole group
+		send, removed = d.changed, d.removed
+		if len(send) == 0 && len(removed) == 0 && !firstDelta(w) {
+			return nil
+		}
+		next := maps.Clone(t.hashes)
+		*sync = deltaSync{has: next, n: len(next), from: t.hashes}
+		return &deltaResponse{req: w.req, version: t.version, t: t, send: send, removed: removed, next: next}
+	case wildcard:
 		send = t.changed(true, nil, hasView{m: has})
 		for name := range has {
 			if _, ok := t.items[name]; !ok {
 				removed = append(removed, name)
 			}
 		}
-	} else {
+	default:
 		send = t.changed(false, subscribed, hasView{m: has})
 		for name := range subscribed {
 			if _, ok := t.items[name]; !ok {
@@ -57,6 +71,9 @@ func deltaAnswer(w *deltaWatch, snap *cache.Snapshot) *deltaResponse {
 	var next map[string]string
 	if wildcard {
 		next = t.hashesOf(t.all())
+		if sync != nil && whole {
+			*sync = deltaSync{has: next, n: len(next), from: t.hashes}
+		}
 	} else {
 		next = make(map[string]string, len(subscribed))
 		for name := range subscribed {

@@ -116,8 +116,14 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (
 	if !known || reqVersion != t.version && (first || nack) {
 		return full(), false
 	}
-	changed := t.changed(wildcard, subscribed, has)
-	lost := t.lost(has)
+	var changed []string
+	var lost bool
+	if wildcard && has.shared && len(t.hashes) == len(t.items) {
+		d := diffs.of(has.m, t.hashes) // the same for the whole group (cache_memo.go)
+		changed, lost = d.changed, len(d.removed) > 0
+	} else {
+		changed, lost = t.changed(wildcard, subscribed, has), t.lost(has)
+	}
 	// The version_info of a wildcard or an Envoy node must follow the
 	// snapshot's even when nothing it asks for changed (a resource it
 	// dropped left the snapshot): resumedSotW trusts it.
@@ -180,6 +186,7 @@ type hasView struct {
 	m       map[string]string
 	carrier string // "" if none
 	hash    string // the carrier's hash
+	shared  bool   // m is a snapshot's version map (immutable, the same for a group)
 }
 
 func (h hasView) len() int { return len(h.m) }
@@ -244,9 +251,9 @@ func holding(returned map[string]string, t snapType, h history, dropsWithReferre
 	case at < 0 || err != nil || dropsWithReferrer && epoch < h.lossAt:
 		return hasView{}, false
 	case v == t.version && len(t.hashes) == len(t.items):
-		return hasView{m: t.hashes}, true
+		return hasView{m: t.hashes, shared: true}, true
 	case v == h.prev.version && h.prev.hashes != nil:
-		return hasView{m: h.prev.hashes}, true
+		return hasView{m: h.prev.hashes, shared: true}, true
 	}
 	return hasView{}, false
 }
@@ -380,8 +387,12 @@ func (t snapType) hash(name string) string {
 	return t.version
 }
 
-// all lists every resource name of the type, sorted.
+// all lists every resource name of the type, sorted (read only: it may
+// be shared).
 func (t snapType) all() []string {
+	if len(t.hashes) == len(t.items) {
+		return sortedKeys.of(t.hashes) // the version map names every item: kept per map
+	}
 	return slices.Sorted(maps.Keys(t.items))
 }
 
