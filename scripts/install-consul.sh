@@ -19,7 +19,14 @@ CACHE="${XDS_SERVER_CACHE:-$HOME/.cache/xds-server}"
 DIR="$CACHE/consul-$CONSUL_VERSION/bin"
 BIN="$DIR/consul"
 
-same_version() { "$1" version 2>/dev/null | head -n1 | grep -qx "Consul $CONSUL_VERSION"; }
+# The whole output is read before it is looked at: with pipefail, a head or
+# grep -q that stops reading early can make consul die of SIGPIPE and the
+# check fail, which rebuilt a cached binary now and then.
+same_version() {
+	local out
+	out="$("$1" version 2>/dev/null)" || return 1
+	[ "${out%%$'\n'*}" = "Consul $CONSUL_VERSION" ]
+}
 
 if [ -x "$BIN" ] && same_version "$BIN"; then
 	echo "install-consul: using cached $BIN" >&2
