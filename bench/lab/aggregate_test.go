@@ -122,7 +122,7 @@ func TestRenderMedians(t *testing.T) {
 		}
 	}
 	o := defaultOptions()
-	o.markdown = "BENCHMARKS.md"
+	o.markdown, o.runs = "BENCHMARKS.md", 3
 	md := (&env{o: o}).markdown(ss, []string{"--markdown", "BENCHMARKS.md"}, time.Minute, []string{"bench/lab/charts/per-node-subset4.svg"})
 	for _, want := range []string{"`go run ./bench/lab --markdown BENCHMARKS.md`", "3 runs of every policy", "counting as +inf",
 		"(bench/lab/charts/per-node-subset4.svg) (run 3 of 3)"} {

@@ -65,7 +65,7 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 		if o.seed, err = medianSeed(ctx, e.bins["weightsim"], o); err != nil {
 			return err
 		}
-		e.o = o
+		o.medianFleet, e.o = true, o
 		log.Info("fleet", "seed", o.seed, "why", "the median fleet of its shape (weightsim -median-fleet)")
 	}
 	ps := selected(o)

@@ -22,6 +22,7 @@ type options struct {
 	util                      float64 // mean utilization: total client rate over total capacity
 	sigma                     float64 // of the clients' lognormal rates
 	seed                      uint64
+	medianFleet               bool          // seed is the median fleet's (--seed 0)
 	duration                  time.Duration // per policy
 	window                    time.Duration // smoothing window of the spread over time
 	final                     time.Duration // the final window the figures are taken over

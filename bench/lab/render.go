@@ -216,7 +216,7 @@ func (e *env) write(ss []summary, args []string, took time.Duration, stdout io.W
 // runsNote says what the figures of n runs are.
 func runsNote(n int) string {
 	if n == 1 {
-		return "One run of every policy (`--runs 1`): the issue's targets are medians of 3 runs, the default."
+		return "One run of every policy (`--runs 1`): the issue's targets are medians of 3 runs (`make lab` runs 3)."
 	}
 	return fmt.Sprintf("%d runs of every policy on the same fleet (`--runs %d`), each with its own arrivals (another stream of the\n"+
 		"same seed): every figure is the median over the runs, max/mean followed by each run's in run order;\n"+
@@ -238,7 +238,11 @@ func (e *env) markdown(ss []summary, args []string, took time.Duration, charts [
 	p("Real processes on loopback: a Consul agent (`-dev`), the xds-server binary (a fresh one per policy),")
 	p("%d example backends (`examples/backend -slots %d`: capacity = slots / service time, calls beyond the slots", o.backends, o.slots)
 	p("queue, utilization reported over ORCA is the slot time in use, measured by the backend) with the capacities")
-	p("`bench/weightsim -seed %d` draws (uniform in [1, 2] x 100 requests/s), and %d grpc-go xDS clients (each its", o.seed, o.clients)
+	median := ""
+	if o.medianFleet {
+		median = ": the median fleet of this shape among seeds 1-200, `weightsim -median-fleet`"
+	}
+	p("`bench/weightsim -seed %d` draws (uniform in [1, 2] x 100 requests/s%s), and %d grpc-go xDS clients (each its", o.seed, median, o.clients)
 	p("own node and xDS client, client index i from its node metadata so that it has the simulator's subset i)")
 	p("sending open loop (Poisson arrivals) at the simulator's lognormal rates (sigma %g), %g of the total capacity.", o.sigma, o.util)
 	p("Round robin is `lb_policy: round_robin` with weights off; the weighted policies use `ring_hash` (grpc-go")
