@@ -39,7 +39,7 @@ func deltaAnswer(w *deltaWatch, snap *cache.Snapshot, sync *deltaSync) *deltaRes
 	var send, removed []string
 	switch {
 	case wildcard && whole && sync != nil && sync.has != nil && len(has) == sync.n && mapID(has) == mapID(sync.has):
-		d := diffs.of(sync.from, t.hashes) // the same for the whole group
+		d := diffOf(sync.from, t.hashes) // the same for the whole group
 		send, removed = d.changed, d.removed
 		if len(send) == 0 && len(removed) == 0 && !firstDelta(w) {
 			return nil

@@ -22,72 +22,69 @@ func mapID(m map[string]string) unsafe.Pointer {
 	return reflect.ValueOf(m).UnsafePointer()
 }
 
-// wildcardDiff is what a stream holding the version map from must be sent
-// to hold to: the names in to whose hash differs or that from lacks, and
-// the names of from not in to, both sorted.
-type wildcardDiff struct {
-	from, to map[string]string // held, so that their identities stay theirs
-	changed  []string          // read only: shared by every answer
-	removed  []string          // read only
+// recent keeps the last few values worked out from one or two version
+// maps, by the maps' identities. An entry holds its maps, so that their
+// identities stay theirs while it is kept.
+type recent[V any] struct {
+	slots [4]atomic.Pointer[recentEntry[V]]
+	next  atomic.Uint32
 }
 
-// diffMemo keeps the last few wildcard diffs.
-type diffMemo struct {
-	slots [4]atomic.Pointer[wildcardDiff]
-	next  atomic.Uint32
+type recentEntry[V any] struct {
+	a, b map[string]string
+	v    V
+}
+
+// of returns the value kept for (a, b), else make(a, b), kept.
+func (r *recent[V]) of(a, b map[string]string, make func(a, b map[string]string) V) V {
+	ia, ib := mapID(a), mapID(b)
+	for i := range r.slots {
+		if e := r.slots[i].Load(); e != nil && mapID(e.a) == ia && mapID(e.b) == ib {
+			return e.v
+		}
+	}
+	e := &recentEntry[V]{a: a, b: b, v: make(a, b)}
+	r.slots[r.next.Add(1)%uint32(len(r.slots))].Store(e)
+	return e.v
+}
+
+// wildcardDiff is what a stream holding the version map from must be sent
+// to hold to: the names in to whose hash differs or that from lacks, and
+// the names of from not in to, both sorted. Read only: shared by every
+// answer.
+type wildcardDiff struct {
+	changed, removed []string
 }
 
 // diffs are the wildcard diffs of every cache of the process (keyed by
-// map identities, so caches cannot mix them up).
-var diffs diffMemo
+// map identities, so caches cannot mix them up); sortedKeys the sorted
+// names of version maps.
+var (
+	diffs      recent[*wildcardDiff]
+	sortedKeys recent[[]string]
+)
 
-// of returns the diff from -> to, computing it if it is not kept.
-func (d *diffMemo) of(from, to map[string]string) *wildcardDiff {
-	f, t := mapID(from), mapID(to)
-	for i := range d.slots {
-		if w := d.slots[i].Load(); w != nil && mapID(w.from) == f && mapID(w.to) == t {
-			return w
+// diffOf returns the diff from -> to, computing it if it is not kept.
+func diffOf(from, to map[string]string) *wildcardDiff {
+	return diffs.of(from, to, func(from, to map[string]string) *wildcardDiff {
+		w := &wildcardDiff{}
+		for name, hash := range to {
+			if v, ok := from[name]; !ok || v != hash {
+				w.changed = append(w.changed, name)
+			}
 		}
-	}
-	w := &wildcardDiff{from: from, to: to}
-	for name, hash := range to {
-		if v, ok := from[name]; !ok || v != hash {
-			w.changed = append(w.changed, name)
+		for name := range from {
+			if _, ok := to[name]; !ok {
+				w.removed = append(w.removed, name)
+			}
 		}
-	}
-	for name := range from {
-		if _, ok := to[name]; !ok {
-			w.removed = append(w.removed, name)
-		}
-	}
-	slices.Sort(w.changed)
-	slices.Sort(w.removed)
-	d.slots[d.next.Add(1)%uint32(len(d.slots))].Store(w)
-	return w
+		slices.Sort(w.changed)
+		slices.Sort(w.removed)
+		return w
+	})
 }
 
-// sortedNames keeps the sorted names of the last few version maps.
-type sortedNames struct {
-	slots [4]atomic.Pointer[namesOf]
-	next  atomic.Uint32
-}
-
-type namesOf struct {
-	m     map[string]string // held, so that its identity stays its own
-	names []string          // read only
-}
-
-var sortedKeys sortedNames
-
-// of returns the sorted keys of m (read only).
-func (s *sortedNames) of(m map[string]string) []string {
-	id := mapID(m)
-	for i := range s.slots {
-		if n := s.slots[i].Load(); n != nil && mapID(n.m) == id {
-			return n.names
-		}
-	}
-	n := &namesOf{m: m, names: slices.Sorted(maps.Keys(m))}
-	s.slots[s.next.Add(1)%uint32(len(s.slots))].Store(n)
-	return n.names
+// namesOf returns the sorted keys of m (read only).
+func namesOf(m map[string]string) []string {
+	return sortedKeys.of(m, nil, func(m, _ map[string]string) []string { return slices.Sorted(maps.Keys(m)) })
 }

@@ -119,7 +119,7 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (
 	var changed []string
 	var lost bool
 	if wildcard && has.shared && len(t.hashes) == len(t.items) {
-		d := diffs.of(has.m, t.hashes) // the same for the whole group (cache_memo.go)
+		d := diffOf(has.m, t.hashes) // the same for the whole group (cache_memo.go)
 		changed, lost = d.changed, len(d.removed) > 0
 	} else {
 		changed, lost = t.changed(wildcard, subscribed, has), t.lost(has)
@@ -391,7 +391,7 @@ func (t snapType) hash(name string) string {
 // be shared).
 func (t snapType) all() []string {
 	if len(t.hashes) == len(t.items) {
-		return sortedKeys.of(t.hashes) // the version map names every item: kept per map
+		return namesOf(t.hashes) // the version map names every item: kept per map
 	}
 	return slices.Sorted(maps.Keys(t.items))
 }
