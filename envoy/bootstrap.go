@@ -25,15 +25,21 @@ const XDSClusterName = "xds-server"
 
 // BootstrapConfig is the input of Bootstrap and GRPCBootstrap.
 type BootstrapConfig struct {
-	NodeID     string   // node.id; required
-	Cluster    string   // node.cluster; required (subsetting groups nodes by it)
-	Locality   Locality // node.locality; all parts may be empty
-	XDSAddress string   // host:port of xds-server's ADS listener; the host is an IP or a DNS name
+	NodeID   string   // node.id; required
+	Cluster  string   // node.cluster; required (subsetting groups nodes by it)
+	Locality Locality // node.locality; all parts may be empty
+	// XDSAddress is host:port of xds-server's ADS listener (the host is an
+	// IP or a DNS name), or several, comma-separated: the replicas of one
+	// control plane, each an endpoint of Envoy's xds-server cluster (Envoy
+	// moves its ADS stream to another when one goes away) and, for
+	// grpc-go, xds_servers in order (the later ones are fallbacks).
+	XDSAddress string
 	// Delta selects the incremental protocol (DELTA_GRPC) instead of state
 	// of the world (GRPC). Envoy only; grpc-go speaks state of the world.
 	Delta bool
 	// AdminAddress is the IP:port of Envoy's admin listener; "" means no
-	// admin listener. Envoy only.
+	// admin listener; port 0 lets the kernel pick one (read it with
+	// Envoy's --admin-address-path). Envoy only.
 	AdminAddress string
 	// TLS, when set, connects to xds-server over TLS (mTLS with a client
 	// certificate): an UpstreamTlsContext on Envoy's xds-server cluster,
@@ -50,11 +56,13 @@ func (c BootstrapConfig) Validate() error {
 	if strings.TrimSpace(c.Cluster) == "" {
 		errs = append(errs, errors.New("envoy: bootstrap: node cluster is empty"))
 	}
-	if _, _, err := splitHostPort(c.XDSAddress); err != nil {
-		errs = append(errs, fmt.Errorf("envoy: bootstrap: xds address: %w", err))
+	for _, addr := range c.xdsAddresses() {
+		if _, _, err := splitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("envoy: bootstrap: xds address: %w", err))
+		}
 	}
 	if c.AdminAddress != "" {
-		if host, _, err := splitHostPort(c.AdminAddress); err != nil {
+		if host, _, err := splitHostPortAny(c.AdminAddress); err != nil {
 			errs = append(errs, fmt.Errorf("envoy: bootstrap: admin address: %w", err))
 		} else if _, err := netip.ParseAddr(host); err != nil {
 			errs = append(errs, fmt.Errorf("envoy: bootstrap: admin address %q: host must be an IP address", c.AdminAddress))
@@ -68,9 +76,29 @@ func (c BootstrapConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// xdsAddresses is c.XDSAddress split at commas, blanks trimmed; one
+// empty address when it is empty (which Validate reports).
+func (c BootstrapConfig) xdsAddresses() []string {
+	parts := strings.Split(c.XDSAddress, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+	}
+	return parts
+}
+
 // splitHostPort splits a host:port whose host is not empty and whose port
 // is in [1, 65535].
 func splitHostPort(addr string) (string, uint32, error) {
+	host, port, err := splitHostPortAny(addr)
+	if err == nil && port == 0 {
+		err = fmt.Errorf("%q: port 0 is not in [1, 65535]", addr)
+	}
+	return host, port, err
+}
+
+// splitHostPortAny splits a host:port whose host is not empty and whose
+// port is in [0, 65535].
+func splitHostPortAny(addr string) (string, uint32, error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", 0, fmt.Errorf("%q is not host:port: %w", addr, err)
@@ -79,7 +107,7 @@ func splitHostPort(addr string) (string, uint32, error) {
 		return "", 0, fmt.Errorf("%q has no host", addr)
 	}
 	port, err := strconv.ParseUint(p, 10, 16)
-	if err != nil || port == 0 {
+	if err != nil {
 		return "", 0, fmt.Errorf("%q: port %q is not in [1, 65535]", addr, p)
 	}
 	return host, uint32(port), nil
@@ -99,7 +127,7 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 	if c.Delta {
 		apiType = corev3.ApiConfigSource_DELTA_GRPC
 	}
-	xdsCluster, err := xdsServerCluster(c.XDSAddress)
+	xdsCluster, err := xdsServerCluster(c.xdsAddresses())
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +154,7 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 		},
 	}
 	if c.AdminAddress != "" {
-		host, port, _ := splitHostPort(c.AdminAddress) // checked by Validate
+		host, port, _ := splitHostPortAny(c.AdminAddress) // checked by Validate
 		b.Admin = &bootstrapv3.Admin{Address: hostPortAddress(host, port)}
 	}
 	return validated(b, "bootstrap", c.NodeID)
@@ -141,13 +169,9 @@ func bootstrapNode(c BootstrapConfig) *corev3.Node {
 }
 
 // xdsServerCluster is the static cluster for the ADS stream: HTTP/2 (gRPC)
-// to addr, resolved by DNS (STRICT_DNS, IPv4 preferred) when its host is a
-// name and STATIC when it is an IP address.
-func xdsServerCluster(addr string) (*clusterv3.Cluster, error) {
-	host, port, err := splitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
+// to addrs (one endpoint each), resolved by DNS (STRICT_DNS, IPv4
+// preferred) when a host is a name and STATIC when all are IP addresses.
+func xdsServerCluster(addrs []string) (*clusterv3.Cluster, error) {
 	opts, err := protocolOptions(HTTP2)
 	if err != nil {
 		return nil, err
@@ -157,20 +181,24 @@ func xdsServerCluster(addr string) (*clusterv3.Cluster, error) {
 		ClusterDiscoveryType:          &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
 		ConnectTimeout:                durationpb.New(time.Second),
 		TypedExtensionProtocolOptions: opts,
-		LoadAssignment: &endpointv3.ClusterLoadAssignment{
-			ClusterName: XDSClusterName,
-			Endpoints: []*endpointv3.LocalityLbEndpoints{{
-				LbEndpoints: []*endpointv3.LbEndpoint{{
-					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
-						Address: hostPortAddress(host, port),
-					}},
-				}},
-			}},
-		},
 	}
-	if _, err := netip.ParseAddr(host); err != nil {
-		c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
-		c.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
+	lbs := make([]*endpointv3.LbEndpoint, 0, len(addrs))
+	for _, addr := range addrs {
+		host, port, err := splitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		lbs = append(lbs, &endpointv3.LbEndpoint{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: hostPortAddress(host, port)}},
+		})
+		if _, err := netip.ParseAddr(host); err != nil {
+			c.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+			c.DnsLookupFamily = clusterv3.Cluster_V4_PREFERRED
+		}
+	}
+	c.LoadAssignment = &endpointv3.ClusterLoadAssignment{
+		ClusterName: XDSClusterName,
+		Endpoints:   []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}},
 	}
 	return c, nil
 }

@@ -18,6 +18,7 @@ func TestBootstrap(t *testing.T) {
 		xdsType   clusterv3.Cluster_DiscoveryType
 		noAdmin   bool
 		zone      string
+		endpoints int    // of the xds-server cluster; 0 means 1
 		wantError string // substring; "" means success
 	}{
 		"state of the world to an IP": {apiType: corev3.ApiConfigSource_GRPC, xdsType: clusterv3.Cluster_STATIC},
@@ -33,11 +34,22 @@ func TestBootstrap(t *testing.T) {
 			edit:    func(c *BootstrapConfig) { c.XDSAddress = "[::1]:18000" },
 			apiType: corev3.ApiConfigSource_GRPC, xdsType: clusterv3.Cluster_STATIC,
 		},
-		"empty node id":        {edit: func(c *BootstrapConfig) { c.NodeID = " " }, wantError: "node id is empty"},
-		"empty cluster":        {edit: func(c *BootstrapConfig) { c.Cluster = "" }, wantError: "node cluster is empty"},
-		"xds address, no port": {edit: func(c *BootstrapConfig) { c.XDSAddress = "localhost" }, wantError: "xds address"},
-		"xds address, port 0":  {edit: func(c *BootstrapConfig) { c.XDSAddress = "localhost:0" }, wantError: "not in [1, 65535]"},
-		"admin on a host name": {edit: func(c *BootstrapConfig) { c.AdminAddress = "localhost:9901" }, wantError: "must be an IP"},
+		"empty node id": {edit: func(c *BootstrapConfig) { c.NodeID = " " }, wantError: "node id is empty"},
+		"empty cluster": {edit: func(c *BootstrapConfig) { c.Cluster = "" }, wantError: "node cluster is empty"},
+		"two replicas, admin on any port": {
+			edit: func(c *BootstrapConfig) {
+				c.XDSAddress, c.AdminAddress = "127.0.0.1:18000, 127.0.0.2:18000", "127.0.0.1:0"
+			},
+			apiType: corev3.ApiConfigSource_GRPC, xdsType: clusterv3.Cluster_STATIC, endpoints: 2,
+		},
+		"a replica by name": {
+			edit:    func(c *BootstrapConfig) { c.XDSAddress = "127.0.0.1:18000,xds-2:18000" },
+			apiType: corev3.ApiConfigSource_GRPC, xdsType: clusterv3.Cluster_STRICT_DNS, endpoints: 2,
+		},
+		"xds address, no port":   {edit: func(c *BootstrapConfig) { c.XDSAddress = "localhost" }, wantError: "xds address"},
+		"second xds address bad": {edit: func(c *BootstrapConfig) { c.XDSAddress = "127.0.0.1:1," }, wantError: "xds address"},
+		"xds address, port 0":    {edit: func(c *BootstrapConfig) { c.XDSAddress = "localhost:0" }, wantError: "not in [1, 65535]"},
+		"admin on a host name":   {edit: func(c *BootstrapConfig) { c.AdminAddress = "localhost:9901" }, wantError: "must be an IP"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := base
@@ -59,6 +71,9 @@ func TestBootstrap(t *testing.T) {
 			}
 			if got := b.GetStaticResources().GetClusters()[0].GetType(); got != tc.xdsType {
 				t.Errorf("xds-server cluster type = %v, want %v", got, tc.xdsType)
+			}
+			if got, want := len(b.GetStaticResources().GetClusters()[0].GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()), max(tc.endpoints, 1); got != want {
+				t.Errorf("xds-server cluster has %d endpoints, want %d", got, want)
 			}
 			if (b.GetAdmin() == nil) != tc.noAdmin {
 				t.Errorf("admin = %v", b.GetAdmin())

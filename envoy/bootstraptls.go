@@ -71,7 +71,7 @@ func (c BootstrapConfig) withTLS(cl *clusterv3.Cluster) error {
 	if c.TLS == nil {
 		return nil
 	}
-	host, _, _ := splitHostPort(c.XDSAddress) // checked by Validate
+	host, _, _ := splitHostPort(c.xdsAddresses()[0]) // checked by Validate
 	ts, err := upstreamTLS(*c.TLS, host)
 	if err != nil {
 		return err

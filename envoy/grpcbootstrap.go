@@ -45,7 +45,8 @@ type grpcLocality struct {
 }
 
 // GRPCBootstrap returns the xDS bootstrap JSON of a proxyless grpc-go
-// client: one xDS server (c.XDSAddress, insecure channel credentials or,
+// client: its xDS servers (c.XDSAddress, in order: the later ones are
+// fallbacks; insecure channel credentials or,
 // with c.TLS, "tls" ones; xDS v3) and the node c.NodeID of cluster c.Cluster with c.Locality. c.Delta
 // and c.AdminAddress must be unset: grpc-go speaks state of the world
 // only and has no admin listener. The output is indented and ends with a
@@ -71,13 +72,13 @@ func GRPCBootstrap(c BootstrapConfig) ([]byte, error) {
 	if t := c.TLS; t != nil {
 		creds = grpcChannelCred{Type: "tls", Config: &grpcTLSCredCfg{CACertificateFile: t.CAFile, CertificateFile: t.CertFile, PrivateKeyFile: t.KeyFile}}
 	}
-	b := grpcBootstrap{
-		XDSServers: []grpcXDSServer{{
-			ServerURI:      c.XDSAddress,
+	b := grpcBootstrap{Node: grpcNode{ID: c.NodeID, Cluster: c.Cluster}}
+	for _, addr := range c.xdsAddresses() {
+		b.XDSServers = append(b.XDSServers, grpcXDSServer{
+			ServerURI:      addr,
 			ChannelCreds:   []grpcChannelCred{creds},
 			ServerFeatures: []string{"xds_v3"},
-		}},
-		Node: grpcNode{ID: c.NodeID, Cluster: c.Cluster},
+		})
 	}
 	if l := c.Locality; l != (Locality{}) {
 		b.Node.Locality = &grpcLocality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone}

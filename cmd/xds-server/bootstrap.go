@@ -44,14 +44,14 @@ func newBootstrapFlags(kind string) *pflag.FlagSet {
 	fs.SortFlags = false
 	fs.String("node-id", "", "node id (required); unique per Envoy or client process")
 	fs.String("cluster", "", "node cluster (required); nodes are grouped by it for subsetting and listener selection")
-	fs.String("xds-address", "127.0.0.1:18000", "host:port of xds-server's ADS listener (a host name is resolved by DNS)")
+	fs.String("xds-address", "127.0.0.1:18000", "host:port of xds-server's ADS listener (a host name is resolved by DNS); several, comma-separated, for the replicas of one control plane")
 	fs.String("locality", "", "node locality as region/zone[/sub_zone]")
 	fs.String("region", "", "node locality region (overrides --locality)")
 	fs.String("zone", "", "node locality zone (overrides --locality)")
 	fs.String("sub-zone", "", "node locality sub-zone (overrides --locality)")
 	if kind == bootstrapEnvoy {
 		fs.Bool("delta", false, "use incremental (delta) xDS instead of state of the world")
-		fs.String("admin-address", "127.0.0.1:9901", `IP:port of Envoy's admin listener ("" for none)`)
+		fs.String("admin-address", "127.0.0.1:9901", `IP:port of Envoy's admin listener ("" for none; port 0: any free port, see envoy --admin-address-path)`)
 	}
 	fs.String("tls-ca", "", "connect to xds-server over TLS: PEM CA file that verifies its certificate")
 	fs.String("tls-cert", "", "PEM client certificate file for mutual TLS (with --tls-key)")
