@@ -30,7 +30,7 @@ func Cluster(s Service) (*clusterv3.Cluster, error) {
 		},
 		ConnectTimeout: durationpb.New(timeout),
 	}
-	if err := setLBPolicy(c, policy, s.Cluster.RingHash); err != nil {
+	if err := setLBPolicy(c, policy, s.Cluster); err != nil {
 		return nil, err
 	}
 	if err := applyClusterOptions(c, s.Cluster); err != nil {

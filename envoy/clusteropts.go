@@ -210,7 +210,7 @@ func applyClusterOptions(c *clusterv3.Cluster, o ClusterOptions) error {
 		c.LrsServer = &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3,
 			ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
 	}
-	if o.LocalityWeightedLB {
+	if o.LocalityWeightedLB && c.LoadBalancingPolicy == nil { // else in the policies (setLBPolicy)
 		c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{
 			LocalityConfigSpecifier: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
 				LocalityWeightedLbConfig: &clusterv3.Cluster_CommonLbConfig_LocalityWeightedLbConfig{},

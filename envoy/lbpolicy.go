@@ -6,6 +6,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/common/v3"
 	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
 	randomv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/random/v3"
 	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
@@ -57,7 +58,15 @@ func ParseLBPolicy(s string) (LBPolicy, error) {
 // them and uses the second entry, the policy it would use for round_robin
 // (weighted localities, round robin inside each) or ring_hash. lb_policy
 // then names that fallback, for clients that predate load_balancing_policy.
-func setLBPolicy(c *clusterv3.Cluster, p LBPolicy, ring RingHashSize) error {
+// Envoy refuses a cluster with both a load_balancing_policy and the locality
+// fields of common_lb_config, so with a list, locality weighting (o's
+// LocalityWeightedLB) is set in the policies' own configs instead.
+func setLBPolicy(c *clusterv3.Cluster, p LBPolicy, o ClusterOptions) error {
+	ring := o.RingHash
+	var byLocality *commonv3.LocalityLbConfig_LocalityWeightedLbConfig
+	if o.LocalityWeightedLB {
+		byLocality = &commonv3.LocalityLbConfig_LocalityWeightedLbConfig{}
+	}
 	switch p {
 	case RoundRobin:
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
@@ -68,18 +77,25 @@ func setLBPolicy(c *clusterv3.Cluster, p LBPolicy, ring RingHashSize) error {
 		c.LbConfig = ringHashLBConfig(ring)
 	case Random:
 		c.LbPolicy = clusterv3.Cluster_ROUND_ROBIN
+		random := &randomv3.Random{}
+		if byLocality != nil {
+			random.LocalityLbConfig = &commonv3.LocalityLbConfig{LocalityConfigSpecifier: &commonv3.LocalityLbConfig_LocalityWeightedLbConfig_{
+				LocalityWeightedLbConfig: byLocality,
+			}}
+		}
 		return setPolicyList(c,
-			typedPolicy("envoy.load_balancing_policies.random", &randomv3.Random{}),
+			typedPolicy("envoy.load_balancing_policies.random", random),
 			wrrLocalityRoundRobin)
 	case Maglev:
 		c.LbPolicy = clusterv3.Cluster_RING_HASH
 		c.LbConfig = ringHashLBConfig(ring)
 		return setPolicyList(c,
-			typedPolicy("envoy.load_balancing_policies.maglev", &maglevv3.Maglev{}),
+			typedPolicy("envoy.load_balancing_policies.maglev", &maglevv3.Maglev{LocalityWeightedLbConfig: byLocality}),
 			typedPolicy("envoy.load_balancing_policies.ring_hash", &ringhashv3.RingHash{
-				HashFunction:    ringhashv3.RingHash_XX_HASH,
-				MinimumRingSize: wrapperspb.UInt64(ring.ringMin()),
-				MaximumRingSize: wrapperspb.UInt64(ring.ringMax()),
+				HashFunction:             ringhashv3.RingHash_XX_HASH,
+				MinimumRingSize:          wrapperspb.UInt64(ring.ringMin()),
+				MaximumRingSize:          wrapperspb.UInt64(ring.ringMax()),
+				LocalityWeightedLbConfig: byLocality,
 			}))
 	default:
 		_, err := ParseLBPolicy(string(p))

@@ -136,8 +136,8 @@ func (l HTTPListener) Validate() error {
 	}
 	if host, port, err := net.SplitHostPort(l.Address); err != nil {
 		bad("address", "%q is not host:port: %v", l.Address, err)
-	} else if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
-		bad("address", "%q: port must be in [1, 65535]", l.Address)
+	} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		bad("address", "%q: port must be in [0, 65535] (0: Envoy binds a free port, shown by its /listeners)", l.Address)
 	} else if host == "" {
 		bad("address", "%q: the host is empty (use 0.0.0.0 or :: for every address)", l.Address)
 	}

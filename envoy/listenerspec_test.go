@@ -20,7 +20,7 @@ func TestListenerValidate(t *testing.T) {
 	}{
 		"bad name":           {func(l *HTTPListener) { l.Name = "a/b" }, "name: "},
 		"no port":            {func(l *HTTPListener) { l.Address = "0.0.0.0" }, "address: "},
-		"port 0":             {func(l *HTTPListener) { l.Address = "0.0.0.0:0" }, "address: "},
+		"port too large":     {func(l *HTTPListener) { l.Address = "0.0.0.0:65536" }, "address: "},
 		"empty host":         {func(l *HTTPListener) { l.Address = ":10000" }, "address: \":10000\": the host is empty"},
 		"no routes":          {func(l *HTTPListener) { l.Routes = nil }, "routes: at least one"},
 		"two path matchers":  {func(l *HTTPListener) { l.Routes[0].Path = "/x" }, "routes[0]: exactly one of prefix"},

@@ -24,7 +24,11 @@ type NodeConfig struct {
 
 // TypeConfig is one resource type of a node's config.
 type TypeConfig struct {
-	Version   string            `json:"version"`
+	// Version is the version_info of state-of-the-world responses.
+	Version string `json:"version"`
+	// Versions are each resource's own version by name: its content hash,
+	// the version delta responses carry.
+	Versions  map[string]string `json:"versions"`
 	Resources []json.RawMessage `json:"resources"` // protojson, sorted by name
 }
 
@@ -47,7 +51,7 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		tc := TypeConfig{Version: res.Version, Resources: make([]json.RawMessage, 0, len(names))}
+		tc := TypeConfig{Version: res.Version, Versions: make(map[string]string, len(names)), Resources: make([]json.RawMessage, 0, len(names))}
 		for _, n := range names {
 			m, err := decode(res.Items[n].Resource)
 			if err != nil {
@@ -58,6 +62,7 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 				return NodeConfig{}, true, err
 			}
 			tc.Resources = append(tc.Resources, b)
+			tc.Versions[n] = snap.VersionMap[url][n]
 		}
 		out.Resources[typeName(url)] = tc
 	}

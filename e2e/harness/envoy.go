@@ -185,9 +185,16 @@ func (e *Envoy) AdminURL(path string) string { return "http://" + e.AdminAddr + 
 // Logs returns everything Envoy has logged so far.
 func (e *Envoy) Logs() string { return e.logs.String() }
 
-// LogTail returns the last n lines of Envoy's log.
+// LogTail returns the last n lines of Envoy's log, without the start-up
+// banner (the extensions it was built with, its header maps).
 func (e *Envoy) LogTail(n int) string {
-	lines := strings.Split(strings.TrimRight(e.logs.String(), "\n"), "\n")
+	var lines []string
+	for line := range strings.Lines(e.logs.String()) {
+		if strings.Contains(line, "][info][main] [source/server/server.cc:") {
+			continue
+		}
+		lines = append(lines, strings.TrimRight(line, "\n"))
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
@@ -197,19 +204,42 @@ func (e *Envoy) LogTail(n int) string {
 // Complaints are the lines of Envoy's log at warning level or above,
 // without the start-up warnings every Envoy prints, and every line that
 // says a config was rejected: what Envoy said when something it was sent
-// is wrong.
+// is wrong. A message repeated is listed once, with its count; at most
+// maxComplaints messages.
 func (e *Envoy) Complaints() []string {
-	var out []string
+	var order []string
+	count := map[string]int{}
 	for line := range strings.Lines(e.logs.String()) {
 		line = strings.TrimRight(line, "\n")
 		bad := strings.Contains(line, "][warning][") || strings.Contains(line, "][error][") ||
 			strings.Contains(line, "][critical][") || strings.Contains(line, "rejected")
-		if bad && !benignEnvoyLine(line) {
-			out = append(out, line)
+		if !bad || benignEnvoyLine(line) {
+			continue
 		}
+		msg := line
+		if _, rest, ok := strings.Cut(line, "] ["); ok { // drop the time stamp and thread
+			msg = "[" + rest
+		}
+		if count[msg] == 0 {
+			order = append(order, msg)
+		}
+		count[msg]++
+	}
+	out := make([]string, 0, min(len(order), maxComplaints))
+	for _, msg := range order[:min(len(order), maxComplaints)] {
+		if n := count[msg]; n > 1 {
+			msg = fmt.Sprintf("%s (%d times)", msg, n)
+		}
+		out = append(out, msg)
+	}
+	if len(order) > maxComplaints {
+		out = append(out, fmt.Sprintf("... and %d more messages", len(order)-maxComplaints))
 	}
 	return out
 }
+
+// maxComplaints bounds the messages Complaints lists.
+const maxComplaints = 20
 
 // benignEnvoyLine: a warning every Envoy logs, whatever it was sent.
 func benignEnvoyLine(line string) bool {
