@@ -161,7 +161,7 @@ func (r *reconciler) reconcile() {
 	start := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	items := r.translateAll(*in, weights)
+	items := r.translateAll(r.lis.withRouted(*in), weights) // a routed service has a cluster, instances or not
 	shared, err := r.bases(items)
 	if err != nil {
 		r.m.buildErrors.Inc()

@@ -43,3 +43,28 @@ func (r *reconciler) checkRoutes(in discovery.Snapshot) {
 		r.unknownRoutes[service] = unknown
 	}
 }
+
+// withRouted returns in plus, for every service a listener routes to that
+// in lacks, that service without endpoints (after in's). The cluster of a
+// routed service thus exists as long as a route points at it: a service
+// that comes or goes only fills or empties its load assignment, and Envoy,
+// which answers 503 for lack of a cluster (NC) while a route names a
+// cluster it does not have or still warms, answers "no healthy upstream"
+// (UH) instead while the service has no instances.
+func (s *listenerSet) withRouted(in discovery.Snapshot) discovery.Snapshot {
+	if s == nil || len(s.targets) == 0 {
+		return in
+	}
+	missing := maps.Clone(s.targets)
+	for _, svc := range in.Services {
+		delete(missing, svc.Name)
+	}
+	if len(missing) == 0 {
+		return in
+	}
+	out := slices.Grow(slices.Clone(in.Services), len(missing))
+	for _, name := range slices.Sorted(maps.Keys(missing)) {
+		out = append(out, discovery.Service{Name: name})
+	}
+	return discovery.Snapshot{Services: out}
+}
