@@ -37,11 +37,12 @@ type result struct {
 type env struct {
 	o        options
 	dir      string
-	bins     map[string]string
+	bins     map[string]string // with --clients envoy, "envoy" too
 	consul   string
 	backends []*backend
 	sampler  *sampler
 	sims     map[int]simFleet // by subset size
+	envoys   *envoyFleet      // the run's Envoys (--clients envoy); nil between runs and with grpc-go clients
 	log      *slog.Logger
 }
 
@@ -60,6 +61,11 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 	e := &env{o: o, dir: dir, log: log, sims: map[int]simFleet{}}
 	if e.bins, err = build(ctx, root, dir); err != nil {
 		return err
+	}
+	if o.kind == envoyClients {
+		if e.bins["envoy"], err = envoyBinary(); err != nil {
+			return err
+		}
 	}
 	if o.seed == 0 {
 		if o.seed, err = medianSeed(ctx, e.bins["weightsim"], o); err != nil {
@@ -137,12 +143,12 @@ func (e *env) runPolicy(ctx context.Context, p policy, run int, rates []float64,
 	}
 	defer srv.stop()
 	e.log.Info("policy start", "run", run+1, "policy", p.label(o.backends), "console", srv.ui())
-	cs, err := dialClients(ctx, srv.xds, rates)
+	cs, closeCs, err := e.dial(ctx, srv.xds, p, run, rates)
 	if err != nil {
 		return result{}, err
 	}
-	defer closeClients(cs)
-	mismatched, err := subsetMismatches(srv.admin, e.sims[cmpOr(p.subset, o.backends)].Fleet.Subsets, e.backends)
+	defer closeCs()
+	mismatched, err := subsetMismatches(srv.admin, e.sims[cmpOr(p.subset, o.backends)].Fleet.Subsets, e.backends, e.envoyUnlike())
 	if err != nil {
 		e.log.Warn("subsets not checked", "error", err)
 		mismatched = -1
@@ -206,10 +212,13 @@ func (e *env) measure(r *result, cs []*client, t0 time.Time) {
 	}
 }
 
-// loadCPU is the CPU time so far of the backends and of this process (the
-// clients and samplers).
+// loadCPU is the CPU time so far of the backends, of this process (the
+// clients and samplers) and of the run's Envoys.
 func (e *env) loadCPU() float64 {
 	total := selfCPU()
+	if e.envoys != nil {
+		total += e.envoys.cpuSeconds()
+	}
 	for _, b := range e.backends {
 		total += b.p.cpuSeconds()
 	}

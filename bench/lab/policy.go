@@ -63,12 +63,16 @@ func (p policy) slug() string {
 // lab service, client indices from the nodes' metadata (so that client i
 // has the simulator's subset i), ring_hash (grpc-go honours endpoint
 // weights only there; no hash policy: a random hash per request) or
-// round_robin with weights off, and extra weights settings (o.fast).
+// round_robin with weights off, and extra weights settings (o.fast); with
+// Envoys (o.kind), the service over gRPC and the Envoys' listener.
 func (p policy) serverConfig(consul string, o options) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "discovery:\n  source: consul\n  consul: { address: %q, services: [%s] }\n", consul, service)
 	b.WriteString("subsetting: { index_source: metadata }\n")
 	fmt.Fprintf(&b, "services:\n  %s:\n    subset_size: %d\n", service, p.subset)
+	if o.kind == envoyClients {
+		b.WriteString(envoyServiceConfig)
+	}
 	if !p.weights {
 		b.WriteString("    lb_policy: round_robin\n")
 	} else {
@@ -81,5 +85,8 @@ func (p policy) serverConfig(consul string, o options) string {
 		b.WriteString(", blackout_period: 2s, min_push_interval: 2s")
 	}
 	b.WriteString(" }\n")
+	if o.kind == envoyClients {
+		b.WriteString(envoyListenerConfig)
+	}
 	return b.String()
 }

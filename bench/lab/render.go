@@ -210,7 +210,7 @@ func (e *env) write(ss []summary, args []string, took time.Duration, stdout io.W
 		return nil
 	}
 	body := e.markdown(ss, args, took, charts)
-	return section.Rewrite(o.markdown, sectionName, body)
+	return section.Rewrite(o.markdown, sectionOf(o), body)
 }
 
 // runsNote says what the figures of n runs are.
@@ -229,10 +229,10 @@ func (e *env) markdown(ss []summary, args []string, took time.Duration, charts [
 	o := e.o
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	p("## Load lab (issue 18)")
+	p("%s", heading(o))
 	p("")
-	p("Written by `%s` (`make lab`) on %s in %s, on %d cores (%s); do not edit by hand, run it again.",
-		command(args), time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
+	p("Written by `%s` (`%s`) on %s in %s, on %d cores (%s); do not edit by hand, run it again.",
+		command(args), makeCommand(o), time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), runtime.NumCPU(), runtime.GOOS+"/"+runtime.GOARCH)
 	p("%s", runsNote(o.runs))
 	p("")
 	p("Real processes on loopback: a Consul agent (`-dev`), the xds-server binary (a fresh one per policy),")
@@ -242,13 +242,7 @@ func (e *env) markdown(ss []summary, args []string, took time.Duration, charts [
 	if o.medianFleet {
 		median = ": the median fleet of this shape among seeds 1-200, `weightsim -median-fleet`"
 	}
-	p("`bench/weightsim -seed %d` draws (uniform in [1, 2] x 100 requests/s%s), and %d grpc-go xDS clients (each its", o.seed, median, o.clients)
-	p("own node and xDS client, client index i from its node metadata so that it has the simulator's subset i)")
-	p("sending open loop (Poisson arrivals) at the simulator's lognormal rates (sigma %g), %g of the total capacity.", o.sigma, o.util)
-	p("Round robin is `lb_policy: round_robin` with weights off; the weighted policies use `ring_hash` (grpc-go")
-	p("honours endpoint weights only there; no hash policy: a random hash per request; a ring of %d entries,", o.ringSize)
-	p("grpc-go's cap raised with `GRPC_RING_HASH_CAP`: every client of the same endpoints builds the same ring, so")
-	p("its arcs' deviation from the weights does not average out over clients) with weights from")
+	b.WriteString(clientsProse(o, median))
 	p("`[orca, lrs]`: the formula (`weights.balance: false`), balanced (`weights.balance: true`), per-node")
 	p("(`mode: per_node`). Each run lasts %s. Utilization is each backend's own ORCA report, every second;", o.duration)
 	p("**max/mean** and **p99/mean** are over the backends' mean utilization in the last %s; the spread over time", o.final)
@@ -258,13 +252,13 @@ func (e *env) markdown(ss []summary, args []string, took time.Duration, charts [
 	p("**noise floor** is what a perfectly balanced fleet would measure over the same window (Poisson arrivals: the")
 	p("max of a dozen noisy means sits above their mean), so a measured figure is at best about the simulator's")
 	p("times the floor. CPU is")
-	p("process CPU time over wall time (backends: /proc; clients: the lab process). **mean utilization** should be")
+	p("process CPU time over wall time (backends%s: /proc; clients: the lab process). **mean utilization** should be", envoysCPU(o))
 	p("%g: a backend's busy time includes its timers' lateness, so a loaded machine makes every backend slower", o.util)
 	p("(a higher mean) and the figures noisier; run the lab on a quiet machine.")
 	p("")
 	b.WriteString(table(ss, o.backends))
 	p("")
-	p("Clients whose subset (read from `/debug/config`) is not the simulator's: %s.", mismatchSummary(ss))
+	p("Clients whose subset (read from `/debug/config`%s) is not the simulator's: %s.", envoysSubsets(o), mismatchSummary(ss))
 	p("")
 	p("Against the targets of issue 18:")
 	p("")

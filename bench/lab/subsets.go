@@ -53,9 +53,10 @@ func servedSubset(admin, node string) ([]string, error) {
 }
 
 // subsetMismatches counts the clients whose served subset is not the
-// simulator's (backend j is lab-<j>); with every backend in every set
-// there is nothing to compare.
-func subsetMismatches(admin string, sim [][]int, bs []*backend) (int, error) {
+// simulator's (backend j is lab-<j>), or that are in unlike (their Envoy
+// sees another one); with every backend in every set there is nothing to
+// compare.
+func subsetMismatches(admin string, sim [][]int, bs []*backend, unlike map[int]bool) (int, error) {
 	n := 0
 	for i, sub := range sim {
 		want := make([]string, 0, len(sub))
@@ -67,7 +68,7 @@ func subsetMismatches(admin string, sim [][]int, bs []*backend) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if !slices.Equal(got, want) {
+		if !slices.Equal(got, want) || unlike[i] {
 			n++
 		}
 	}
