@@ -135,7 +135,8 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 		return nil, err
 	}
 	b := &bootstrapv3.Bootstrap{
-		Node: bootstrapNode(c),
+		Node:           bootstrapNode(c),
+		ClusterManager: loadStatsManager(), // Envoy's load reports (LRS) to xds-server
 		DynamicResources: &bootstrapv3.Bootstrap_DynamicResources{
 			AdsConfig: &corev3.ApiConfigSource{
 				ApiType:             apiType,

@@ -75,6 +75,12 @@ func TestBootstrap(t *testing.T) {
 			if got, want := len(b.GetStaticResources().GetClusters()[0].GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()), max(tc.endpoints, 1); got != want {
 				t.Errorf("xds-server cluster has %d endpoints, want %d", got, want)
 			}
+			// Envoy reports load (LRS) to xds-server over the ADS cluster,
+			// with GRPC also for delta xDS (LRS has no delta variant).
+			if ls := b.GetClusterManager().GetLoadStatsConfig(); ls.GetApiType() != corev3.ApiConfigSource_GRPC ||
+				len(ls.GetGrpcServices()) != 1 || ls.GetGrpcServices()[0].GetEnvoyGrpc().GetClusterName() != XDSClusterName {
+				t.Errorf("cluster_manager.load_stats_config = %v, want GRPC to cluster %s", ls, XDSClusterName)
+			}
 			if (b.GetAdmin() == nil) != tc.noAdmin {
 				t.Errorf("admin = %v", b.GetAdmin())
 			}

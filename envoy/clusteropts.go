@@ -56,7 +56,8 @@ type ClusterOptions struct {
 	// LoadReporting names this server as the cluster's LRS server
 	// (lrs_server: {self: {}}), so that grpc-go clients send it their load
 	// reports (LRS) on the same connection as xDS. Envoy ignores the field
-	// (it reports with its bootstrap's cluster_manager.load_stats_config).
+	// (it reports with its bootstrap's cluster_manager.load_stats_config,
+	// which Bootstrap points at xds-server).
 	LoadReporting bool
 }
 
