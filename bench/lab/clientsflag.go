@@ -8,7 +8,8 @@ import (
 
 // clientsFlag is --clients: the kind of clients (grpc or envoy) or their
 // count (a number, the client nodes), repeatable: `--clients envoy
-// --clients 20`. A count stays the client nodes' count whatever the kind.
+// --clients 24`. Either kind has the same count by default, so that the
+// Envoys are the grpc-go lab's fleet (capacities, rates and subsets).
 type clientsFlag struct{ o *options }
 
 func (f clientsFlag) String() string {
@@ -29,18 +30,6 @@ func (f clientsFlag) Set(s string) error {
 	if err != nil {
 		return fmt.Errorf("want grpc, envoy or a count of client nodes, got %q", s)
 	}
-	f.o.clients, f.o.clientsSet = n, true
+	f.o.clients = n
 	return nil
-}
-
-// envoyCounts gives --clients envoy its own default count of client nodes
-// (one Envoy each) unless --clients gave one.
-func (o *options) envoyCounts(quick bool) {
-	if o.kind != envoyClients || o.clientsSet {
-		return
-	}
-	o.clients = envoyDefaultClients
-	if quick {
-		o.clients = envoyQuickClients
-	}
 }

@@ -29,15 +29,6 @@ const (
 	envoyClients = "envoy"
 )
 
-// Client counts of --clients envoy (one Envoy per client node) when
-// --clients gives no count: 24 Envoys at the defaults (8 clients per
-// backend with subsets of 4, as many as fit two cores beside the backends
-// and the load generators), 12 with --quick.
-const (
-	envoyDefaultClients = 24
-	envoyQuickClients   = 12
-)
-
 // envoyVersion is the Envoy release the lab runs (scripts/install-envoy.sh).
 const envoyVersion = "1.40.0"
 

@@ -11,8 +11,8 @@ import (
 	"github.com/xds-server/xds-server/envoy"
 )
 
-// TestClientsOption: --clients picks the kind of clients or their count,
-// each kind with its own default count; a count given wins over the kind's.
+// TestClientsOption: --clients picks the kind of clients or their count;
+// both kinds have the same count, the same fleet.
 func TestClientsOption(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args    []string
@@ -24,10 +24,10 @@ func TestClientsOption(t *testing.T) {
 		"grpc-go by default":             {kind: grpcClients, clients: 36},
 		"grpc-go, quick":                 {args: []string{"--quick"}, kind: grpcClients, clients: 18},
 		"a count alone stays grpc-go":    {args: []string{"--clients", "20"}, kind: grpcClients, clients: 20},
-		"envoy: 24":                      {args: []string{"--clients", "envoy"}, kind: envoyClients, clients: envoyDefaultClients},
-		"envoy, quick: 12":               {args: []string{"--clients=envoy", "--quick"}, kind: envoyClients, clients: envoyQuickClients},
+		"envoy: the same fleet":          {args: []string{"--clients", "envoy"}, kind: envoyClients, clients: 36},
+		"envoy, quick":                   {args: []string{"--clients=envoy", "--quick"}, kind: envoyClients, clients: 18},
 		"envoy with a count":             {args: []string{"--clients", "30", "--clients", "envoy"}, kind: envoyClients, clients: 30},
-		"envoy charts apart":             {args: []string{"--clients", "envoy", "--markdown", "B.md"}, kind: envoyClients, clients: 24, charts: "bench/lab/charts/envoy"},
+		"envoy charts apart":             {args: []string{"--clients", "envoy", "--markdown", "B.md"}, kind: envoyClients, clients: 36, charts: "bench/lab/charts/envoy"},
 		"grpc charts":                    {args: []string{"--markdown", "B.md"}, kind: grpcClients, clients: 36, charts: "bench/lab/charts"},
 		"another kind makes no lab":      {args: []string{"--clients", "curl"}, invalid: true},
 		"no client nodes makes no lab":   {args: []string{"--clients", "envoy", "--clients", "0"}, invalid: true},

@@ -18,7 +18,6 @@ import (
 type options struct {
 	backends, clients, subset int
 	kind                      string  // of the clients: grpcClients or envoyClients (--clients)
-	clientsSet                bool    // --clients gave a count
 	runs                      int     // of the whole policy sequence; the figures are medians over them
 	slots                     int     // concurrent slots per backend
 	util                      float64 // mean utilization: total client rate over total capacity
@@ -83,11 +82,9 @@ func main() {
 // other flags override it.
 func parseOptions(args []string, out io.Writer) (options, error) {
 	o := defaultOptions()
-	quick := false
 	for _, a := range args {
 		if a == "--quick" || a == "-quick" || a == "--quick=true" || a == "-quick=true" {
 			o.quick()
-			quick = true
 		}
 	}
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
@@ -96,8 +93,8 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.runs, "runs", o.runs, "runs of the whole policy sequence on the same fleet (1 by default: one run at the defaults takes about 8 minutes; `make lab` runs 3, the figures its targets are judged on): every figure is the median over the runs, "+
 		"errors their sum; each run draws its own arrivals (from --seed and the run), so runs are independent samples")
 	fs.IntVar(&o.backends, "backends", o.backends, "backends; capacities uniform in [1, 2] x 100 requests/s (bench/weightsim's fleet)")
-	fs.Var(clientsFlag{&o}, "clients", "the clients: grpc (the default: grpc-go xDS clients, each its own node; 36, --quick 18), "+
-		"envoy (one real Envoy per client node, each load generator sending through its own Envoy; 24, --quick 12), or a count of client nodes (repeatable: --clients envoy --clients 20)")
+	fs.Var(clientsFlag{&o}, "clients", "the clients: grpc (the default: grpc-go xDS clients, each its own node), envoy (one real Envoy 1.40 per client node, "+
+		"each node's load generator sending gRPC through its own Envoy), or the count of client nodes (36; repeatable: --clients envoy --clients 24)")
 	fs.IntVar(&o.subset, "subset", o.subset, "subset size of the runs with subsets")
 	fs.IntVar(&o.slots, "slots", o.slots, "concurrent slots per backend (service time = slots / capacity)")
 	fs.Float64Var(&o.util, "util", o.util, "mean utilization: the clients' total rate over the backends' total capacity")
@@ -120,7 +117,6 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o.envoyCounts(quick)
 	if o.charts == "" && o.markdown != "" {
 		o.charts = "bench/lab/charts"
 		if o.kind == envoyClients {
