@@ -61,6 +61,13 @@ const (
 	serviceMaintenancePrefix = "_service_maintenance:"
 )
 
+// ReplicaCheckPrefix starts the id of the node-level alive check each
+// xds-server replica keeps on its Consul agent (ha.AliveCheckPrefix). It
+// says whether that replica runs, not whether the node's services do: a
+// replica killed with -9 leaves it critical, which must not make every
+// service on the node UNHEALTHY. Health mapping ignores these checks.
+const ReplicaCheckPrefix = "xds-server-ha:"
+
 // consulHealth maps the checks of one service instance to a health state and
 // an endpoint weight (0: unset, meaning 1). Precedence, highest first:
 //   - node or service maintenance (a check "_node_maintenance" or
@@ -71,7 +78,8 @@ const (
 //     (with the same weight) when warningAs is HealthDegraded;
 //   - otherwise (also without checks): HealthHealthy with svc.Weights.Passing.
 //
-// Negative weights are treated as 0. svc may be nil.
+// Node-level checks of xds-server replicas (ReplicaCheckPrefix) are left
+// out. Negative weights are treated as 0. svc may be nil.
 func consulHealth(svc *api.AgentService, checks api.HealthChecks, warningAs Health) (Health, uint32) {
 	var w api.AgentWeights
 	serviceID := ""
@@ -80,7 +88,7 @@ func consulHealth(svc *api.AgentService, checks api.HealthChecks, warningAs Heal
 	}
 	critical, warning := false, false
 	for _, c := range checks {
-		if c == nil {
+		if c == nil || (c.ServiceID == "" && strings.HasPrefix(c.CheckID, ReplicaCheckPrefix)) {
 			continue
 		}
 		if c.CheckID == nodeMaintenanceCheck || c.CheckID == serviceMaintenancePrefix+serviceID || c.Status == api.HealthMaint {

@@ -80,20 +80,22 @@ func TestConsulHealth(t *testing.T) {
 		health    Health
 		weight    uint32
 	}{
-		"no checks: healthy, passing weight": {svc: svc, health: HealthHealthy, weight: 10},
-		"all passing":                        {svc: svc, checks: api.HealthChecks{check("a", "passing"), check("serfHealth", "passing")}, health: HealthHealthy, weight: 10},
-		"a warning: healthy, warning weight": {svc: svc, checks: api.HealthChecks{check("a", "passing"), check("b", "warning")}, health: HealthHealthy, weight: 3},
-		"a warning as degraded":              {svc: svc, checks: api.HealthChecks{check("b", "warning")}, warningAs: HealthDegraded, health: HealthDegraded, weight: 3},
-		"critical beats warning":             {svc: svc, checks: api.HealthChecks{check("b", "warning"), check("c", "critical")}, health: HealthUnhealthy},
-		"unknown status fails closed":        {svc: svc, checks: api.HealthChecks{check("a", "bogus")}, health: HealthUnhealthy},
-		"service maintenance drains":         {svc: svc, checks: api.HealthChecks{check("a", "passing"), check("_service_maintenance:web-1", "critical")}, health: HealthDraining},
-		"node maintenance drains":            {svc: svc, checks: api.HealthChecks{check("_node_maintenance", "critical"), check("a", "passing")}, health: HealthDraining},
-		"maintenance beats critical":         {svc: svc, checks: api.HealthChecks{check("c", "critical"), check("_node_maintenance", "critical")}, health: HealthDraining},
-		"status maintenance drains":          {svc: svc, checks: api.HealthChecks{check("m", "maintenance")}, health: HealthDraining},
-		"another service's maintenance id":   {svc: svc, checks: api.HealthChecks{check("_service_maintenance:web-2", "passing")}, health: HealthHealthy, weight: 10},
-		"passing weight 0 stays 0 (=1)":      {svc: &api.AgentService{ID: "x"}, health: HealthHealthy, weight: 0},
-		"negative weight is 0":               {svc: &api.AgentService{ID: "x", Weights: api.AgentWeights{Passing: -4}}, health: HealthHealthy, weight: 0},
-		"nil service and nil check":          {checks: api.HealthChecks{nil, check("a", "passing")}, health: HealthHealthy},
+		"no checks: healthy, passing weight":     {svc: svc, health: HealthHealthy, weight: 10},
+		"all passing":                            {svc: svc, checks: api.HealthChecks{check("a", "passing"), check("serfHealth", "passing")}, health: HealthHealthy, weight: 10},
+		"a warning: healthy, warning weight":     {svc: svc, checks: api.HealthChecks{check("a", "passing"), check("b", "warning")}, health: HealthHealthy, weight: 3},
+		"a warning as degraded":                  {svc: svc, checks: api.HealthChecks{check("b", "warning")}, warningAs: HealthDegraded, health: HealthDegraded, weight: 3},
+		"critical beats warning":                 {svc: svc, checks: api.HealthChecks{check("b", "warning"), check("c", "critical")}, health: HealthUnhealthy},
+		"unknown status fails closed":            {svc: svc, checks: api.HealthChecks{check("a", "bogus")}, health: HealthUnhealthy},
+		"service maintenance drains":             {svc: svc, checks: api.HealthChecks{check("a", "passing"), check("_service_maintenance:web-1", "critical")}, health: HealthDraining},
+		"node maintenance drains":                {svc: svc, checks: api.HealthChecks{check("_node_maintenance", "critical"), check("a", "passing")}, health: HealthDraining},
+		"maintenance beats critical":             {svc: svc, checks: api.HealthChecks{check("c", "critical"), check("_node_maintenance", "critical")}, health: HealthDraining},
+		"status maintenance drains":              {svc: svc, checks: api.HealthChecks{check("m", "maintenance")}, health: HealthDraining},
+		"another service's maintenance id":       {svc: svc, checks: api.HealthChecks{check("_service_maintenance:web-2", "passing")}, health: HealthHealthy, weight: 10},
+		"passing weight 0 stays 0 (=1)":          {svc: &api.AgentService{ID: "x"}, health: HealthHealthy, weight: 0},
+		"negative weight is 0":                   {svc: &api.AgentService{ID: "x", Weights: api.AgentWeights{Passing: -4}}, health: HealthHealthy, weight: 0},
+		"a dead xds-server replica's node check": {svc: svc, checks: api.HealthChecks{check("xds-server-ha:vm-1-ab", "critical"), check("a", "passing")}, health: HealthHealthy, weight: 10},
+		"a service check named like one":         {svc: svc, checks: api.HealthChecks{{CheckID: "xds-server-ha:x", ServiceID: "web-1", Status: "critical"}}, health: HealthUnhealthy},
+		"nil service and nil check":              {checks: api.HealthChecks{nil, check("a", "passing")}, health: HealthHealthy},
 	} {
 		t.Run(name, func(t *testing.T) {
 			warningAs := tc.warningAs

@@ -9,10 +9,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/discovery"
 )
 
-// AliveCheckPrefix starts the id of every replica's alive check.
-const AliveCheckPrefix = "xds-server-ha:"
+// AliveCheckPrefix starts the id of every replica's alive check; Consul
+// discovery ignores node checks of this prefix (a dead replica's critical
+// check would make every service on its node UNHEALTHY).
+const AliveCheckPrefix = discovery.ReplicaCheckPrefix
 
 // DefaultAliveTTL is the alive check's TTL when AliveConfig.TTL is 0
 // (ha.alive_ttl's default).

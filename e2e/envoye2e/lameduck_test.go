@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -154,12 +155,19 @@ func TestEnvoyLameDuck(t *testing.T) {
 	}
 	ldAdminDrain(t, srv, envoys, backends[1])
 
+	ldStopLoads(t, envoys)
+}
+
+// ldStopLoads stops the load through each Envoy, logs what it got, and
+// fails the test for every request that failed or anything Envoy rejected.
+func ldStopLoads(t *testing.T, envoys []ldEnvoy) {
+	t.Helper()
 	for _, le := range envoys {
 		r := le.load.Stop()
 		t.Logf("%s Envoy: %s", le.mode, r)
 		if r.Failed() != 0 {
-			t.Errorf("%s Envoy: %d of %d requests failed during the rolling restart and the admin drain: %s\nEnvoy complained:\n%v",
-				le.mode, r.Failed(), r.Total, r, le.e.Complaints())
+			t.Errorf("%s Envoy: %d of %d requests failed: %s\nEnvoy complained:\n%s", le.mode, r.Failed(), r.Total, r,
+				strings.Join(le.e.Complaints(), "\n"))
 		}
 		le.e.AssertAccepted(t)
 	}
