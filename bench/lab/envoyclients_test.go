@@ -132,3 +132,18 @@ func TestParseEnvoyAdmin(t *testing.T) {
 		t.Error("sameSubset: want the hosts to be backends {1, 2} only")
 	}
 }
+
+// TestOnlyAlternatives: --only keeps the policies whose label contains
+// any of its |-separated parts.
+func TestOnlyAlternatives(t *testing.T) {
+	o := defaultOptions()
+	o.only = roundRobin + "|" + perNode
+	var got []string
+	for _, p := range selected(o) {
+		got = append(got, p.label(o.backends))
+	}
+	want := []string{"round robin, subsets of 4", "per-node, subsets of 4", "round robin, no subsets"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("selected %q, want %q", got, want)
+	}
+}

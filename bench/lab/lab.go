@@ -118,11 +118,14 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 	return e.write(aggregate(runs), args, time.Since(start), stdout)
 }
 
-// selected are the policies --only keeps.
+// selected are the policies --only keeps: those whose label contains
+// one of its |-separated parts.
 func selected(o options) []policy {
 	var out []policy
 	for _, p := range policies(o) {
-		if o.only == "" || strings.Contains(p.label(o.backends), o.only) {
+		if o.only == "" || slices.ContainsFunc(strings.Split(o.only, "|"), func(part string) bool {
+			return strings.Contains(p.label(o.backends), part)
+		}) {
 			out = append(out, p)
 		}
 	}

@@ -108,7 +108,7 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	fs.IntVar(&o.ringSize, "ring-size", o.ringSize, "ring_hash ring size of the weighted policies: every client of a set of endpoints builds the same ring, "+
 		"so its arcs' deviation from the weights (about 1/sqrt(ring size / endpoints)) is the same for all and does not average out")
 	fs.BoolVar(&o.noFull, "no-full", o.noFull, "skip the runs without subsets")
-	fs.StringVar(&o.only, "only", "", "run only the policies whose label contains this (e.g. per-node)")
+	fs.StringVar(&o.only, "only", "", "run only the policies whose label contains this, or one of its |-separated parts (e.g. per-node, or 'round robin|per-node')")
 	fs.BoolVar(&o.hold, "hold", false, "keep the last run's last policy's fleet running until interrupted (watch it in the console, /ui/)")
 	fs.StringVar(&o.json, "json", "", "write the figures as JSON to this file (- for stdout, instead of the table)")
 	fs.StringVar(&o.markdown, "markdown", "", "rewrite the lab section of this Markdown file (BENCHMARKS.md)")

@@ -47,6 +47,9 @@ type jsonPolicy struct {
 	ConvergeRuns []float64 `json:"converge_s_runs"` // -1: not converged
 	ErrorsRuns   []int64   `json:"errors_runs"`
 	ChartRun     int       `json:"chart_run"` // 1-based: the run whose max/mean is the median
+	// SubsetsUnlike is the clients whose subset was not the simulator's,
+	// summed over the runs; -1: some run could not check.
+	SubsetsUnlike int `json:"subsets_unlike_sim"`
 }
 
 func toJSON(ss []summary, backends int) []byte {
@@ -60,6 +63,11 @@ func toJSON(ss []summary, backends int) []byte {
 			Oscillation: round3(r.fig.Oscillation), P99LatencyMS: round3(r.p99), Errors: r.errors, SimMaxMean: round3(r.simMaxMean),
 			Runs: len(s.runs), ChartRun: s.chart + 1}
 		for _, run := range s.runs {
+			if run.mismatched < 0 || p.SubsetsUnlike < 0 {
+				p.SubsetsUnlike = -1
+			} else {
+				p.SubsetsUnlike += run.mismatched
+			}
 			p.MaxMeanRuns = append(p.MaxMeanRuns, round3(run.fig.MaxMean))
 			p.ConvergeRuns = append(p.ConvergeRuns, run.fig.Converge)
 			p.ErrorsRuns = append(p.ErrorsRuns, run.errors)

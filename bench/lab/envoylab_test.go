@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestQuickLabEnvoy runs the lab end to end through real Envoys (one per
+// client node: 18 Envoys, 6 backends, subsets of 3, seed 3 as
+// TestQuickLab, 16 s per policy) on round robin and per-node weights only
+// (within 90 s), and asserts only what cannot be noise: every Envoy's own
+// /clusters holds the simulator's subset, the per-node weights (from the
+// backends' ORCA and the Envoys' own LRS) even out the utilization better
+// than round robin, and no request fails.
+func TestQuickLabEnvoy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs the load lab through Envoys")
+	}
+	for _, find := range []func() (string, error){consulBinary, envoyBinary} {
+		if _, err := find(); err != nil {
+			if os.Getenv("XDS_SERVER_REQUIRE_INTEGRATION") == "1" {
+				t.Fatal(err)
+			}
+			t.Skip(err)
+		}
+	}
+	t.Setenv("TMPDIR", t.TempDir()) // binaries, logs and the Envoys' files, removed after the test
+	o := defaultOptions()
+	o.quick()
+	o.kind, o.seed, o.only = envoyClients, 3, roundRobin+"|"+perNode
+	o.duration, o.final, o.window = 16*time.Second, 6*time.Second, 4*time.Second
+	o.json = filepath.Join(t.TempDir(), "lab.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if err := run(ctx, o, []string{"--quick", "--clients", "envoy"}, io.Discard, log); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(o.json)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Policies []jsonPolicy `json:"policies"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Policies) != 2 || got.Policies[0].Name != roundRobin || got.Policies[1].Name != perNode {
+		t.Fatalf("policies %s, want round robin then per-node", b)
+	}
+	rr, pn := got.Policies[0], got.Policies[1]
+	for _, p := range got.Policies {
+		t.Logf("%-12s max/mean %.3f (simulator %.3f), errors %d, subsets unlike the simulator's %d", p.Name, p.MaxMean, p.SimMaxMean, p.Errors, p.SubsetsUnlike)
+		if p.Errors != 0 {
+			t.Errorf("%s: %d requests through Envoy failed, want 0", p.Name, p.Errors)
+		}
+		if p.SubsetsUnlike != 0 {
+			t.Errorf("%s: %d client nodes (their Envoy's /clusters or /debug/config) without the simulator's subset, want 0", p.Name, p.SubsetsUnlike)
+		}
+	}
+	if !(rr.MaxMean > 1) || pn.MaxMean >= rr.MaxMean {
+		t.Errorf("per-node max/mean %.3f, not below round robin's %.3f", pn.MaxMean, rr.MaxMean)
+	}
+}
