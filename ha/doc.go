@@ -61,7 +61,10 @@
 // session TTL (10s, up to 2x). The updates are agent-local (the output
 // never changes: no catalog write). A check left critical by a replica
 // killed without a goodbye is removed by the next replica that starts on
-// that agent.
+// that agent; meanwhile Consul reports every service of that node
+// critical, so xds-server's Consul discovery ignores node checks of this
+// prefix (discovery.ReplicaCheckPrefix). Other Consul readers (DNS, other
+// tools) still see them.
 //
 // ha may import discovery (the model), drain (its types) and consul/api;
 // it must not import xds, envoy or cmd.
