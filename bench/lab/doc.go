@@ -8,6 +8,7 @@
 //	go run ./bench/lab --runs 5            # the medians of 5 runs
 //	go run ./bench/lab --json -            # the figures as JSON on stdout
 //	go run ./bench/lab --hold              # keep the last policy's fleet running (watch it at /ui/)
+//	go run ./bench/lab --clients envoy     # the same fleet through real Envoys (issue 23)
 //
 // It builds and starts a real Consul agent (`consul agent -dev`), the real
 // xds-server binary, N example backends (examples/backend with -slots:
@@ -18,6 +19,13 @@
 // endpoint weights). The fleet (capacities, rates, subsets) is the one
 // bench/weightsim draws for the same seed (weightsim -json), so its
 // simulated figures stand beside the measured ones.
+//
+// With --clients envoy, each client node is a real Envoy 1.40 instead
+// (envoyclients.go: --concurrency 1, the product's bootstrap plus the
+// node's subset index and LRS to xds-server), with a listener from
+// xds-server routing gRPC to the service, and each node's load generator
+// sends the same calls to its own Envoy's listener. The figures go to
+// their own section of BENCHMARKS.md (lab-envoy).
 //
 // For each policy in turn (round robin with weights off; global weights
 // from the formula; balanced global weights; per-node weights; with
