@@ -197,7 +197,7 @@ func wtRunScript(t *testing.T, dir, script string, env ...string) string {
 	start := time.Now()
 	if err = cmd.Start(); err == nil {
 		err = cmd.Wait()
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		wtKillGroup(cmd.Process.Pid)
 	}
 	out, _ := os.ReadFile(outPath)
 	if err != nil {
@@ -206,6 +206,19 @@ func wtRunScript(t *testing.T, dir, script string, env ...string) string {
 	}
 	t.Logf("walk-through ran in %v", time.Since(start).Round(time.Second))
 	return string(out)
+}
+
+// wtKillGroup kills process group pgid and waits (up to 10 s) until no
+// process of it is left, so that none writes into the test's directories
+// while they are removed.
+func wtKillGroup(pgid int) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling the kernel: no event to await
+	}
 }
 
 // wtLogFiles logs the tail (4 KiB) of each named file of dir.
