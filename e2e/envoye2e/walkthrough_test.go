@@ -38,10 +38,9 @@ echo "== xds-server ratelimit metrics"; curl -s localhost:19000/metrics | grep -
 // examples/envoy/xds-server.yaml and Envoy with
 // examples/envoy/envoy-bootstrap.yaml. The only rewrites: the harness's
 // Consul agent instead of `consul agent -dev` (and its address handed to
-// the backends), every fixed port moved to a
-// free one (in the block and in copies of the example files), building from
-// the repository, and Envoy without hot restart (other Envoys run beside
-// it). It asserts what the block's comments promise: web and api answer
+// the backends), every fixed port moved to a free one (in the block and in
+// copies of the example files), building from the repository, and Envoy
+// without hot restart (other Envoys run beside it). It asserts what the block's comments promise: web and api answer
 // through Envoy; the loop of step 6 prints nine 200s then 429s, counted as
 // over-limit by Envoy's rate-limit filter and by our RLS; in step 7, web-1
 // drains and exits 0 while every request through Envoy succeeds.
