@@ -286,6 +286,7 @@ func (c Config) ServerConfig() xds.Config {
 		},
 		Settings:         c.ServiceSettings,
 		RateLimitAddress: c.RateLimit.Advertised(),
+		RateLimitTLS:     c.RateLimit.EnvoyTLS(),
 		Listeners:        c.XDSListeners(&problems{}),
 		Authorization:    c.XDSAuthorization(),
 		Subsetting: xds.SubsetConfig{

@@ -104,6 +104,15 @@ type RateLimitSection struct {
 	AdvertiseAddress string `mapstructure:"advertise_address"`
 }
 
+// EnvoyTLS is how Envoy reaches the rate-limit service through the
+// generated cluster: nil when the service serves plaintext.
+func (r RateLimitSection) EnvoyTLS() *envoy.RateLimitTLS {
+	if !r.TLS.Enabled() {
+		return nil
+	}
+	return &envoy.RateLimitTLS{ClientCertificate: r.TLS.ClientCAFile != ""}
+}
+
 // Advertised is the address Envoy uses to reach the rate-limit service.
 func (r RateLimitSection) Advertised() string {
 	if r.AdvertiseAddress != "" {

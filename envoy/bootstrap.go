@@ -115,8 +115,10 @@ func splitHostPortAny(addr string) (string, uint32, error) {
 
 // Bootstrap returns a minimal Envoy bootstrap for node c.NodeID: ADS to
 // xds-server (c.XDSAddress, over HTTP/2, delta or state of the world),
-// clusters and listeners over ADS, a static cluster for xds-server itself
-// and, if c.AdminAddress is set, the admin listener. Everything else
+// clusters and listeners over ADS, a static cluster for xds-server itself,
+// with c.TLS the static secrets BootstrapCASecret and BootstrapClientSecret
+// (for clusters xds-server sends) and, if c.AdminAddress is set, the admin
+// listener. Everything else
 // (clusters, endpoints, listeners, routes) comes from xds-server. The
 // result passes ValidateAll.
 func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
@@ -153,6 +155,9 @@ func Bootstrap(c BootstrapConfig) (*bootstrapv3.Bootstrap, error) {
 		StaticResources: &bootstrapv3.Bootstrap_StaticResources{
 			Clusters: []*clusterv3.Cluster{xdsCluster},
 		},
+	}
+	if c.TLS != nil {
+		b.StaticResources.Secrets = bootstrapSecrets(*c.TLS)
 	}
 	if c.AdminAddress != "" {
 		host, port, _ := splitHostPortAny(c.AdminAddress) // checked by Validate

@@ -321,7 +321,7 @@ func newPropWorld(rng *rand.Rand) (*propWorld, error) {
 			ls[0].Routes[0].Timeout = 7 * time.Second
 			ls[1].Routes[0].Prefix = "/v1"
 		}
-		set, err := newListenerSet(ls, "127.0.0.1:18081")
+		set, err := newListenerSet(ls, "127.0.0.1:18081", nil)
 		if err != nil {
 			return nil, err
 		}

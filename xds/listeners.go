@@ -83,8 +83,9 @@ type listenerSet struct {
 }
 
 // newListenerSet translates the listeners; rlsAddress is where Envoy
-// reaches xds-server's RLS, needed when a rate limit names no cluster.
-func newListenerSet(cfg []Listener, rlsAddress string) (*listenerSet, error) {
+// reaches xds-server's RLS, needed when a rate limit names no cluster, and
+// rlsTLS, when not nil, says that the RLS serves TLS.
+func newListenerSet(cfg []Listener, rlsAddress string, rlsTLS *envoy.RateLimitTLS) (*listenerSet, error) {
 	s := &listenerSet{}
 	var errs []error
 	names := map[string]bool{}
@@ -107,6 +108,9 @@ func newListenerSet(cfg []Listener, rlsAddress string) (*listenerSet, error) {
 		}
 		if b.needsRLS && s.rls == nil {
 			c, err := envoy.RateLimitCluster(rlsAddress)
+			if rlsTLS != nil {
+				c, err = envoy.SecureRateLimitCluster(rlsAddress, *rlsTLS)
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("xds: listener %q: %w", l.Name, err))
 				continue

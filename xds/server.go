@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/envoy"
 )
 
 // Keepalive holds the gRPC keepalive settings of the xDS listener.
@@ -69,6 +70,9 @@ type Config struct {
 	// rate-limit service: the address of the envoy.RateLimitClusterName
 	// cluster, needed when a listener's rate limit names no cluster.
 	RateLimitAddress string
+	// RateLimitTLS, when not nil, says that the rate-limit service serves
+	// TLS: the generated cluster speaks it (see envoy.SecureRateLimitCluster).
+	RateLimitTLS *envoy.RateLimitTLS
 	// Credentials secure the listener (TLS, mTLS); nil means plaintext.
 	Credentials credentials.TransportCredentials
 	// Authorization, when not empty, ties client certificates to the nodes
@@ -164,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 	var lis *listenerSet
 	if len(cfg.Listeners) > 0 {
 		var err error
-		if lis, err = newListenerSet(cfg.Listeners, cfg.RateLimitAddress); err != nil {
+		if lis, err = newListenerSet(cfg.Listeners, cfg.RateLimitAddress, cfg.RateLimitTLS); err != nil {
 			return nil, err
 		}
 	}
