@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,16 +15,17 @@ import (
 )
 
 // swWeightsConfig: three services whose weights follow one source each
-// (wh: POST /v1/load; wo: ORCA from the backends; wl: LRS from Envoy for
-// the rates, POST /v1/load for the utilization alone), round robin (Envoy's
-// weighted round robin), and a listener routing gRPC to wo, /wl to wl and
-// the rest to wh. Weights are recomputed every 100 ms, pushed at most every
-// 200 ms, without blackout or smoothing.
+// (wh: POST /v1/load; wo: ORCA from the backends; wl: per-node weights
+// from the rates Envoy reports over LRS, capacities from POST /v1/load, in
+// subsets of 2), round robin (Envoy's weighted round robin), and a
+// listener routing gRPC to wo, /wl to wl and the rest to wh. Weights are
+// recomputed every 100 ms, pushed at most every 200 ms, without blackout
+// or smoothing.
 const swWeightsConfig = `
 services:
   wh: { weights: { enabled: true, sources: [http] } }
   wo: { protocol: grpc, weights: { enabled: true, sources: [orca] } }
-  wl: { weights: { enabled: true, sources: [lrs, http] } }
+  wl: { subset_size: 2, weights: { enabled: true, mode: per_node, sources: [lrs, http] } }
 weights: { blackout_period: 0s, smoothing: 1, update_period: 100ms, min_push_interval: 200ms,
            orca_interval: 500ms, lrs_interval: 500ms }
 listeners:
@@ -56,15 +56,16 @@ type swWeightsSetup struct {
 //   - ORCA: example backends in the capacity model (-slots 2 and 6, 10 ms a
 //     call: 200 and 600 calls/s), gRPC load through the delta Envoy; the
 //     backends measure their own utilization, so the weights go to 1:3;
-//   - LRS: Envoy reports each host's rate itself (its bootstrap's
-//     load_stats_config); the test plays the backends' utilization meter,
-//     posting rate/capacity (200 and 600 requests/s) without a qps, so only
-//     Envoy's reports give the weights (1:3).
+//   - LRS: three backends of equal capacity, each Envoy a subset of two
+//     sharing one backend, both Envoys sending the same HTTP load: from the
+//     rates the Envoys report themselves (their bootstrap's
+//     load_stats_config), per-node weights move each Envoy's traffic off
+//     the shared backend (toward 1:2), and the traffic follows.
 func TestEnvoyWeights(t *testing.T) {
 	skipShort(t)
 	consul := harness.Consul(t)
 	s := swWeightsSetup{ids: map[string]string{}}
-	for _, id := range []string{"wh-0", "wh-1", "wl-0", "wl-1"} {
+	for _, id := range []string{"wh-0", "wh-1", "wl-0", "wl-1", "wl-2"} {
 		b := harness.StartExampleBackend(t, "-consul", consul.Addr(), "-service", id[:2], "-id", id, "-register-port", "http",
 			"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-check-interval", "1s", "-drain-delay", "0s")
 		s.ids[b.HTTPAddr] = b.ID
@@ -82,13 +83,18 @@ func TestEnvoyWeights(t *testing.T) {
 	t.Run("http push", func(t *testing.T) { swWeightsHTTP(t, s) })
 	t.Run("orca", func(t *testing.T) { swWeightsORCA(t, s) })
 	t.Run("lrs", func(t *testing.T) { swWeightsLRS(t, s) })
-	s.sotw.AssertAccepted(t)
-	s.delta.AssertAccepted(t)
+	for _, e := range []*harness.Envoy{s.sotw, s.delta} {
+		e.AssertAccepted(t)
+		if c := e.Complaints(); len(c) > 0 {
+			t.Errorf("envoy %s complained:\n%s", e.NodeID, strings.Join(c, "\n"))
+		}
+	}
 }
 
 // swWeightsHTTP: reports over POST /v1/load make weights 1:4 (100/0.6 and
 // 100/0.15), which HTTP traffic through the state-of-the-world Envoy follows.
 func swWeightsHTTP(t *testing.T, s swWeightsSetup) {
+	swAwaitShare(t, s, s.sotw, "wh", "wh-1", 0.5, 0.5) // before any report: Consul's weights
 	swPostLoad(t, s.srv, `{"reports": [
 		{"service": "wh", "endpoint": "wh-0", "qps": 100, "utilization": 0.6},
 		{"service": "wh", "endpoint": "wh-1", "qps": 100, "utilization": 0.15}]}`)
@@ -108,6 +114,7 @@ func swWeightsHTTP(t *testing.T, s swWeightsSetup) {
 // reports (qps and slot utilization) make the weights their capacities,
 // 1:3, which the traffic follows.
 func swWeightsORCA(t *testing.T, s swWeightsSetup) {
+	swAwaitShare(t, s, s.delta, "wo", "wo-1", 0.5, 0.5) // no traffic yet: ORCA reports no qps
 	addr := s.delta.AwaitListener(t, "ingress", swWait)
 	l, err := harness.StartGRPCLoad(addr, 2)
 	if err != nil {
@@ -123,66 +130,79 @@ func swWeightsORCA(t *testing.T, s swWeightsSetup) {
 	}
 }
 
-// swWeightsLRS: HTTP load on /wl through the state-of-the-world Envoy at
-// most 100 requests/s; the test posts each wl backend's utilization
-// (its rate as Envoy counts it over capacities of 200 and 600 requests/s)
-// without a qps: the weights come from the rates Envoy reports over LRS.
+// swWeightsLRS: equal capacities posted for wl-0..2 (200 requests/s: 1
+// request/s at utilization 0.005, so that the solver sees no load from
+// other clients beside the Envoys'), HTTP load on /wl through both Envoys (at most 100
+// requests/s each). Both get the global weights (1:1) until their load
+// reports arrive; then each Envoy's per-node weights give the backend it
+// shares with the other Envoy about a third of its traffic (utilization
+// evens out at 2/3 of a node's rate per backend), and each Envoy's traffic
+// follows its own weights.
 func swWeightsLRS(t *testing.T, s swWeightsSetup) {
-	addr := s.sotw.AwaitListener(t, "ingress", swWait)
-	l := harness.StartHTTPLoad(harness.HTTPLoadConfig{URL: "http://" + addr + "/wl", Workers: 2, Interval: 20 * time.Millisecond})
-	defer l.Stop()
-	stop := swMeter(t, s, s.sotw, "wl", map[string]float64{"wl-0": 200, "wl-1": 600})
-	defer stop()
-	for _, e := range []*harness.Envoy{s.sotw, s.delta} {
-		swAwaitShare(t, s, e, "wl", "wl-1", 0.68, 0.82)
+	swPostLoad(t, s.srv, `{"reports": [
+		{"service": "wl", "endpoint": "wl-0", "qps": 1, "utilization": 0.005},
+		{"service": "wl", "endpoint": "wl-1", "qps": 1, "utilization": 0.005},
+		{"service": "wl", "endpoint": "wl-2", "qps": 1, "utilization": 0.005}]}`)
+	envoys := []*harness.Envoy{s.sotw, s.delta}
+	subsets := map[*harness.Envoy][]string{}
+	for _, e := range envoys {
+		subsets[e] = swAwaitSubsetOf(t, s.srv, e, "wl")
 	}
-	swCheckShares(t, s, s.sotw, "wl", func() map[string]int { return l.Snapshot().ByBackend })
-	if r := l.Stop(); r.Failed() != 0 {
-		t.Errorf("%d failed requests: %s", r.Failed(), r)
+	shared := swIntersect(subsets[s.sotw], subsets[s.delta])
+	if len(shared) != 1 {
+		t.Fatalf("the Envoys' subsets of wl %v and %v share %v, want one backend", subsets[s.sotw], subsets[s.delta], shared)
+	}
+	for _, e := range envoys {
+		swAwaitShare(t, s, e, "wl", shared[0], 0.5, 0.5) // no load reports yet: the global weights
+	}
+	counts := map[*harness.Envoy]func() map[string]int{}
+	for _, e := range envoys {
+		addr := e.AwaitListener(t, "ingress", swWait)
+		l := harness.StartHTTPLoad(harness.HTTPLoadConfig{URL: "http://" + addr + "/wl", Workers: 2, Interval: 20 * time.Millisecond})
+		defer func() {
+			if r := l.Stop(); r.Failed() != 0 {
+				t.Errorf("%s: %d failed requests: %s", e.NodeID, r.Failed(), r)
+			}
+		}()
+		counts[e] = func() map[string]int { return l.Snapshot().ByBackend }
+	}
+	for _, e := range envoys {
+		swAwaitShare(t, s, e, "wl", shared[0], 0.25, 0.42)
+	}
+	for _, e := range envoys {
+		swCheckShares(t, s, e, "wl", counts[e])
 	}
 	if m := swMetric(t, s.srv, "xds_weights_lrs_reports_total"); m <= 0 {
 		t.Errorf("xds_weights_lrs_reports_total = %v: Envoy sent no load report", m)
 	}
 }
 
-// swMeter posts, every 500 ms until the returned stop, each backend of
-// cluster's utilization: its rate in requests/s as e's /clusters counts it
-// (rq_total), over its capacity in requests/s.
-func swMeter(t *testing.T, s swWeightsSetup, e *harness.Envoy, cluster string, capacity map[string]float64) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		prev, at := map[string]uint64{}, time.Now()
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			hosts, err := e.Hosts(cluster)
-			now := time.Now()
-			if err != nil {
-				continue
-			}
-			var reports []string
-			for _, h := range hosts {
-				id, n := s.ids[h.Addr], h.Stats["rq_total"]
-				if p, ok := prev[id]; ok && n >= p {
-					rate := float64(n-p) / now.Sub(at).Seconds()
-					reports = append(reports, fmt.Sprintf(`{"service": %q, "endpoint": %q, "utilization": %.4f}`,
-						cluster, id, max(rate/capacity[id], 0.001)))
-				}
-				prev[id] = n
-			}
-			at = now
-			if len(reports) > 0 {
-				_, _ = swTryPost(s.srv, `{"reports": [`+strings.Join(reports, ",")+`]}`)
-			}
+// swAwaitSubsetOf waits until /debug/subsets names e's subset of service
+// (the node has connected) and returns it, sorted.
+func swAwaitSubsetOf(t *testing.T, srv *harness.Server, e *harness.Envoy, service string) []string {
+	t.Helper()
+	var subset []string
+	e.Await(t, "its subset of "+service, swWait, func() (bool, string, error) {
+		var rep swSubsetReport
+		err := swTryJSON(srv.AdminURL("/debug/subsets?service="+service+"&node="+e.NodeID), &rep)
+		if err != nil || len(rep.Nodes) != 1 {
+			return false, fmt.Sprintf("/debug/subsets: %v", err), nil
 		}
+		subset = slices.Sorted(slices.Values(rep.Nodes[0].Subset))
+		return len(subset) > 0, fmt.Sprintf("subset %v", subset), nil
 	})
-	return func() { close(done); wg.Wait() }
+	return subset
+}
+
+// swIntersect is the ids in both a and b (sorted inputs), sorted.
+func swIntersect(a, b []string) []string {
+	var out []string
+	for _, id := range a {
+		if slices.Contains(b, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // swShares is each host's share of the weights of cluster in e, by
@@ -215,7 +235,8 @@ func swAwaitShare(t *testing.T, s swWeightsSetup, e *harness.Envoy, cluster, id 
 			return false, "", err
 		}
 		sh, ok := shares[id]
-		return ok && len(shares) == 2 && sh >= lo && sh <= hi, desc + "; /debug/weights: " + swDebugWeights(s.srv, cluster), nil
+		return ok && len(shares) == 2 && sh >= lo && sh <= hi, desc + "; /debug/weights: " + swDebugWeights(s.srv, cluster) +
+			"; for the node: " + swDebugWeights(s.srv, cluster+"&node="+e.NodeID), nil
 	})
 	_, _, desc, _ := swShares(s, e, cluster)
 	t.Logf("%s: %s: %s", e.NodeID, cluster, desc)
@@ -223,14 +244,15 @@ func swAwaitShare(t *testing.T, s swWeightsSetup, e *harness.Envoy, cluster, id 
 
 // swCheckShares counts the traffic of cluster through e (count returns
 // the load's answers so far by backend id) over windows of at least 400
-// requests, until one window begins and ends with the same weights in e,
-// and checks that each backend's share of that window's traffic is within
-// swShareTolerance of its weight share.
+// requests, until one window ends with weight shares within 2 points of
+// those it began with, and checks that each backend's share of that
+// window's traffic is within swShareTolerance of its weight share (the
+// mean of both ends).
 func swCheckShares(t *testing.T, s swWeightsSetup, e *harness.Envoy, cluster string, count func() map[string]int) {
 	t.Helper()
 	const window = 400 // requests
-	for range 5 {
-		shares, w0, desc, err := swShares(s, e, cluster)
+	for range 8 {
+		s0, _, desc0, err := swShares(s, e, cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,30 +262,36 @@ func swCheckShares(t *testing.T, s swWeightsSetup, e *harness.Envoy, cluster str
 			c1 = count()
 			return swTotal(c1)-swTotal(c0) >= window, fmt.Sprintf("answers %v", c1), nil
 		})
-		_, w1, _, err := swShares(s, e, cluster)
+		s1, _, desc1, err := swShares(s, e, cluster)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !maps.Equal(w0, w1) {
-			t.Logf("%s: weights of %s moved during the window (%v -> %v); again", e.NodeID, cluster, w0, w1)
+		want, moved := map[string]float64{}, 0.0
+		for id := range s0 {
+			want[id] = (s0[id] + s1[id]) / 2
+			moved = max(moved, math.Abs(s0[id]-s1[id]))
+		}
+		if moved > 0.02 || len(s1) != len(s0) {
+			t.Logf("%s: weights of %s moved during the window (%s -> %s); again", e.NodeID, cluster, desc0, desc1)
 			continue
 		}
 		got := map[string]float64{}
 		n := float64(swTotal(c1) - swTotal(c0))
-		for id := range shares {
+		for id := range want {
 			got[id] = float64(c1[id]-c0[id]) / n
 		}
-		t.Logf("%s: %s: %s; traffic shares %s over %.0f requests", e.NodeID, cluster, desc, swFmtShares(got), n)
-		for id, want := range shares {
-			if math.Abs(got[id]-want) > swShareTolerance {
-				t.Errorf("%s: %s: %s got %.3f of the traffic, its weight share is %.3f (tolerance %.2f); traffic %v -> %v",
-					e.NodeID, cluster, id, got[id], want, swShareTolerance, c0, c1)
+		t.Logf("%s: %s: %s; traffic shares %s over %.0f requests", e.NodeID, cluster, desc1, swFmtShares(got), n)
+		for id := range c1 {
+			if _, ok := want[id]; !ok {
+				t.Errorf("%s: %s: traffic reached %s, not a host of the cluster (%s)", e.NodeID, cluster, id, desc1)
 			}
 		}
-		if n > 0 && len(got) == len(c1) {
-			return
+		for id, w := range want {
+			if math.Abs(got[id]-w) > swShareTolerance {
+				t.Errorf("%s: %s: %s got %.3f of the traffic, its weight share is %.3f (tolerance %.2f); traffic %v -> %v",
+					e.NodeID, cluster, id, got[id], w, swShareTolerance, c0, c1)
+			}
 		}
-		t.Errorf("%s: %s: traffic reached backends outside the cluster's hosts: %v (hosts %s)", e.NodeID, cluster, c1, desc)
 		return
 	}
 	t.Errorf("%s: the weights of %s never held still over a window of %d requests", e.NodeID, cluster, window)
@@ -287,7 +315,7 @@ func swFmtShares(shares map[string]float64) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-// swDebugWeights is /debug/weights?service= (at most 1,500 bytes), for
+// swDebugWeights is /debug/weights?service= (at most 2,500 bytes), for
 // messages.
 func swDebugWeights(srv *harness.Server, service string) string {
 	resp, err := http.Get(srv.AdminURL("/debug/weights?service=" + service))
@@ -295,7 +323,7 @@ func swDebugWeights(srv *harness.Server, service string) string {
 		return err.Error()
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1500))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 2500))
 	return strings.Join(strings.Fields(string(b)), " ")
 }
 
