@@ -23,6 +23,7 @@ func main() {
 		runs      = flag.String("runs", "", "JSON lines written by BenchmarkConsulFleet -results")
 		haRuns    = flag.String("ha", "", "JSON lines written by BenchmarkHAFleet -results: rewrite only the HA section of -out")
 		scaleRuns = flag.String("scale", "", "JSON lines written by BenchmarkConsulFleet -results at 10,000 nodes: rewrite only the 10,000-node section of -out")
+		envoyRuns = flag.String("envoy", "", "JSON lines written by BenchmarkEnvoyFleet -envoy-results: rewrite only the real-Envoy section of -out")
 		inprocess = flag.String("inprocess", "", "go test output of BenchmarkInProcessPush (optional)")
 		commands  = flag.String("commands", "", "file listing the commands that produced the results (optional)")
 		invoked   = flag.String("invoked", "make bench", "the one command that runs everything")
@@ -41,6 +42,13 @@ func main() {
 	if *scaleRuns != "" {
 		if err := runScale(*scaleRuns, *commands, wall.String(), *out); err != nil {
 			log.Error("10,000-node report failed", "error", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *envoyRuns != "" {
+		if err := runEnvoy(*envoyRuns, *commands, wall.String(), *out); err != nil {
+			log.Error("real-Envoy report failed", "error", err)
 			os.Exit(1)
 		}
 		return

@@ -14,9 +14,10 @@ import (
 // The sections of BENCHMARKS.md that other commands own: bench/subsetsim's,
 // bench/weightsim's, bench/rlsbench's, the HA benchmark's (this
 // command with -ha), the 10,000-node one's (this command with -scale) and
-// the load lab's (bench/lab: lab, and lab-envoy with --clients envoy). The
-// report keeps them verbatim, markers included, when it rewrites the file.
-var preserved = markers("subsetting", "weightsim", "rlsbench", haSection, scaleSection, "lab", "lab-envoy")
+// the load lab's (bench/lab: lab, and lab-envoy with --clients envoy) and
+// the real-Envoy one's (this command with -envoy). The report keeps them
+// verbatim, markers included, when it rewrites the file.
+var preserved = markers("subsetting", "weightsim", "rlsbench", haSection, scaleSection, "lab", "lab-envoy", envoySection)
 
 func markers(names ...string) []struct{ begin, end string } {
 	out := make([]struct{ begin, end string }, len(names))
