@@ -110,7 +110,7 @@ func secMetric(t *testing.T, srv *harness.Server, series string) float64 {
 // --tls-key against xds-server's mTLS xDS listener with
 // xds.authorization.rules: the Envoy a rule allows gets its clusters and
 // listener; one whose certificate (of the same CA) matches no rule gets
-// nothing, its stream refused with PermissionDenied; and the allowed Envoy
+// nothing, its (delta) stream refused with PermissionDenied; and the allowed Envoy
 // asks the RLS over mTLS (the generated xds-server-ratelimit cluster
 // presents its bootstrap's client certificate), getting 429s from it.
 func TestEnvoyMutualTLS(t *testing.T) {
@@ -128,7 +128,7 @@ func TestEnvoyMutualTLS(t *testing.T) {
 
 	t.Run("certificate matching no rule", func(t *testing.T) {
 		denied := secMetric(t, srv, "xds_authz_denied_total")
-		e := harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: "edge-2", XDSAddr: srv.XDSAddr,
+		e := harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: "edge-2", XDSAddr: srv.XDSAddr, Delta: true,
 			BootstrapArgs: p.envoyArgs(t, "intruder", "spiffe://e2e/intruder/edge-2")})
 		// PermissionDenied is gRPC status 7: Envoy logs the closed stream.
 		e.Await(t, "a refused ADS stream", 60*time.Second, func() (bool, string, error) {
