@@ -1,6 +1,7 @@
 package envoye2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -13,9 +14,14 @@ import (
 	"testing"
 	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	"github.com/hashicorp/consul/api"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xds-server/xds-server/e2e/harness"
+	"github.com/xds-server/xds-server/envoy"
 )
 
 // rlServerConfig: listener rl asks the RLS (domain rl) with every kind of
@@ -244,8 +250,11 @@ func TestEnvoyRateLimit(t *testing.T) {
 	t.Run("RLS down", func(t *testing.T) { rlDown(t, env) }) // last: it kills xds-server
 }
 
-// rlDescriptors: one request of each shape, and the rules it hit.
+// rlDescriptors: one request of each shape, and the rules it hit: what
+// envoy.Descriptors (the product's model of Envoy, which other tests rely
+// on) computes from the rate_limits Envoy holds.
 func rlDescriptors(t *testing.T, env *rlEnv) {
+	actions := rlServedActions(t, env.e)
 	for _, tc := range []struct {
 		name, method string
 		headers      []string
@@ -263,6 +272,14 @@ func rlDescriptors(t *testing.T, env *rlEnv) {
 			"generic_key_gk+1", "method_get+1", "remote_address_127.0.0.1+1", "user_bob+1"}},
 	} {
 		got := rlHitsOf(t, env, tc.method, env.rl+"/", tc.headers...)
+		req := envoy.Request{Method: tc.method, Path: "/", Authority: strings.TrimPrefix(env.rl, "http://"),
+			RemoteAddress: "127.0.0.1", Headers: map[string]string{}}
+		for i := 0; i+1 < len(tc.headers); i += 2 {
+			req.Headers[tc.headers[i]] = tc.headers[i+1]
+		}
+		if model := rlStatKeys(envoy.Descriptors(actions, req)); !slices.Equal(model, tc.want) {
+			t.Errorf("%s: envoy.Descriptors of the served rate_limits says %v, Envoy sent %v", tc.name, model, tc.want)
+		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: rules hit %v, want %v\nEnvoy said:\n%s", tc.name, got, tc.want, strings.Join(env.e.Complaints(), "\n"))
 		} else {
@@ -338,4 +355,53 @@ func rlDown(t *testing.T, env *rlEnv) {
 		after["cluster.web.ratelimit.failure_mode_allowed"] != before["cluster.web.ratelimit.failure_mode_allowed"]+1 {
 		t.Errorf("Envoy did not count two RLS errors, one allowed by the failure mode")
 	}
+}
+
+// rlServedActions are the rate-limit actions of route configuration rl as
+// Envoy holds it (/config_dump).
+func rlServedActions(t *testing.T, e *harness.Envoy) [][]envoy.RateLimitAction {
+	t.Helper()
+	var dump struct {
+		Configs []struct {
+			RouteConfig json.RawMessage `json:"route_config"`
+		} `json:"configs"`
+	}
+	if err := json.Unmarshal(e.Admin(t, "/config_dump?resource=dynamic_route_configs"), &dump); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range dump.Configs {
+		var a anypb.Any
+		var rc routev3.RouteConfiguration
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(c.RouteConfig, &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.UnmarshalTo(&rc); err != nil {
+			t.Fatal(err)
+		}
+		if rc.GetName() != "rl" {
+			continue
+		}
+		actions, err := envoy.RateLimitActions(rc.GetVirtualHosts()[0].GetRateLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return actions
+	}
+	t.Fatalf("Envoy holds no route configuration rl")
+	return nil
+}
+
+// rlStatKeys are the rule labels detailed_metric gives descriptors
+// ("k1_v1.k2_v2"), each with "+1", sorted.
+func rlStatKeys(ds []*rlcommon.RateLimitDescriptor) []string {
+	var out []string
+	for _, d := range ds {
+		var es []string
+		for _, e := range d.GetEntries() {
+			es = append(es, e.GetKey()+"_"+e.GetValue())
+		}
+		out = append(out, strings.Join(es, ".")+"+1")
+	}
+	slices.Sort(out)
+	return out
 }
