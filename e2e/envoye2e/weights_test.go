@@ -175,6 +175,16 @@ func swWeightsLRS(t *testing.T, s swWeightsSetup) {
 	if m := swMetric(t, s.srv, "xds_weights_lrs_reports_total"); m <= 0 {
 		t.Errorf("xds_weights_lrs_reports_total = %v: Envoy sent no load report", m)
 	}
+	for _, e := range envoys { // Envoy's side of its load reporting
+		st, err := e.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st["load_reporter.requests"] == 0 || st["load_reporter.responses"] == 0 || st["load_reporter.errors"] != 0 {
+			t.Errorf("%s: load_reporter.requests %d, responses %d, errors %d: want reports sent and answered, no error",
+				e.NodeID, st["load_reporter.requests"], st["load_reporter.responses"], st["load_reporter.errors"])
+		}
+	}
 }
 
 // swAwaitSubsetOf waits until /debug/subsets names e's subset of service
