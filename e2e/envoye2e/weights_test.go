@@ -27,7 +27,7 @@ services:
   wo: { protocol: grpc, weights: { enabled: true, sources: [orca] } }
   wl: { subset_size: 2, weights: { enabled: true, mode: per_node, sources: [lrs, http] } }
 weights: { blackout_period: 0s, smoothing: 1, update_period: 100ms, min_push_interval: 200ms,
-           orca_interval: 500ms, lrs_interval: 500ms }
+           orca_interval: 500ms }
 listeners:
   - name: ingress
     address: 127.0.0.1:0
@@ -132,12 +132,13 @@ func swWeightsORCA(t *testing.T, s swWeightsSetup) {
 
 // swWeightsLRS: equal capacities posted for wl-0..2 (200 requests/s: 1
 // request/s at utilization 0.005, so that the solver sees no load from
-// other clients beside the Envoys'), HTTP load on /wl through both Envoys (at most 100
-// requests/s each). Both get the global weights (1:1) until their load
-// reports arrive; then each Envoy's per-node weights give the backend it
-// shares with the other Envoy about a third of its traffic (utilization
-// evens out at 2/3 of a node's rate per backend), and each Envoy's traffic
-// follows its own weights.
+// other clients beside the Envoys'), HTTP load on /wl through both Envoys
+// (at most 100 requests/s each), which they report every second
+// (weights.lrs_interval). Both get the global weights (1:1) until their
+// load reports arrive; then each Envoy's per-node weights give the backend
+// it shares with the other Envoy about a third of its traffic (utilization
+// evens out at 2/3 of a node's rate per backend), and each Envoy's
+// traffic follows its own weights.
 func swWeightsLRS(t *testing.T, s swWeightsSetup) {
 	swPostLoad(t, s.srv, `{"reports": [
 		{"service": "wl", "endpoint": "wl-0", "qps": 1, "utilization": 0.005},
@@ -158,7 +159,9 @@ func swWeightsLRS(t *testing.T, s swWeightsSetup) {
 	counts := map[*harness.Envoy]func() map[string]int{}
 	for _, e := range envoys {
 		addr := e.AwaitListener(t, "ingress", swWait)
-		l := harness.StartHTTPLoad(harness.HTTPLoadConfig{URL: "http://" + addr + "/wl", Workers: 2, Interval: 20 * time.Millisecond})
+		// 4 workers pausing 40 ms: about 90 requests/s, set by the pauses
+		// more than by latency, so that both Envoys send about the same.
+		l := harness.StartHTTPLoad(harness.HTTPLoadConfig{URL: "http://" + addr + "/wl", Workers: 4, Interval: 40 * time.Millisecond})
 		defer func() {
 			if r := l.Stop(); r.Failed() != 0 {
 				t.Errorf("%s: %d failed requests: %s", e.NodeID, r.Failed(), r)
@@ -253,14 +256,14 @@ func swAwaitShare(t *testing.T, s swWeightsSetup, e *harness.Envoy, cluster, id 
 }
 
 // swCheckShares counts the traffic of cluster through e (count returns
-// the load's answers so far by backend id) over windows of at least 400
+// the load's answers so far by backend id) over windows of at least 200
 // requests, until one window ends with weight shares within 2 points of
 // those it began with, and checks that each backend's share of that
 // window's traffic is within swShareTolerance of its weight share (the
 // mean of both ends).
 func swCheckShares(t *testing.T, s swWeightsSetup, e *harness.Envoy, cluster string, count func() map[string]int) {
 	t.Helper()
-	const window = 400 // requests
+	const window = 200 // requests; Envoy's round robin is exact to a request or two
 	for range 8 {
 		s0, _, desc0, err := swShares(s, e, cluster)
 		if err != nil {
