@@ -295,6 +295,22 @@ func (e *env) dial(ctx context.Context, xdsAddr string, p policy, run int, rates
 	return f.clients, func() { e.envoys = nil; f.close() }, nil
 }
 
+// envoysAlive fails when one of the run's Envoys has exited: its node's
+// traffic failed or went elsewhere, the run's figures mean nothing.
+func (e *env) envoysAlive() error {
+	if e.envoys == nil {
+		return nil
+	}
+	for _, ep := range e.envoys.envoys {
+		select {
+		case <-ep.p.exited:
+			return fmt.Errorf("lab: envoy %d exited during the run (%v); see %s", ep.index, ep.p.err, ep.p.log)
+		default:
+		}
+	}
+	return nil
+}
+
 // envoyUnlike are the client nodes whose Envoy's own view of the lab
 // cluster is not the simulator's subset; nil without Envoys.
 func (e *env) envoyUnlike() map[int]bool {

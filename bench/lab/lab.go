@@ -179,6 +179,9 @@ func (e *env) runPolicy(ctx context.Context, p policy, run int, rates []float64,
 	if ctx.Err() != nil && !hold {
 		return result{}, ctx.Err()
 	}
+	if err := e.envoysAlive(); err != nil {
+		return result{}, err
+	}
 	e.measure(&r, cs, t0)
 	return r, nil
 }
