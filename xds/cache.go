@@ -72,6 +72,11 @@ type nodeState struct {
 	// snapshot count and when a resource of the type last left.
 	past  [len(kinds)]history
 	epoch uint64 // snapshots set
+	// cdsNACK: the node rejected clusters on its stream; asked: the
+	// cluster and load assignment types it asked for; held: a listener or
+	// route answer waits for them (cache_order.go).
+	cdsNACK, held bool
+	asked         [len(kinds)]bool
 	// dsync is, per kind, the version map a wildcard delta stream was last
 	// sent in full (see deltaSync).
 	dsync [len(kinds)]deltaSync
@@ -133,10 +138,14 @@ func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out 
 	id := req.GetNode().GetId()
 	st := c.lock(id)
 	defer st.mu.Unlock()
+	st.noteRequest(w.kind, req.GetResponseNonce(), req.GetErrorDetail() != nil)
 	if st.snap != nil && c.answerSotW(id, w, st) {
 		return func() {}, nil
 	}
 	st.sotw = insertByKind(st.sotw, w, func(w *sotwWatch) types.ResponseType { return w.kind })
+	if st.held && !routing(w.kind) {
+		c.releaseRouting(id, st) // cache_order.go
+	}
 	return func() {
 		st.mu.Lock()
 		st.sotw = slices.DeleteFunc(st.sotw, func(o *sotwWatch) bool { return o == w })
@@ -150,6 +159,7 @@ func (c *nodeCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscrip
 	id := req.GetNode().GetId()
 	st := c.lock(id)
 	defer st.mu.Unlock()
+	st.noteRequest(w.kind, req.GetResponseNonce(), req.GetErrorDetail() != nil)
 	if s := st.syncOf(w.kind); s != nil && len(req.GetResourceNamesSubscribe())+len(req.GetResourceNamesUnsubscribe()) > 0 {
 		*s = deltaSync{} // the server has just changed the stream's map
 	}
@@ -157,6 +167,9 @@ func (c *nodeCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscrip
 		return func() {}, nil
 	}
 	st.delta = insertByKind(st.delta, w, func(w *deltaWatch) types.ResponseType { return w.kind })
+	if st.held && !routing(w.kind) {
+		c.releaseRouting(id, st) // cache_order.go
+	}
 	return func() {
 		st.mu.Lock()
 		st.delta = slices.DeleteFunc(st.delta, func(o *deltaWatch) bool { return o == w })
@@ -183,6 +196,10 @@ func (c *nodeCache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 		}
 		return false
 	}
+	if w.ads && routing(w.kind) && len(resp.items) > 0 && !c.clustersInPlace(st) {
+		st.held = true // cache_order.go
+		return false
+	}
 	w.out <- resp // buffered: a watch is answered once, and a stream has one per type
 	return true
 }
@@ -194,6 +211,10 @@ func (c *nodeCache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 		if c.upToDate != nil {
 			c.upToDate(id, w.req.GetTypeUrl(), st.snap)
 		}
+		return false
+	}
+	if routing(w.kind) && len(resp.send) > 0 && isEnvoyDelta(w) && !c.clustersInPlace(st) {
+		st.held = true // cache_order.go
 		return false
 	}
 	w.out <- resp

@@ -54,15 +54,22 @@ func sotwRequest(id, agent, typeURL string, names ...string) *discoverygrpc.Disc
 	return &discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: id, UserAgentName: agent}, TypeUrl: typeURL, ResourceNames: names}
 }
 
-// TestCacheADSOrder: the watches of a node are answered in xDS's ADS
-// order (clusters, endpoints, listeners, routes) whatever the order they
-// were opened in.
+// TestCacheADSOrder: an Envoy node's answers go out in type order, and
+// its listeners and routes only once its stream has the clusters and
+// their load assignments (it ACKed both): a route never reaches Envoy
+// before the cluster it names is warm (cache_order.go).
 func TestCacheADSOrder(t *testing.T) {
 	c := newNodeCache(false)
 	out := make(chan cache.Response, 8) // one channel for every type, as ADS multiplexes them
+	subs := map[string]*stream.Subscription{}
 	for _, typeURL := range []string{resource.RouteType, resource.ListenerType, resource.EndpointType, resource.ClusterType} {
 		req := sotwRequest("edge", "envoy", typeURL)
-		if _, err := c.CreateWatch(req, stream.NewSotwSubscription(nil, true), out); err != nil {
+		if typeURL == resource.EndpointType || typeURL == resource.RouteType {
+			req.ResourceNames = []string{"svc-000", "svc-001"}
+		}
+		sub := stream.NewSotwSubscription(req.ResourceNames, true)
+		subs[typeURL] = &sub
+		if _, err := c.CreateWatch(req, sub, out); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,9 +77,27 @@ func TestCacheADSOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for range 4 {
-		got = append(got, typeName((<-out).GetRequest().GetTypeUrl()))
+	ack := func() {
+		r := <-out
+		typeURL := r.GetRequest().GetTypeUrl()
+		got = append(got, typeName(typeURL))
+		subs[typeURL].SetReturnedResources(r.GetReturnedResources())
+		req := sotwRequest("edge", "envoy", typeURL)
+		req.ResourceNames, req.VersionInfo, req.ResponseNonce = r.GetRequest().GetResourceNames(), r.GetResponseVersion(), "n"
+		if _, err := c.CreateWatch(req, *subs[typeURL], out); err != nil {
+			t.Fatal(err)
+		}
 	}
+	held := func() {
+		if len(out) != 2 {
+			t.Fatalf("%d answers out, want clusters and load assignments alone", len(out))
+		}
+	}
+	held()
+	ack()
+	ack()
+	ack()
+	ack()
 	if want := []string{"cluster", "endpoint", "listener", "route"}; !slices.Equal(got, want) {
 		t.Errorf("answered in order %v, want %v", got, want)
 	}

@@ -1,0 +1,120 @@
+package xds
+
+import (
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+)
+
+// Make before break, for Envoy nodes.
+//
+// Envoy applies a route configuration as soon as it arrives, and answers
+// 503 for lack of a cluster (http.<prefix>.no_cluster, response flag NC)
+// on a route whose cluster it does not have, or still warms: a new cluster
+// warms until its load assignment arrives, which Envoy asks for only once
+// it has the cluster. Responses of one type go out in type order, but a
+// route sent in the same burst as a new cluster reaches Envoy before that
+// cluster's load assignment (a reconnecting Envoy asks for every type at
+// once). So an Envoy node's listener and route configuration watches are
+// answered only once the node's streams have every cluster and every load
+// assignment of its snapshot (an open watch of the type with nothing to
+// send): a service and a route to it added in one change reach Envoy as
+// clusters, load assignments, then listeners and routes. Only answers
+// that carry resources wait (a removal goes at once). A held watch is
+// answered when a cluster or load assignment watch of the node opens with
+// nothing to send (Envoy's ACK), or at the next snapshot.
+
+// routing reports whether kind is held until the clusters are in place.
+func routing(kind types.ResponseType) bool {
+	return kind == types.Listener || kind == types.Route
+}
+
+// clustersInPlace reports whether the node's streams have every cluster
+// and load assignment of its snapshot. A type the node never asked for
+// (a client of listeners and routes alone) is not waited for.
+func (c *nodeCache) clustersInPlace(st *nodeState) bool {
+	for _, kind := range [...]types.ResponseType{types.Cluster, types.Endpoint} {
+		url, _ := cache.GetResponseTypeURL(kind)
+		t := typeIn(st.snap, kind, url)
+		if len(t.items) > 0 && st.asked[kind] && !c.streamHas(st, kind, t) {
+			return false
+		}
+	}
+	return true
+}
+
+// streamHas reports whether the node's open watch of kind (its stream's)
+// has every resource of t at its current hash. Once the node rejected
+// clusters (st.cdsNACK), it never asks for the load assignments of those
+// it rejected: its load assignments are in place when those it asks for
+// are current, or when it asks for none.
+func (c *nodeCache) streamHas(st *nodeState, kind types.ResponseType, t snapType) bool {
+	lax := kind == types.Endpoint && st.cdsNACK
+	for _, w := range st.sotw {
+		if w.kind == kind {
+			resp, upToDate := sotwAnswer(w, st.snap, st.history(kind), c.fullState)
+			return resp == nil && (upToDate || lax)
+		}
+	}
+	for _, w := range st.delta {
+		if w.kind == kind {
+			has, subscribed := w.sub.ReturnedResources(), w.sub.SubscribedResources()
+			for name := range t.items {
+				if _, asked := subscribed[name]; lax && !asked {
+					continue
+				}
+				if v, ok := has[name]; !ok || v != t.hash(name) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	// Between a response and its ACK, or never asked for (after a NACK,
+	// maybe never will be).
+	return lax
+}
+
+// noteRequest records that the node asked for kind, and, from a cluster
+// request, whether the node rejected clusters on its stream (a NACK; a new
+// stream starts over).
+func (st *nodeState) noteRequest(kind types.ResponseType, nonce string, nack bool) {
+	if kind == types.Cluster || kind == types.Endpoint {
+		st.asked[kind] = true
+	}
+	if kind != types.Cluster {
+		return
+	}
+	if nonce == "" {
+		st.cdsNACK = false
+	}
+	st.cdsNACK = st.cdsNACK || nack
+}
+
+// releaseRouting answers the node's listener and route watches that were
+// held (see above) and can go now; called when a cluster or load
+// assignment watch of a node with a held answer opened with nothing to send.
+func (c *nodeCache) releaseRouting(id string, st *nodeState) {
+	if st.snap == nil {
+		return
+	}
+	st.held = false // set again by what stays held
+	keep := st.sotw[:0]
+	for _, w := range st.sotw {
+		if !(routing(w.kind) && w.ads && c.answerSotW(id, w, st)) {
+			keep = append(keep, w)
+		}
+	}
+	clear(st.sotw[len(keep):])
+	st.sotw = keep
+	keepD := st.delta[:0]
+	for _, w := range st.delta {
+		if !(routing(w.kind) && isEnvoyDelta(w) && c.answerDelta(id, w, st)) {
+			keepD = append(keepD, w)
+		}
+	}
+	clear(st.delta[len(keepD):])
+	st.delta = keepD
+}
+
+// isEnvoyDelta reports whether a delta watch is an Envoy node's.
+func isEnvoyDelta(w *deltaWatch) bool { return isEnvoyAgent(w.req.GetNode().GetUserAgentName()) }
