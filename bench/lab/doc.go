@@ -21,8 +21,8 @@
 // simulated figures stand beside the measured ones.
 //
 // With --clients envoy, each client node is a real Envoy 1.40 instead
-// (envoyclients.go: --concurrency 1, the product's bootstrap plus the
-// node's subset index and LRS to xds-server), with a listener from
+// (envoyclients.go: --concurrency 1, the product's bootstrap, LRS
+// included, plus the node's subset index), with a listener from
 // xds-server routing gRPC to the service, and each node's load generator
 // sends the same calls to its own Envoy's listener. The figures go to
 // their own section of BENCHMARKS.md (lab-envoy).

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -51,10 +49,14 @@ const envoyListenerConfig = "listeners:\n" +
 	"    nodes: [\"lab-client-*\"]\n" +
 	"    routes: [ { prefix: /, service: " + service + " } ]\n"
 
-// envoyBinary finds envoy 1.40.0 as the e2e harness does: in
+// envoyBinary finds envoy as the e2e harness does: $XDS_SERVER_ENVOY_BIN
+// when set (any version, to try another Envoy), else 1.40.0 in
 // $XDS_SERVER_CACHE or ~/.cache/xds-server (scripts/install-envoy.sh),
 // else an envoy on PATH that says it is 1.40.0.
 func envoyBinary() (string, error) {
+	if p := os.Getenv("XDS_SERVER_ENVOY_BIN"); p != "" {
+		return p, nil
+	}
 	rel := filepath.Join("envoy-"+envoyVersion, "bin", "envoy")
 	var tried []string
 	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
@@ -78,12 +80,11 @@ func envoyBinary() (string, error) {
 }
 
 // envoyBootstrap is the bootstrap of client node i's Envoy: the product's
-// (envoy.Bootstrap: ADS to xdsAddr, admin on a port the kernel picks),
-// node lab-client-<i> of cluster lab with its subset index in its metadata
-// (as the grpc-go clients' bootstrap), and load reports (LRS) to
-// xds-server over the same cluster, which the product's bootstrap does
-// not ask for: the weights that need the nodes' rates (balanced,
-// per-node) come from them.
+// (envoy.Bootstrap, as `xds-server envoy bootstrap` writes it: ADS to
+// xdsAddr, load reports (LRS) to the same server, admin on a port the
+// kernel picks), node lab-client-<i> of cluster lab, plus its subset
+// index in its metadata (as the grpc-go clients' bootstrap), which the
+// product's bootstrap has no option for.
 func envoyBootstrap(xdsAddr string, i int) ([]byte, error) {
 	b, err := envoy.Bootstrap(envoy.BootstrapConfig{NodeID: fmt.Sprintf("lab-client-%d", i), Cluster: "lab",
 		Locality: envoy.Locality{Zone: "lab"}, XDSAddress: xdsAddr, AdminAddress: "127.0.0.1:0"})
@@ -95,12 +96,6 @@ func envoyBootstrap(xdsAddr string, i int) ([]byte, error) {
 		return nil, fmt.Errorf("lab: envoy %d: %w", i, err)
 	}
 	b.Node.Metadata = md
-	b.ClusterManager = &bootstrapv3.ClusterManager{LoadStatsConfig: &corev3.ApiConfigSource{
-		ApiType:             corev3.ApiConfigSource_GRPC,
-		TransportApiVersion: corev3.ApiVersion_V3,
-		GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
-			EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: envoy.XDSClusterName}}}},
-	}}
 	return envoy.BootstrapYAML(b)
 }
 

@@ -52,7 +52,8 @@ func TestClientsOption(t *testing.T) {
 // TestEnvoyBootstrap: client node i's Envoy bootstrap is a valid one
 // (it parses back as Envoy would), names node lab-client-<i> with its
 // subset index in its metadata, asks for an admin port from the kernel,
-// and reports load (LRS) to xds-server's cluster.
+// and reports load (LRS) to xds-server's cluster, which balanced and
+// per-node weights need.
 func TestEnvoyBootstrap(t *testing.T) {
 	y, err := envoyBootstrap("127.0.0.1:18000", 7)
 	if err != nil {
