@@ -238,6 +238,15 @@ func ordStartEnvoy(t *testing.T, srv *harness.Server, node string, delta bool, s
 	t.Helper()
 	e := harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: node, XDSAddr: srv.XDSAddr, Delta: delta})
 	addr := e.AwaitListener(t, "ingress", ordLimit)
+	// /listeners names the listener a moment before its worker accepts on
+	// it (connection refused meanwhile): wait until it does.
+	e.Await(t, "ingress accepting connections", ordLimit, func() (bool, string, error) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return c.Close() == nil, "", nil
+	})
 	oe := &ordEnvoy{e: e, service: service,
 		routed: harness.StartHTTPLoad(harness.HTTPLoadConfig{URL: "http://" + addr + routed, Workers: 2, Interval: 2 * time.Millisecond}),
 		stable: harness.StartHTTPLoad(harness.HTTPLoadConfig{URL: "http://" + addr + stable, Workers: 1, Interval: 5 * time.Millisecond}),
