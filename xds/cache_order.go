@@ -22,6 +22,14 @@ import (
 // that carry resources wait (a removal goes at once). A held watch is
 // answered when a cluster or load assignment watch of the node opens with
 // nothing to send (Envoy's ACK), or at the next snapshot.
+//
+// Breaking goes the other way, and at run time it never happens: a
+// service a route names keeps its cluster while it has no instances
+// (listenerSet.withRouted), and routes change only with a restart. Known
+// limit: an Envoy that reconnects to a process whose config dropped a
+// route while the route's service left may lose the cluster a moment
+// before the route (the new process cannot tell which routes it still
+// has; a SotW cluster request says nothing of them).
 
 // routing reports whether kind is held until the clusters are in place.
 func routing(kind types.ResponseType) bool {
