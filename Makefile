@@ -55,6 +55,7 @@ bench: deps
 ## lab: the load lab: real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn, 3 runs, about 23 minutes (figures: medians; ARGS=--runs=N to change; `go run ./bench/lab` alone: one run, about 8 minutes); rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: one run, within 3 minutes)
 lab:
 	bash scripts/install-consul.sh >/dev/null
+	bash scripts/install-envoy.sh >/dev/null
 	PATH="$(CONSUL_BIN):$$PATH" $(GO) run ./bench/lab --markdown BENCHMARKS.md $(if $(findstring quick,$(ARGS)),,--runs 3) $(ARGS)
 
 ## rlsbench: the rate-limit benchmark, side by side with envoyproxy/ratelimit (rewrites its section of BENCHMARKS.md)

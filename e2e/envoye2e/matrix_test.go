@@ -33,6 +33,7 @@ services:
     health_check: { path: /healthz, interval: 1s, timeout: 500ms, unhealthy_threshold: 2, healthy_threshold: 1 }
   m-lr:
     lb_policy: least_request
+    locality_weighted_lb: true
     outlier_detection: { consecutive_5xx: 3, interval: 1s, base_ejection_time: 5s, max_ejection_percent: 50 }
     circuit_breakers: { max_connections: 100, max_pending_requests: 50, max_requests: 200, max_retries: 5 }
   m-rh:
@@ -43,6 +44,7 @@ services:
     locality_weighted_lb: true
   m-mg:
     lb_policy: maglev
+    locality_weighted_lb: true
     connect_timeout: 250ms
     drain_window: 5s
   m-sub:

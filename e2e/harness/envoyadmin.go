@@ -157,15 +157,23 @@ func (e *Envoy) ListenerAddr(name string) (string, error) {
 	return "", nil
 }
 
-// AwaitListener waits until Envoy serves listener name and returns its
-// address.
+// AwaitListener waits until Envoy's listener name accepts connections
+// (/listeners names it a moment before) and returns its address.
 func (e *Envoy) AwaitListener(t testing.TB, name string, limit time.Duration) string {
 	t.Helper()
 	var addr string
 	e.Await(t, "listener "+name, limit, func() (bool, string, error) {
 		a, err := e.ListenerAddr(name)
+		if err != nil || a == "" {
+			return false, "no listener " + name, err
+		}
 		addr = a
-		return a != "", "no listener " + name, err
+		c, err := net.DialTimeout("tcp", a, time.Second)
+		if err != nil {
+			return false, "listener " + name + " at " + a + " does not accept: " + err.Error(), nil
+		}
+		c.Close()
+		return true, "", nil
 	})
 	return addr
 }
