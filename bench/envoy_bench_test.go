@@ -25,6 +25,7 @@ const (
 	envoySyncTimeout   = 120 * time.Second // every Envoy shows the whole catalog
 	envoyChangeTimeout = 30 * time.Second  // every Envoy shows a change
 	envoySyncPoll      = 100 * time.Millisecond
+	xdsHistoryInterval = 10 * time.Second // xds-server's default --console.history.interval
 )
 
 // BenchmarkEnvoyFleet measures, with -envoys real Envoy processes on one
@@ -65,6 +66,9 @@ type envoySide struct {
 	pid    int
 	heap   func() float64
 	launch func(i int) *harness.Envoy
+	// settled is the earliest time of the reading with no Envoy: the
+	// server's catalog-sized allocations done.
+	settled time.Time
 }
 
 // runEnvoyFleet is one run: fresh Consul, catalog, server and Envoys.
@@ -94,16 +98,7 @@ func runEnvoyFleet(b *testing.B, mode string) EnvoyRun {
 	b.Logf("%s: catalog and server ready after %.1fs", mode, time.Since(start).Seconds())
 	r.RSSBefore, r.HeapBefore = envoyServerMemory(b, side)
 
-	t0 := time.Now()
-	envoys := make([]*harness.Envoy, r.Envoys)
-	admins := make([]*EnvoyAdmin, r.Envoys)
-	for i := range envoys {
-		envoys[i] = side.launch(i)
-		admins[i] = NewEnvoyAdmin(envoys[i].AdminAddr)
-	}
-	b.Logf("%s: %d Envoys started in %.1fs", mode, r.Envoys, time.Since(t0).Seconds())
-	syncErr := AwaitEnvoysSynced(b.Context(), admins, cat, envoySyncPoll, envoySyncTimeout)
-	r.SyncSeconds = time.Since(t0).Seconds()
+	envoys, admins, syncErr := envoyStart(b, side, cat, &r)
 	r.Rejected, r.Said = envoyVerdict(b, envoys)
 	if syncErr != nil || len(r.Rejected) > 0 {
 		if mode == EnvoyModeConsul { // a valid result: what Envoy 1.40 did not take from Consul 1.14
@@ -136,6 +131,28 @@ func runEnvoyFleet(b *testing.B, mode string) EnvoyRun {
 	b.Logf("%s: %d Envoys synced %.1fs after the first started; run %.1fs; server RSS %.1f -> %.1f MiB",
 		mode, r.Envoys, r.SyncSeconds, r.RunSeconds, r.RSSBefore/(1<<20), r.RSSAfter/(1<<20))
 	return r
+}
+
+// envoyStart starts the Envoys one after the other, each once the one
+// before shows the whole catalog, and records how long each took from its
+// launch (SyncSeconds: the first launch to the last synced). It stops at
+// the first Envoy that does not sync and returns why.
+func envoyStart(b *testing.B, side envoySide, cat Catalog, r *EnvoyRun) ([]*harness.Envoy, []*EnvoyAdmin, error) {
+	t0 := time.Now()
+	var envoys []*harness.Envoy
+	var admins []*EnvoyAdmin
+	for i := range r.Envoys {
+		t := time.Now()
+		e := side.launch(i)
+		a := NewEnvoyAdmin(e.AdminAddr)
+		envoys, admins = append(envoys, e), append(admins, a)
+		if err := AwaitEnvoysSynced(b.Context(), []*EnvoyAdmin{a}, cat, envoySyncPoll/5, envoySyncTimeout); err != nil {
+			return envoys, admins, fmt.Errorf("envoy %d of %d: %w", i+1, r.Envoys, err)
+		}
+		r.EnvoySync = append(r.EnvoySync, time.Since(t).Seconds())
+	}
+	r.SyncSeconds = time.Since(t0).Seconds()
+	return envoys, admins, nil
 }
 
 // envoyConsul starts the Consul agent of a run (stopped at cleanup).
@@ -171,8 +188,18 @@ func xdsServerSide(b *testing.B, consul *ConsulConnect, cat Catalog, delta bool)
 	if err := awaitCatalog(ctx, "http://"+srv.AdminAddr+"/metrics", cat.Size()); err != nil {
 		b.Fatal(err)
 	}
-	return envoySide{name: "xds-server", pid: srv.PID(),
-		heap: func() float64 { return liveHeap(b, srv.AdminAddr) },
+	// The console's history allocates its rings for every endpoint at its
+	// first sample with the whole catalog: every --console.history.interval
+	// (10s by default). A reading before it would count them as Envoys'.
+	return envoySide{name: "xds-server", pid: srv.PID(), settled: time.Now().Add(xdsHistoryInterval + time.Second),
+		heap: func() float64 {
+			if *flagHeapProfile != "" { // the last reading's wins: every Envoy synced
+				if err := fetchTo(ctx, "http://"+srv.AdminAddr+"/debug/pprof/heap?gc=1", *flagHeapProfile); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return liveHeap(b, srv.AdminAddr)
+		},
 		launch: func(i int) *harness.Envoy {
 			return harness.StartEnvoy(b, harness.EnvoyOptions{NodeID: fmt.Sprintf("bench-envoy-%03d", i),
 				XDSAddr: srv.XDSAddr, Delta: delta})

@@ -12,7 +12,7 @@ import (
 
 // envoyServerMemory reads the server's RSS and live heap after a settle.
 func envoyServerMemory(b *testing.B, side envoySide) (rss, heap float64) {
-	sleep(b.Context(), *flagEnvoySettle)
+	sleep(b.Context(), max(*flagEnvoySettle, time.Until(side.settled)))
 	mem, err := ReadMemory(side.pid)
 	if err != nil {
 		b.Fatal(err)

@@ -67,7 +67,7 @@ func TestCheckEnvoyHosts(t *testing.T) {
 		st      corev3.HealthStatus
 		drop    bool
 	}{
-		"healthy where Consul has it critical": {svc: "bench-svc-001.default.dc1.x.consul", ip: "10.0.1.1", st: healthy},
+		"healthy where Consul has it critical":  {svc: "bench-svc-001.default.dc1.x.consul", ip: "10.0.1.1", st: healthy},
 		"unhealthy where Consul has it passing": {svc: "bench-svc-000", ip: "10.0.0.2", st: unhealthy},
 		"a host missing":                        {svc: "bench-svc-000", ip: "10.0.0.1", drop: true},
 	} {

@@ -29,15 +29,19 @@ type EnvoyRun struct {
 	Started    string  `json:"started"`
 	RunSeconds float64 `json:"run_seconds"`
 
-	// SyncSeconds: the first Envoy started -> every Envoy shows every
-	// endpoint of every service healthy (the Envoys are started one after
-	// the other, each waited for until its admin listener answers).
-	SyncSeconds float64 `json:"sync_seconds"`
+	// EnvoySync is, per Envoy, its launch -> it shows every endpoint of
+	// every service healthy; the Envoys are started one after the other,
+	// each once the one before has synced. SyncSeconds is the first launch
+	// -> the last Envoy synced.
+	EnvoySync   []float64 `json:"envoy_sync_seconds"`
+	SyncSeconds float64   `json:"sync_seconds"`
 
-	// Rejected, when not empty, is what Envoy said when it did not take
-	// what the server sent (its rejection stats and log lines): the run
-	// measured nothing else. Said are the distinct warning and error lines
-	// of the Envoys' logs (timestamps and thread ids cut), for the record.
+	// Rejected is what the Envoys counted against what the server sent
+	// (update_rejected stats, clusters or listeners left warming, no
+	// connection), each distinct line with how many Envoys reported it;
+	// when it is not empty, or an Envoy did not sync, the run measured
+	// nothing else (Latencies empty). Said are the distinct warning and
+	// error lines of the Envoys' logs (see EnvoySaid), for the record.
 	Rejected []string `json:"rejected,omitempty"`
 	Said     []string `json:"said,omitempty"`
 

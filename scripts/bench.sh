@@ -29,6 +29,15 @@
 # runs, e.g. "--runtime.memory_limit_mib 1100"; default none),
 # BENCH_SCALE_RESULTS (write the runs' JSON lines to this file, as they end,
 # and keep it).
+# The real-Envoy benchmark (issue 23: Envoy 1.40 processes, --concurrency 1,
+# on xds-server over state of the world and delta, and the same Envoys on
+# Consul v1.14.11's own xDS as `consul connect envoy` sidecars) runs after
+# the 10,000-node one and rewrites only its own section: BENCH_ONLY=envoy
+# runs it alone; BENCH_ENVOY=0 skips it. It needs envoy 1.40.0 (make deps).
+# Its knobs: BENCH_ENVOY_RUNS (runs per xDS server, default BENCH_RUNS),
+# BENCH_ENVOYS (Envoys per run, default 50: as many as fit on two cores),
+# BENCH_ENVOY_CHANGES (single-endpoint changes per run, 20),
+# BENCH_ENVOY_MODES (sotw,delta,consul).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -59,10 +68,15 @@ ha_nodes=${BENCH_HA_NODES:-$nodes}
 ha_drains=${BENCH_HA_DRAINS:-10}
 ha_hold=${BENCH_HA_HOLD:-10s}
 ha_load=${BENCH_HA_LOAD:-1s}
+with_envoy=${BENCH_ENVOY:-1}
+envoy_runs=${BENCH_ENVOY_RUNS:-$runs}
+envoys=${BENCH_ENVOYS:-50}
+envoy_changes=${BENCH_ENVOY_CHANGES:-20}
+envoy_modes=${BENCH_ENVOY_MODES:-sotw,delta,consul}
 case "$only" in
-"" | ha | scale) ;;
+"" | ha | scale | envoy) ;;
 *)
-	echo "bench: BENCH_ONLY=$only: want ha or scale (or unset for everything)" >&2
+	echo "bench: BENCH_ONLY=$only: want ha, scale or envoy (or unset for everything)" >&2
 	exit 1
 	;;
 esac
@@ -171,6 +185,40 @@ run_scale() {
 		-wall "$((SECONDS - t0))s" -out "$out"
 }
 
+# run_envoy runs the real-Envoy benchmark (every xDS server in turn, each
+# run with fresh Consul, server and Envoys) and rewrites its section of $out.
+run_envoy() {
+	local t0=$SECONDS results=$tmp/envoy-runs.jsonl
+	rm -f "$results"
+	local cmd=(env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" XDS_SERVER_REQUIRE_INTEGRATION=1 "$tmp/bench.test"
+		-test.run '^$' -test.bench '^BenchmarkEnvoyFleet$' -test.benchtime 1x -test.count "$envoy_runs" -test.timeout 60m
+		-envoys "$envoys" -envoy-modes "$envoy_modes" -services "$services" -endpoints "$endpoints"
+		-envoy-changes "$envoy_changes" -envoy-results "$results")
+	{
+		echo "BENCH_ONLY=envoy BENCH_ENVOY_RUNS=$envoy_runs BENCH_ENVOYS=$envoys BENCH_ENVOY_CHANGES=$envoy_changes make bench"
+		echo "# = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=envoy ... bash scripts/bench.sh, which runs:"
+		echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
+		echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkEnvoyFleet\$' -test.benchtime 1x \\"
+		echo "  -test.count $envoy_runs -envoys $envoys -envoy-modes $envoy_modes -services $services -endpoints $endpoints \\"
+		echo "  -envoy-changes $envoy_changes -envoy-results \$TMP/envoy-runs.jsonl"
+		echo "go run ./bench/report -envoy \$TMP/envoy-runs.jsonl -out $out   # rewrites only its marked section"
+	} >"$tmp/envoy-commands.txt"
+	echo "bench: real Envoys, $envoy_runs run(s) of $envoys Envoys per xDS server ($envoy_modes)" >&2
+	"${cmd[@]}" 2>&1 | tee "$tmp/envoy.txt" | grep -E '^(Benchmark|PASS|FAIL|ok|---|\s+\S+\.go:)' >&2 || true
+	if ! grep -q '^PASS' "$tmp/envoy.txt"; then
+		echo "bench: BenchmarkEnvoyFleet failed; its output:" >&2
+		tail -n 80 "$tmp/envoy.txt" >&2
+		exit 1
+	fi
+	go run ./bench/report -envoy "$results" -commands "$tmp/envoy-commands.txt" -wall "$((SECONDS - t0))s" -out "$out"
+}
+
+if [ "$only" = envoy ]; then
+	run_envoy
+	echo "bench: wrote the real-Envoy section of $out" >&2
+	exit 0
+fi
+
 if [ "$only" = scale ]; then
 	run_scale
 	echo "bench: wrote the 10,000-node section of $out" >&2
@@ -202,6 +250,9 @@ fi
 	echo "RLSBENCH_OUT=$out bash scripts/rlsbench.sh   # rate-limit service vs envoyproxy/ratelimit; rewrites only its marked section"
 	if [ "$with_scale" = 1 ]; then
 		echo "BENCH_ONLY=scale bash scripts/bench.sh   # $scale_nodes nodes (BenchmarkConsulFleet, every node at once, subset variant); rewrites only its marked section"
+	fi
+	if [ "$with_envoy" = 1 ]; then
+		echo "BENCH_ONLY=envoy bash scripts/bench.sh   # real Envoys on xds-server and on Consul's xDS (BenchmarkEnvoyFleet); rewrites only its marked section"
 	fi
 	if [ "$with_ha" = 1 ]; then
 		echo "BENCH_ONLY=ha bash scripts/bench.sh   # HA replicas (BenchmarkHAFleet); rewrites only its marked section"
@@ -244,6 +295,9 @@ echo "bench: rate-limit service vs envoyproxy/ratelimit (scripts/rlsbench.sh)" >
 RLSBENCH_OUT="$out" bash scripts/rlsbench.sh >/dev/null
 if [ "$with_scale" = 1 ]; then
 	run_scale
+fi
+if [ "$with_envoy" = 1 ]; then
+	run_envoy
 fi
 if [ "$with_ha" = 1 ]; then
 	run_ha

@@ -49,11 +49,12 @@ func groupEnvoy(runs []bench.EnvoyRun) []envoyGroup {
 // envoyFigures are one group's figures: samples pooled over runs, the
 // rest per run (medians taken when rendering).
 type envoyFigures struct {
-	lat                                            []float64 // every Envoy of every change of every run
-	runP99, perEnvoy, heapPerEnvoy, cpu, sync, spr []float64 // per run (spr: per change of every run)
-	envoyRSS, envoyPSS                             []float64 // every Envoy of every run
-	measured                                       int       // runs with latencies
-	rejected, said                                 []string  // distinct, over the runs
+	lat                                      []float64 // every Envoy of every change of every run
+	runP99, perEnvoy, heapPerEnvoy, cpu, spr []float64 // per run (spr: per change of every run)
+	sync                                     []float64 // every Envoy of every run
+	envoyRSS, envoyPSS                       []float64 // every Envoy of every run
+	measured                                 int       // runs with latencies
+	rejected, said                           []string  // distinct, over the runs
 }
 
 func computeEnvoy(g envoyGroup) envoyFigures {
@@ -61,7 +62,7 @@ func computeEnvoy(g envoyGroup) envoyFigures {
 	for _, r := range g.runs {
 		f.rejected = appendNew(f.rejected, r.Rejected...)
 		f.said = appendNew(f.said, r.Said...)
-		f.sync = append(f.sync, r.SyncSeconds)
+		f.sync = append(f.sync, r.EnvoySync...)
 		if len(r.Latencies) == 0 {
 			continue
 		}
@@ -124,7 +125,7 @@ func renderEnvoy(groups []envoyGroup, commands, wall string, at time.Time) strin
 	p("cluster's new healthy host count, read every %s. Percentiles are over every sample (every Envoy of", secs(first.Poll))
 	p("every change of every run); other figures are medians over runs, Envoy memory over every Envoy of every run.")
 	p("")
-	p("| xDS server | Envoys | change -> every Envoy, p50 | p99 | max | median of per-run p99 | first -> last Envoy of a change (median) | server RSS per Envoy | server CPU per change | Envoy RSS (PSS) | all Envoys synced after |")
+	p("| xDS server | Envoys | change -> every Envoy, p50 | p99 | max | median of per-run p99 | first -> last Envoy of a change (median) | server RSS per Envoy | server CPU per change | Envoy RSS (PSS) | an Envoy's start -> synced (median) |")
 	p("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, g := range groups {
 		f := computeEnvoy(g)
@@ -171,7 +172,7 @@ func renderEnvoySaid(p func(string, ...any), groups []envoyGroup) {
 }
 
 func renderEnvoyRuns(p func(string, ...any), groups []envoyGroup) {
-	p("| xDS server | run | Envoys synced after | p50 | p99 | server RSS before | after | per Envoy | server CPU over the changes | Envoy RSS (median) |")
+	p("| xDS server | run | all Envoys started and synced after | p50 | p99 | server RSS before | after | per Envoy | server CPU over the changes | Envoy RSS (median) |")
 	p("|---|---|---|---|---|---|---|---|---|---|")
 	for _, g := range groups {
 		for i, r := range g.runs {
