@@ -12,9 +12,9 @@ import (
 )
 
 var (
-	flagEnvoys       = flag.Int("envoys", 20, "real Envoy processes (--concurrency 1) of BenchmarkEnvoyFleet")
+	flagEnvoys       = flag.Int("envoys", 30, "real Envoy processes (--concurrency 1) of BenchmarkEnvoyFleet")
 	flagEnvoyModes   = flag.String("envoy-modes", "sotw,delta,consul", "comma-separated xDS servers of BenchmarkEnvoyFleet: sotw and delta (xds-server), consul (Consul's own xDS, `consul connect envoy` sidecars)")
-	flagEnvoyChanges = flag.Int("envoy-changes", 20, "single-endpoint changes per BenchmarkEnvoyFleet run")
+	flagEnvoyChanges = flag.Int("envoy-changes", 15, "single-endpoint changes per BenchmarkEnvoyFleet run")
 	flagEnvoyPoll    = flag.Duration("envoy-poll", 20*time.Millisecond, "how often each Envoy's admin API is read while a change is on its way (the latencies' resolution)")
 	flagEnvoyResults = flag.String("envoy-results", "", "append one JSON line per BenchmarkEnvoyFleet run to this file (read by bench/report -envoy)")
 	flagEnvoySettle  = flag.Duration("envoy-settle", 2*time.Second, "quiet time before each memory reading of BenchmarkEnvoyFleet")

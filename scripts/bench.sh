@@ -35,9 +35,11 @@
 # the 10,000-node one and rewrites only its own section: BENCH_ONLY=envoy
 # runs it alone; BENCH_ENVOY=0 skips it. It needs envoy 1.40.0 (make deps).
 # Its knobs: BENCH_ENVOY_RUNS (runs per xDS server, default BENCH_RUNS),
-# BENCH_ENVOYS (Envoys per run, default 50: as many as fit on two cores),
-# BENCH_ENVOY_CHANGES (single-endpoint changes per run, 20),
-# BENCH_ENVOY_MODES (sotw,delta,consul).
+# BENCH_ENVOYS (Envoys per run, default 30: 50 fit on two cores too, but
+# Consul's side then takes about 4 s to sync each Envoy and the section
+# about 17 minutes; at 30 it takes about 10), BENCH_ENVOY_CHANGES
+# (single-endpoint changes per run, 15), BENCH_ENVOY_MODES
+# (sotw,delta,consul).
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -70,8 +72,8 @@ ha_hold=${BENCH_HA_HOLD:-10s}
 ha_load=${BENCH_HA_LOAD:-1s}
 with_envoy=${BENCH_ENVOY:-1}
 envoy_runs=${BENCH_ENVOY_RUNS:-$runs}
-envoys=${BENCH_ENVOYS:-50}
-envoy_changes=${BENCH_ENVOY_CHANGES:-20}
+envoys=${BENCH_ENVOYS:-30}
+envoy_changes=${BENCH_ENVOY_CHANGES:-15}
 envoy_modes=${BENCH_ENVOY_MODES:-sotw,delta,consul}
 case "$only" in
 "" | ha | scale | envoy) ;;
