@@ -72,6 +72,9 @@ func (c BootstrapConfig) Validate() error {
 		if err := c.TLS.validate(); err != nil {
 			errs = append(errs, err)
 		}
+		if c.TLS.ServerName == "" && severalHosts(c.xdsAddresses()) {
+			errs = append(errs, errors.New("envoy: bootstrap: TLS to replicas on different hosts needs one name their certificates share (--tls-server-name): Envoy verifies every replica for the same name"))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -84,6 +87,17 @@ func (c BootstrapConfig) xdsAddresses() []string {
 		parts[i] = strings.TrimSpace(p)
 	}
 	return parts
+}
+
+// severalHosts reports whether addrs name more than one host.
+func severalHosts(addrs []string) bool {
+	first, _, _ := net.SplitHostPort(addrs[0])
+	for _, a := range addrs[1:] {
+		if h, _, _ := net.SplitHostPort(a); h != first {
+			return true
+		}
+	}
+	return false
 }
 
 // splitHostPort splits a host:port whose host is not empty and whose port

@@ -46,7 +46,19 @@ func TestBootstrap(t *testing.T) {
 			edit:    func(c *BootstrapConfig) { c.XDSAddress = "127.0.0.1:18000,xds-2:18000" },
 			apiType: corev3.ApiConfigSource_GRPC, xdsType: clusterv3.Cluster_STRICT_DNS, endpoints: 2,
 		},
-		"xds address, no port":   {edit: func(c *BootstrapConfig) { c.XDSAddress = "localhost" }, wantError: "xds address"},
+		"xds address, no port": {edit: func(c *BootstrapConfig) { c.XDSAddress = "localhost" }, wantError: "xds address"},
+		"TLS to replicas on two hosts, no shared name": {
+			edit: func(c *BootstrapConfig) {
+				c.XDSAddress, c.TLS = "127.0.0.1:18000,127.0.0.2:18000", &BootstrapTLS{CAFile: "ca.pem"}
+			},
+			wantError: "--tls-server-name",
+		},
+		"TLS to replicas on two hosts, a shared name": {
+			edit: func(c *BootstrapConfig) {
+				c.XDSAddress, c.TLS = "127.0.0.1:18000,127.0.0.2:18000", &BootstrapTLS{CAFile: "ca.pem", ServerName: "xds.internal"}
+			},
+			apiType: corev3.ApiConfigSource_GRPC, xdsType: clusterv3.Cluster_STATIC, endpoints: 2,
+		},
 		"second xds address bad": {edit: func(c *BootstrapConfig) { c.XDSAddress = "127.0.0.1:1," }, wantError: "xds address"},
 		"xds address, port 0":    {edit: func(c *BootstrapConfig) { c.XDSAddress = "localhost:0" }, wantError: "not in [1, 65535]"},
 		"admin on a host name":   {edit: func(c *BootstrapConfig) { c.AdminAddress = "localhost:9901" }, wantError: "must be an IP"},

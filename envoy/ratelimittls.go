@@ -1,6 +1,7 @@
 package envoy
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 
@@ -66,7 +67,7 @@ func SecureRateLimitCluster(address string, t RateLimitTLS) (*clusterv3.Cluster,
 	}
 	packed, err := anypb.New(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("envoy: %s: upstream tls context: %w", RateLimitClusterName, err)
 	}
 	c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls",
 		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: packed}}

@@ -75,8 +75,9 @@ type nodeState struct {
 	// cdsNACK: the node rejected clusters on its stream; asked: the
 	// cluster and load assignment types it asked for; held: a listener or
 	// route answer waits for them (cache_order.go).
-	cdsNACK, held bool
-	asked         [len(kinds)]bool
+	// cdsRejected: the latest cluster request was a NACK.
+	cdsNACK, cdsRejected, held bool
+	asked                      [len(kinds)]bool
 	// dsync is, per kind, the version map a wildcard delta stream was last
 	// sent in full (see deltaSync).
 	dsync [len(kinds)]deltaSync
@@ -149,6 +150,9 @@ func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out 
 	return func() {
 		st.mu.Lock()
 		st.sotw = slices.DeleteFunc(st.sotw, func(o *sotwWatch) bool { return o == w })
+		if st.held && !routing(w.kind) {
+			c.releaseRouting(id, st) // a stream went: what waited on it may go (cache_order.go)
+		}
 		st.mu.Unlock()
 	}, nil
 }
@@ -173,6 +177,9 @@ func (c *nodeCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscrip
 	return func() {
 		st.mu.Lock()
 		st.delta = slices.DeleteFunc(st.delta, func(o *deltaWatch) bool { return o == w })
+		if st.held && !routing(w.kind) {
+			c.releaseRouting(id, st) // a stream went: what waited on it may go (cache_order.go)
+		}
 		st.mu.Unlock()
 	}, nil
 }

@@ -51,11 +51,17 @@ func (c *nodeCache) clustersInPlace(st *nodeState) bool {
 }
 
 // streamHas reports whether the node's open watch of kind (its stream's)
-// has every resource of t at its current hash. Once the node rejected
-// clusters (st.cdsNACK), it never asks for the load assignments of those
-// it rejected: its load assignments are in place when those it asks for
-// are current, or when it asks for none.
+// has every resource of t at its current hash. When the node's latest
+// cluster request rejected clusters (st.cdsRejected), the clusters are as
+// settled as they will be until they change: a rejected cluster must not
+// hold every listener back. Once the node rejected clusters (st.cdsNACK),
+// it never asks for the load assignments of those it rejected: its load
+// assignments are in place when those it asks for are current, or when it
+// asks for none.
 func (c *nodeCache) streamHas(st *nodeState, kind types.ResponseType, t snapType) bool {
+	if kind == types.Cluster && st.cdsRejected {
+		return true
+	}
 	lax := kind == types.Endpoint && st.cdsNACK
 	for _, w := range st.sotw {
 		if w.kind == kind {
@@ -84,7 +90,7 @@ func (c *nodeCache) streamHas(st *nodeState, kind types.ResponseType, t snapType
 
 // noteRequest records that the node asked for kind, and, from a cluster
 // request, whether the node rejected clusters on its stream (a NACK; a new
-// stream starts over).
+// stream starts over) and whether its latest cluster request is a NACK.
 func (st *nodeState) noteRequest(kind types.ResponseType, nonce string, nack bool) {
 	if kind == types.Cluster || kind == types.Endpoint {
 		st.asked[kind] = true
@@ -96,6 +102,7 @@ func (st *nodeState) noteRequest(kind types.ResponseType, nonce string, nack boo
 		st.cdsNACK = false
 	}
 	st.cdsNACK = st.cdsNACK || nack
+	st.cdsRejected = nack && nonce != ""
 }
 
 // releaseRouting answers the node's listener and route watches that were

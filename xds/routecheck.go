@@ -3,6 +3,7 @@ package xds
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/xds-server/xds-server/discovery"
 )
@@ -63,8 +64,9 @@ func (s *listenerSet) withRouted(in discovery.Snapshot) discovery.Snapshot {
 		return in
 	}
 	out := slices.Grow(slices.Clone(in.Services), len(missing))
-	for _, name := range slices.Sorted(maps.Keys(missing)) {
+	for name := range missing {
 		out = append(out, discovery.Service{Name: name})
 	}
+	slices.SortFunc(out, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) }) // a Snapshot's services are sorted by name
 	return discovery.Snapshot{Services: out}
 }
