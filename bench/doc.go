@@ -10,8 +10,13 @@
 // alone. The HA benchmark (BenchmarkHAFleet, issue 15) runs several
 // xds-server replicas with ha.enabled on one Consul, a Fleet on each, and
 // measures admin drain propagation across replicas, Consul writes per
-// replica and the memory HA costs over a replica without it. scripts/bench.sh
-// runs them all (BENCH_ONLY=ha: the HA one alone) and renders
+// replica and the memory HA costs over a replica without it. The real-Envoy
+// benchmark (BenchmarkEnvoyFleet, issue 23) runs N Envoy 1.40 processes
+// (--concurrency 1) on xds-server, state of the world and delta, and the
+// same Envoys as Connect sidecars on Consul's own xDS (consul connect
+// envoy), and measures a Consul change until every Envoy applied it, the
+// server's memory per Envoy and its CPU per change. scripts/bench.sh runs
+// them all (BENCH_ONLY=ha or envoy: that one alone) and renders
 // BENCHMARKS.md with bench/report.
 //
 // A Fleet is built for density: each node is one goroutine on a plain gRPC
