@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -176,20 +175,6 @@ func (e *Envoy) AwaitListener(t testing.TB, name string, limit time.Duration) st
 		return true, "", nil
 	})
 	return addr
-}
-
-// ConfigDump is /config_dump (with EDS) as generic JSON: the types in it
-// are Envoy's, and the tests look at names, versions and a few fields.
-func (e *Envoy) ConfigDump() (map[string]any, error) {
-	b, err := e.get("/config_dump?include_eds")
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("harness: envoy /config_dump: %w", err)
-	}
-	return out, nil
 }
 
 // Await polls cond (Envoy is another process: there is no event to wait
