@@ -78,6 +78,9 @@ type nodeState struct {
 	// cdsRejected: the latest cluster request was a NACK.
 	cdsNACK, cdsRejected, held bool
 	asked                      [len(kinds)]bool
+	// stale: per referrer kind, the first request of the node's latest
+	// SotW stream named another version than the snapshot's (resume.go).
+	stale [len(kinds)]bool
 	// dsync is, per kind, the version map a wildcard delta stream was last
 	// sent in full (see deltaSync).
 	dsync [len(kinds)]deltaSync
@@ -140,6 +143,10 @@ func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out 
 	st := c.lock(id)
 	defer st.mu.Unlock()
 	st.noteRequest(w.kind, req.GetResponseNonce(), req.GetErrorDetail() != nil)
+	st.noteResume(w.kind, req)
+	if ref := referrerOf(w.kind); ref >= 0 {
+		w.referrerStale = st.stale[ref]
+	}
 	if st.snap != nil && c.answerSotW(id, w, st) {
 		return func() {}, nil
 	}
@@ -208,6 +215,9 @@ func (c *nodeCache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 		return false
 	}
 	w.out <- resp // buffered: a watch is answered once, and a stream has one per type
+	if w.kind == types.Cluster || w.kind == types.Listener {
+		st.stale[w.kind] = true // what the node's types that refer to them have may lag (resume.go)
+	}
 	return true
 }
 

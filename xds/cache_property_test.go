@@ -11,6 +11,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
@@ -106,7 +107,7 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 			return err
 		}
 		if sim != nil {
-			sim.tag(snap, client.knows)
+			sim.tag(snap, client.made)
 		}
 		return nil
 	}
@@ -225,7 +226,7 @@ func settle(rng *rand.Rand, sim streamSim, client *modelClient, snap func() *cac
 				return err
 			}
 			if changed {
-				sim.tag(snap(), client.knows)
+				sim.tag(snap(), client.made)
 			}
 		}
 		pending, queued := sim.pending(), len(client.queue)
@@ -274,9 +275,15 @@ func serve(sim streamSim, client *modelClient, cur *cache.Snapshot) error {
 	client.queue = client.queue[1:]
 	if r, ok := req.(*discoverygrpc.DiscoveryRequest); ok && r.GetResponseNonce() == "" && cur != nil {
 		st := client.types[r.GetTypeUrl()]
+		if t := r.GetTypeUrl(); t == resource.ClusterType || t == resource.ListenerType {
+			// what the server notes for the types they refer to (resume.go)
+			client.staleRef[t] = r.GetVersionInfo() != cur.GetVersion(t)
+		}
 		switch {
 		case r.GetVersionInfo() != cur.GetVersion(r.GetTypeUrl()):
 			st.uncertain = true // the first answer of the type on this stream is full state
+		case client.resume && st.answers == 0 && (st.wildcard || client.kind == envoyClient) && client.staleRef[referrerURL(r.GetTypeUrl())]:
+			clear(st.known) // each first request is judged anew: the server now takes the node to have nothing
 		case client.resume && st.answers == 0 && (st.wildcard || client.kind == envoyClient):
 			for name := range cur.GetResourcesAndTTL(r.GetTypeUrl()) {
 				st.known[name] = true // the server takes it that the node has the snapshot's
@@ -290,7 +297,7 @@ func serve(sim streamSim, client *modelClient, cur *cache.Snapshot) error {
 	if ok {
 		client.processed(req) // the server reads the request, then answers it
 	}
-	sim.tag(cur, client.knows)
+	sim.tag(cur, client.made)
 	return nil
 }
 
@@ -413,4 +420,16 @@ func (w *propWorld) snapshot(envoyNode bool) (*cache.Snapshot, error) {
 		key += ":" + strings.Join(on, ",")
 	}
 	return w.sets[w.variant].base(key, items)
+}
+
+// referrerURL is the type whose resources name those of typeURL (see
+// referrerOf), or "".
+func referrerURL(typeURL string) string {
+	switch typeURL {
+	case resource.EndpointType:
+		return resource.ClusterType
+	case resource.RouteType:
+		return resource.ListenerType
+	}
+	return ""
 }

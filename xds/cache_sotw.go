@@ -35,7 +35,14 @@ import (
 //     learns that a type is empty, or that a named resource does not
 //     exist), and a NACK whose version_info is not the snapshot's is
 //     answered with everything requested (what the stream has is then
-//     unknown);
+//     unknown); but a NACK of the clusters or listeners (full state) that
+//     the snapshot still holds is not answered until they change, or the
+//     node would reject the same resources again at once, for ever (Envoy
+//     1.40 NACKed a rejected cluster 630 times a second). Such a node's
+//     load assignments and route configurations may then lag behind
+//     versions they will name again, so they are not resumed on its next
+//     stream (resume.go). A NACK of load assignments or route
+//     configurations is still answered;
 //   - the version_info of wildcard subscriptions and of Envoy nodes
 //     follows the snapshot's, which resuming relies on (resume.go): when
 //     the version differs they are answered even if nothing they ask for
@@ -69,6 +76,10 @@ type sotwWatch struct {
 	// resumed is what a resuming node has (see resumedSotW), once known:
 	// the version map of the snapshot it resumed at, shared, read only.
 	resumed map[string]string
+	// referrerStale: the node's new stream first asked for clusters
+	// (listeners) at another version than the snapshot's, so its load
+	// assignments (route configurations) are not resumed (resume.go).
+	referrerStale bool
 }
 
 // partial reports whether SotW responses of kind carry only what changed.
@@ -113,7 +124,7 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (
 		}
 		return t.sotwResponse(w.req, names, next)
 	}
-	if !known || reqVersion != t.version && (first || nack) {
+	if !known || reqVersion != t.version && first {
 		return full(), false
 	}
 	var changed []string
@@ -123,6 +134,15 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (
 		changed, lost = d.changed, len(d.removed) > 0
 	} else {
 		changed, lost = t.changed(wildcard, subscribed, has), t.lost(has)
+	}
+	if nack && reqVersion != t.version {
+		if len(changed) == 0 && !lost && !partial(w.kind) {
+			// The node rejected the full state it would be sent again:
+			// wait for a change (answering is a NACK loop, hundreds a
+			// second). It does not have what snap holds.
+			return nil, false
+		}
+		return full(), false
 	}
 	// The version_info of a wildcard or an Envoy node must follow the
 	// snapshot's even when nothing it asks for changed (a resource it

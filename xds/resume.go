@@ -1,5 +1,10 @@
 package xds
 
+import (
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+)
+
 // A node that reconnects (to this replica or to another one, which serves
 // it the same bytes under the same versions) tells the server what it has:
 // SotW, the version_info of each type; delta, initial_resource_versions.
@@ -18,6 +23,16 @@ package xds
 // left alone: the node got the names of its last request, and may name
 // more now.
 //
+// A load assignment or route configuration an Envoy holds follows its
+// cluster or listener: it drops one when the referrer goes, keeping the
+// version_info. So load assignments (route configurations) are resumed
+// only when the first cluster (listener) request of the node's new stream
+// named the snapshot's version too, and no cluster (listener) response
+// was made since (referrerStale, noted per node by noteResume and
+// answerSotW): a node whose clusters lag, after a NACK for instance, may
+// lack load assignments that the snapshot, back at the version it names,
+// holds. Envoy asks for clusters first, so a plain reconnect resumes.
+//
 // Known limit (as before our own cache): a version_info says what the
 // node had when it accepted that version, not what it dropped since. A
 // node that, on a resumed stream and before any answer of the type on it,
@@ -32,7 +47,7 @@ func resumedSotW(w *sotwWatch, t snapType) map[string]string {
 	req := w.req
 	v := req.GetVersionInfo()
 	if v == "" || v != t.version || req.GetResponseNonce() != "" || len(w.sub.ReturnedResources()) > 0 ||
-		(!w.ads && !w.sub.IsWildcard()) || len(t.items) == 0 {
+		(!w.ads && !w.sub.IsWildcard()) || len(t.items) == 0 || w.referrerStale {
 		return nil
 	}
 	if len(t.hashes) == len(t.items) {
@@ -48,4 +63,27 @@ func resumedSotW(w *sotwWatch, t snapType) map[string]string {
 // not new, and is sent only what differs.
 func firstDelta(w *deltaWatch) bool {
 	return w.sub.IsWildcard() && w.req.GetResponseNonce() == "" && len(w.req.GetInitialResourceVersions()) == 0
+}
+
+// referrerOf is the type whose resources name those of kind (clusters
+// name load assignments, listeners route configurations), or -1.
+func referrerOf(kind types.ResponseType) types.ResponseType {
+	switch kind {
+	case types.Endpoint:
+		return types.Cluster
+	case types.Route:
+		return types.Listener
+	}
+	return -1
+}
+
+// noteResume records, from the first request of a cluster or listener
+// SotW stream (no nonce), whether it named a version other than the
+// snapshot's (answerSotW sets it when it answers one); see resumedSotW.
+// Called with st locked.
+func (st *nodeState) noteResume(kind types.ResponseType, req *cache.Request) {
+	if (kind != types.Cluster && kind != types.Listener) || req.GetResponseNonce() != "" {
+		return
+	}
+	st.stale[kind] = st.snap == nil || req.GetVersionInfo() != st.snap.GetVersion(req.GetTypeUrl())
 }
