@@ -94,7 +94,7 @@ type modelClient struct {
 	// staleRef: by type URL, the latest first cluster (listener) request
 	// named another version than the snapshot's (resume.go)
 	staleRef map[string]bool
-	hist   *propHistory
+	hist     *propHistory
 }
 
 // propHistory is what the test knows of the snapshots it set: when (in
