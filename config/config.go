@@ -75,6 +75,7 @@ type KeepaliveConfig struct {
 // AdminConfig configures the admin HTTP listener.
 type AdminConfig struct {
 	Address        string        `mapstructure:"address"`
+	AllowedHosts   []string      `mapstructure:"allowed_hosts"`   // Host names answered besides localhost, IPs and the address's host
 	MaxConnections uint32        `mapstructure:"max_connections"` // open connections; 0 = no cap
 	ReadTimeout    time.Duration `mapstructure:"read_timeout"`    // whole request, headers and body
 	WriteTimeout   time.Duration `mapstructure:"write_timeout"`   // whole response

@@ -134,6 +134,7 @@ var Keys = []Key{
 	k("xds.tls.client_ca_file", "", "PEM CA bundle: clients must present a certificate it verifies (mTLS); reloaded when it changes"),
 	unset("xds.authorization.rules", Rules, "which client certificate may claim which nodes: a list of {identities, node_ids, clusters} globs (identities match a URI or DNS SAN; absent node_ids or clusters match any); with rules, a stream no rule allows is refused (PermissionDenied); needs xds.tls.client_ca_file; file only", "security"),
 	k("admin.address", "127.0.0.1:19000", "host:port of the admin HTTP listener (/healthz, /readyz, /metrics, /debug/*)", "admin-endpoints-adminaddress-loopback-by-default"),
+	k("admin.allowed_hosts", []string{}, "Host names the admin port answers besides localhost, IP addresses and the host of admin.address (\"*.example.org\": every name under it; \"*\": any); a request naming another host gets 421 (admin_host_refused_total), against DNS rebinding; /healthz and /readyz answer any", "security"),
 	k("admin.max_connections", uint32(512), "most connections the admin listener holds open; past it a new connection is closed at once (listener_connections_refused_total{listener=\"admin\"}); 0: no cap", "bounds"),
 	k("admin.read_timeout", 30*time.Second, "an admin request (headers and body) must arrive within this time, or its connection is closed", "bounds"),
 	k("admin.write_timeout", 2*time.Minute, "an admin response must be written within this time (a CPU profile's seconds must be shorter)"),

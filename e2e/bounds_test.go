@@ -150,7 +150,7 @@ func TestSlowAdminClientsAreCut(t *testing.T) {
 	closedAt := []time.Duration{}
 	for _, c := range conns {
 		wg.Go(func() {
-			_, _ = c.Write([]byte("POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")) // the body never ends
+			_, _ = c.Write([]byte("POST /v1/drain HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")) // the body never ends
 			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 			// EOF, or a reset when the server closed with the request unread
 			if _, err := io.ReadAll(c); err == nil || errors.Is(err, syscall.ECONNRESET) {
