@@ -63,6 +63,9 @@ type XDSConfig struct {
 	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
 	TLS             TLSConfig       `mapstructure:"tls"`
 	Authorization   XDSAuthzConfig  `mapstructure:"authorization"`
+
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2 preface.
+	HandshakeTimeout time.Duration `mapstructure:"handshake_timeout"`
 }
 
 // KeepaliveConfig are the gRPC keepalive settings of the xDS listener.
@@ -294,6 +297,7 @@ func (c Config) ServerConfig() xds.Config {
 			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
 			MaxGroups: int(c.Subsetting.MaxGroups),
 		},
+		HandshakeTimeout: c.XDS.HandshakeTimeout,
 	}
 }
 

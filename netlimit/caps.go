@@ -1,0 +1,60 @@
+package netlimit
+
+// Share is one listener's claim on the process's open-file limit.
+type Share struct {
+	Name string
+	// Max is the cap the configuration gives (Auto false; 0 there means
+	// no cap), or the ceiling of an automatic cap (Auto true).
+	Max  int
+	Auto bool // lower Max to fit the open-file limit
+}
+
+// Reserve is how many of limit open files are kept for everything but
+// the listeners' client connections: Consul's blocking queries, Redis
+// pools, ORCA streams to backends, configuration and certificate files,
+// the Go runtime. A quarter of the limit, and at least 1,024 (half of a
+// limit under 2,048).
+func Reserve(limit uint64) uint64 {
+	return max(limit/4, min(1024, limit/2))
+}
+
+// Fit returns the cap of each share, in order: explicit caps as given,
+// automatic ones lowered (to at least 1) in proportion to their
+// ceilings, so that all caps together stay within limit - Reserve(limit)
+// where they can. fits is false when they do not: the explicit caps
+// alone take more, or one is 0 (no cap). A limit of 0 (unknown) keeps
+// every ceiling and fits.
+func Fit(limit uint64, shares []Share) (caps []int, fits bool) {
+	caps = make([]int, len(shares))
+	if limit == 0 {
+		for i, s := range shares {
+			caps[i] = s.Max
+		}
+		return caps, true
+	}
+	budget := int64(limit - Reserve(limit))
+	var fixed, ceilings int64
+	fits = true
+	for _, s := range shares {
+		switch {
+		case s.Auto:
+			ceilings += int64(s.Max)
+		case s.Max <= 0:
+			fits = false
+		default:
+			fixed += int64(s.Max)
+		}
+	}
+	room := max(budget-fixed, 0)
+	var total int64
+	for i, s := range shares {
+		caps[i] = s.Max
+		if s.Auto && ceilings > room {
+			caps[i] = int(max(int64(s.Max)*room/ceilings, 1))
+		}
+		if caps[i] > 0 {
+			total += int64(caps[i])
+		}
+	}
+	return caps, fits && total <= budget
+}
