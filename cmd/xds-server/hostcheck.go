@@ -50,8 +50,8 @@ func newHostAllow(addr string, allowed []string) hostAllow {
 }
 
 // allows reports whether the admin port answers a request whose Host
-// header is hostport. A request without Host (HTTP/1.0) comes from no
-// browser and passes.
+// header is hostport. A request without a host name (HTTP/1.0 without
+// Host, or ":port") comes from no browser and passes.
 func (a hostAllow) allows(hostport string) bool {
 	if hostport == "" || a.any {
 		return true
@@ -61,7 +61,7 @@ func (a hostAllow) allows(hostport string) bool {
 		h = host
 	}
 	h = canonicalHost(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
-	if _, err := netip.ParseAddr(h); err == nil {
+	if _, err := netip.ParseAddr(h); err == nil || h == "" {
 		return true
 	}
 	if a.names[h] {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -86,4 +87,30 @@ func TestRefuseMisdirected(t *testing.T) {
 	if n := strings.Count(logs.String(), "\n"); n != 1 || logs.Len() > 500 {
 		t.Errorf("%d log lines, %d bytes, want 1 line of a clipped host:\n%s", n, logs.Len(), logs.String())
 	}
+}
+
+// FuzzHostAllow feeds arbitrary Host headers: allows never panics, does
+// not depend on case or on the port, and lets through no name outside
+// localhost, admin.address's host and admin.allowed_hosts but IP literals.
+func FuzzHostAllow(f *testing.F) {
+	for _, s := range []string{"evil.test", "localhost", "127.0.0.1", "[::1]", "admin.internal.", "a.corp.example", "[", "::1", "1.2.3.4.nip.io", "%"} {
+		f.Add(s)
+	}
+	a := newHostAllow("admin.internal:19000", []string{"*.corp.example"})
+	f.Fuzz(func(t *testing.T, host string) {
+		if strings.ContainsAny(host, ":[]") {
+			_ = a.allows(host) // must not panic; the port rules below need a bare host
+			return
+		}
+		got := a.allows(host)
+		if a.allows(strings.ToUpper(host)) != got || a.allows(host+":19000") != got || a.allows(host+":1") != got {
+			t.Fatalf("allows(%q) = %v depends on case or port", host, got)
+		}
+		h := canonicalHost(host)
+		if got && h != "" && h != "localhost" && h != "admin.internal" && !strings.HasSuffix(h, ".corp.example") {
+			if _, err := netip.ParseAddr(h); err != nil {
+				t.Fatalf("allows(%q) = true for a name not allowed", host)
+			}
+		}
+	})
 }
