@@ -18,12 +18,17 @@ func Reserve(limit uint64) uint64 {
 	return max(limit/4, min(1024, limit/2))
 }
 
+// minAuto is the least an automatic cap is lowered to (or its ceiling,
+// if smaller): a listener keeps a few connections however tight the limit.
+const minAuto = 16
+
 // Fit returns the cap of each share, in order: explicit caps as given,
-// automatic ones lowered (to at least 1) in proportion to their
-// ceilings, so that all caps together stay within limit - Reserve(limit)
-// where they can. fits is false when they do not: the explicit caps
-// alone take more, or one is 0 (no cap). A limit of 0 (unknown) keeps
-// every ceiling and fits.
+// automatic ones lowered so that all caps together stay within limit -
+// Reserve(limit) where they can: each keeps min(ceiling, 16), and the
+// rest of the room is split in proportion to what their ceilings ask
+// above that. fits is false when the caps do not fit: the explicit caps
+// leave too little room, or one is 0 (no cap). A limit of 0 (unknown)
+// keeps every ceiling and fits.
 func Fit(limit uint64, shares []Share) (caps []int, fits bool) {
 	caps = make([]int, len(shares))
 	if limit == 0 {
@@ -33,12 +38,13 @@ func Fit(limit uint64, shares []Share) (caps []int, fits bool) {
 		return caps, true
 	}
 	budget := int64(limit - Reserve(limit))
-	var fixed, ceilings int64
+	var fixed, ceilings, floors int64
 	fits = true
 	for _, s := range shares {
 		switch {
 		case s.Auto:
 			ceilings += int64(s.Max)
+			floors += int64(min(s.Max, minAuto))
 		case s.Max <= 0:
 			fits = false
 		default:
@@ -50,7 +56,11 @@ func Fit(limit uint64, shares []Share) (caps []int, fits bool) {
 	for i, s := range shares {
 		caps[i] = s.Max
 		if s.Auto && ceilings > room {
-			caps[i] = int(max(int64(s.Max)*room/ceilings, 1))
+			floor := int64(min(s.Max, minAuto))
+			caps[i] = int(floor)
+			if room > floors {
+				caps[i] = int(floor + (int64(s.Max)-floor)*(room-floors)/(ceilings-floors))
+			}
 		}
 		if caps[i] > 0 {
 			total += int64(caps[i])

@@ -24,13 +24,13 @@ func TestFit(t *testing.T) {
 	}{
 		"a large limit keeps the ceilings": {1 << 20, defaults(), []int{20000, 5000, 512}, true},
 		// 20,000 (this machine's limit): 5,000 reserved, 15,000 shared.
-		"20,000 files: lowered in proportion": {20000, defaults(), []int{11759, 2939, 301}, true},
-		"1,024 files: half reserved":          {1024, defaults(), []int{401, 100, 10}, true},
+		"20,000 files: lowered in proportion": {20000, defaults(), []int{11750, 2942, 307}, true},
+		"1,024 files: half reserved":          {1024, defaults(), []int{380, 106, 25}, true},
 		"unknown limit keeps the ceilings":    {0, defaults(), []int{20000, 5000, 512}, true},
 		"an explicit cap is kept, the rest share what it leaves": {20000, explicit(10000),
-			[]int{10000, 4535, 464}, true},
-		"explicit caps over the budget do not fit": {20000, explicit(19000), []int{19000, 1, 1}, false},
-		"no cap does not fit":                      {20000, explicit(0), []int{0, 5000, 512}, false},
+			[]int{10000, 4534, 465}, true},
+		"explicit caps over the budget do not fit; the others keep 16": {20000, explicit(19000), []int{19000, 16, 16}, false},
+		"no cap does not fit": {20000, explicit(0), []int{0, 5000, 512}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, fits := netlimit.Fit(tc.limit, tc.shares)
