@@ -1,5 +1,7 @@
 package netlimit
 
+import "math/bits"
+
 // Share is one listener's claim on the process's open-file limit.
 type Share struct {
 	Name string
@@ -16,6 +18,17 @@ type Share struct {
 // limit under 2,048).
 func Reserve(limit uint64) uint64 {
 	return max(limit/4, min(1024, limit/2))
+}
+
+// maxLimit bounds the limit Fit reckons with: more is as good as
+// unlimited (RLIM_INFINITY is 2^64-1).
+const maxLimit = 1 << 40
+
+// mulDiv is a*b/c without overflow, for 0 <= a <= c and b >= 0.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
 }
 
 // minAuto is the least an automatic cap is lowered to (or its ceiling,
@@ -37,6 +50,7 @@ func Fit(limit uint64, shares []Share) (caps []int, fits bool) {
 		}
 		return caps, true
 	}
+	limit = min(limit, maxLimit)
 	budget := int64(limit - Reserve(limit))
 	var fixed, ceilings, floors int64
 	fits = true
@@ -59,7 +73,7 @@ func Fit(limit uint64, shares []Share) (caps []int, fits bool) {
 			floor := int64(min(s.Max, minAuto))
 			caps[i] = int(floor)
 			if room > floors {
-				caps[i] = int(floor + (int64(s.Max)-floor)*(room-floors)/(ceilings-floors))
+				caps[i] = int(floor + mulDiv(int64(s.Max)-floor, room-floors, ceilings-floors))
 			}
 		}
 		if caps[i] > 0 {

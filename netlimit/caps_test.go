@@ -47,3 +47,30 @@ func TestFit(t *testing.T) {
 		})
 	}
 }
+
+// FuzzFit: whatever the limit and the caps, explicit caps are kept,
+// automatic ones stay within [min(ceiling, 16), ceiling], and caps that
+// fit leave the reserve free.
+func FuzzFit(f *testing.F) {
+	f.Add(uint64(20000), uint32(20000), true, uint32(5000), true, uint32(512), true)
+	f.Add(uint64(1024), uint32(0), false, uint32(5000), true, uint32(3), true)
+	f.Add(uint64(1<<20), uint32(100), false, uint32(5000), false, uint32(512), true)
+	f.Add(^uint64(0), uint32(1<<32-1), true, uint32(1<<32-1), true, uint32(1<<32-1), false)
+	f.Fuzz(func(t *testing.T, limit uint64, a uint32, aAuto bool, b uint32, bAuto bool, c uint32, cAuto bool) {
+		shares := []netlimit.Share{{Max: int(a), Auto: aAuto && a > 0}, {Max: int(b), Auto: bAuto && b > 0}, {Max: int(c), Auto: cAuto && c > 0}}
+		caps, fits := netlimit.Fit(limit, shares)
+		var sum uint64
+		for i, s := range shares {
+			switch {
+			case !s.Auto && caps[i] != s.Max:
+				t.Fatalf("explicit cap %d became %d", s.Max, caps[i])
+			case s.Auto && (caps[i] > s.Max || caps[i] < min(s.Max, 16)):
+				t.Fatalf("automatic cap of ceiling %d became %d", s.Max, caps[i])
+			}
+			sum += uint64(caps[i])
+		}
+		if l := min(limit, 1<<40); fits && l > 0 && sum+netlimit.Reserve(l) > l {
+			t.Fatalf("Fit(%d, %+v) = %v fits, but leaves less than the reserve %d", limit, shares, caps, netlimit.Reserve(limit))
+		}
+	})
+}
