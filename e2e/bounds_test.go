@@ -84,7 +84,7 @@ func flood(t *testing.T, addr string, n int) []net.Conn {
 // TestIdleRLSConnectionsStarveNothing reproduces the finding: 20,400 idle
 // TCP connections to the rate-limit port exhausted the process's file
 // descriptors and stalled xDS, RLS and admin. With ratelimit.max_connections
-// (5,000 by default) the listener holds its cap, closes the rest at once,
+// (from the open-file limit, at most 5,000) the listener holds its cap, closes the rest at once,
 // and xDS and admin still answer.
 func TestIdleRLSConnectionsStarveNothing(t *testing.T) {
 	if testing.Short() {
@@ -138,7 +138,7 @@ func TestIdleRLSConnectionsStarveNothing(t *testing.T) {
 // TestSlowAdminClientsAreCut reproduces the finding: admin connections
 // sending one byte every few seconds were held forever. With
 // admin.read_timeout the server closes them once the timeout passes; past
-// admin.max_connections new ones are refused at once; and once the slow
+// admin.max_connections one is closed at once (shed or refused); once the slow
 // ones are gone the admin answers again.
 func TestSlowAdminClientsAreCut(t *testing.T) {
 	if testing.Short() {
