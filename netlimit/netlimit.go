@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "listener_open_connections", Help: "Connections open on a listener, by listener (xds, ratelimit, admin).",
 		}, []string{"listener"}),
 		max: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "listener_max_connections", Help: "The connection cap of a listener (its <listener>.max_connections key); 0 means none.",
+			Name: "listener_max_connections", Help: "The connection cap of a listener: its <listener>.max_connections key, or the cap derived from the open-file limit when that is 0.",
 		}, []string{"listener"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "listener_connections_refused_total", Help: "Connections closed as soon as accepted because the listener was at its cap, by listener.",
