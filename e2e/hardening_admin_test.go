@@ -315,7 +315,7 @@ func TestHardeningAdminCapsFitFileLimit(t *testing.T) {
 	}
 	srv := harness.StartServer(t)
 	srv.WaitReady(t)
-	limit := processFileLimit(t, srv.PID())
+	limit := adminProcessFileLimit(t, srv.PID())
 	var sum uint64
 	caps := map[string]float64{}
 	for _, l := range []string{"xds", "ratelimit", "admin"} {
@@ -335,8 +335,8 @@ func TestHardeningAdminCapsFitFileLimit(t *testing.T) {
 	t.Logf("open-file limit %d: caps %v, reserve %d", limit, caps, netlimit.Reserve(limit))
 }
 
-// processFileLimit is the soft open-file limit of process pid.
-func processFileLimit(t *testing.T, pid int) uint64 {
+// adminProcessFileLimit is the soft open-file limit of process pid.
+func adminProcessFileLimit(t *testing.T, pid int) uint64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
 	if err != nil {
