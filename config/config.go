@@ -56,13 +56,16 @@ type XDSConfig struct {
 	ReadBufferSize  uint32          `mapstructure:"read_buffer_size"`  // bytes per connection; 0 = none
 	WriteBufferSize uint32          `mapstructure:"write_buffer_size"` // bytes per connection while writing; 0 = 32 KiB
 	MaxPendingBytes uint32          `mapstructure:"max_pending_bytes"` // encoded responses not yet written, all connections; 0 = no bound
-	MaxConnections  uint32          `mapstructure:"max_connections"`   // open connections of the listener; 0 = no cap
+	MaxConnections  uint32          `mapstructure:"max_connections"`   // open connections of the listener; 0 = from the file limit
 	SotWFullState   bool            `mapstructure:"sotw_full_state"`   // every SotW response carries every requested resource
 	ShutdownTimeout time.Duration   `mapstructure:"shutdown_timeout"`  // graceful shutdown limit, after the grace
 	ShutdownGrace   time.Duration   `mapstructure:"shutdown_grace"`    // existing streams keep being served this long after SIGTERM
 	Keepalive       KeepaliveConfig `mapstructure:"keepalive"`
 	TLS             TLSConfig       `mapstructure:"tls"`
 	Authorization   XDSAuthzConfig  `mapstructure:"authorization"`
+
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2 preface.
+	HandshakeTimeout time.Duration `mapstructure:"handshake_timeout"`
 }
 
 // KeepaliveConfig are the gRPC keepalive settings of the xDS listener.
@@ -75,7 +78,8 @@ type KeepaliveConfig struct {
 // AdminConfig configures the admin HTTP listener.
 type AdminConfig struct {
 	Address        string        `mapstructure:"address"`
-	MaxConnections uint32        `mapstructure:"max_connections"` // open connections; 0 = no cap
+	AllowedHosts   []string      `mapstructure:"allowed_hosts"`   // Host names answered besides localhost, IPs and the address's host
+	MaxConnections uint32        `mapstructure:"max_connections"` // open connections; 0 = from the file limit
 	ReadTimeout    time.Duration `mapstructure:"read_timeout"`    // whole request, headers and body
 	WriteTimeout   time.Duration `mapstructure:"write_timeout"`   // whole response
 	IdleTimeout    time.Duration `mapstructure:"idle_timeout"`    // idle keep-alive connection
@@ -293,6 +297,7 @@ func (c Config) ServerConfig() xds.Config {
 			IndexSource: c.Subsetting.IndexSource, IndexTTL: c.Subsetting.IndexTTL, GroupBy: c.Subsetting.GroupBy,
 			MaxGroups: int(c.Subsetting.MaxGroups),
 		},
+		HandshakeTimeout: c.XDS.HandshakeTimeout,
 	}
 }
 

@@ -15,7 +15,7 @@ type RateLimitConfig struct {
 	Address        string            `mapstructure:"address"`          // host:port of the RLS gRPC listener
 	Server         string            `mapstructure:"server"`           // grpc | lean
 	MaxStreams     uint32            `mapstructure:"max_streams"`      // concurrent calls per connection
-	MaxConnections uint32            `mapstructure:"max_connections"`  // open connections of the listener; 0 = no cap
+	MaxConnections uint32            `mapstructure:"max_connections"`  // open connections of the listener; 0 = from the file limit
 	Config         string            `mapstructure:"config"`           // envoyproxy/ratelimit YAML file or directory; "" = no domains
 	MergeDomains   bool              `mapstructure:"merge_domains"`    // merge files that share a domain (else an error)
 	AllowEmpty     bool              `mapstructure:"allow_empty"`      // a config path without domains is accepted (else an error)

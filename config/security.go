@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -144,6 +145,24 @@ func (c Config) validateSecurity(p *problems) {
 			"set admin.token_file (with admin.tls.* so the token does not travel in clear), or admin.allow_insecure: true if you really mean it")
 	}
 	checkTokenFile(p, "admin.token_file", c.Admin.TokenFile)
+	checkAllowedHosts(p, c.Admin.AllowedHosts)
+}
+
+// checkAllowedHosts checks admin.allowed_hosts: host names or IPs without
+// a port, "*.<domain>", or "*".
+func checkAllowedHosts(p *problems, hosts []string) {
+	for i, h := range hosts {
+		name := strings.TrimPrefix(h, "*.")
+		if h == "*" {
+			continue
+		}
+		if _, err := netip.ParseAddr(h); err == nil {
+			continue
+		}
+		if name == "" || strings.ContainsAny(name, "*:/ \t@[]") {
+			p.bad("admin.allowed_hosts", hosts, fmt.Sprintf("entry %d %q is not a host name, an IP address, \"*.<domain>\" or \"*\" (no port, no scheme)", i, h))
+		}
+	}
 }
 
 // checkTLS checks the tls: section at prefix.

@@ -20,6 +20,8 @@ func FuzzDrainAPI(f *testing.F) {
 		{"POST", "", `{"service": "api", "ttl": 30}`},
 		{"POST", "", `{"node": "n1"}`},
 		{"POST", "", `{"service": "api", "ttl": -1}`},
+		{"POST", "", `{"service": "api", "ttl": 0}`},
+		{"POST", "", `{"service": "api", "ttl": "1ns"}`},
 		{"POST", "", `{"service": "nope"}`},
 		{"POST", "", `{"service": "api"} {"service": "web"}`},
 		{"DELETE", "?service=api&endpoint=api-1", ``},
@@ -68,8 +70,8 @@ func FuzzDrainAPI(f *testing.F) {
 			if a.Until.IsZero() {
 				continue
 			}
-			if ttl := a.Until.Sub(a.Since); ttl <= 0 || ttl > MaxTTL {
-				t.Fatalf("drain %+v: ttl %v outside (0, %v]", a, ttl, MaxTTL)
+			if ttl := a.Until.Sub(a.Since); ttl < MinTTL || ttl > MaxTTL {
+				t.Fatalf("drain %+v: ttl %v outside [%v, %v]", a, ttl, MinTTL, MaxTTL)
 			}
 		}
 	})

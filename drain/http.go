@@ -17,8 +17,9 @@ const maxBody = 64 << 10
 // request is the body of POST and DELETE /v1/drain.
 type request struct {
 	Target
-	// TTL is a Go duration ("10m") or a number of seconds; absent or 0
-	// means until deleted. POST only.
+	// TTL is a Go duration ("10m") or a number of seconds in [MinTTL,
+	// MaxTTL]; absent or null means until deleted. 0, "0s" and anything
+	// under MinTTL ("1ns") are refused (400). POST only.
 	TTL json.RawMessage `json:"ttl,omitempty"`
 }
 
@@ -106,24 +107,34 @@ func decodeRequest(body io.Reader) (request, error) {
 	return req, nil
 }
 
-// parseTTL reads a TTL: a Go duration string or a number of seconds.
+// MinTTL is the shortest TTL the drain API takes: a drain that would end
+// before it reached the nodes is a mistake, and a zero TTL is not a way
+// to say "no expiry" (omit the ttl for that).
+const MinTTL = time.Second
+
+// parseTTL reads a TTL: a Go duration string or a number of seconds, in
+// [MinTTL, MaxTTL]; absent or null is 0 (until deleted).
 func parseTTL(raw json.RawMessage) (time.Duration, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, nil
 	}
+	var d time.Duration
 	var str string
 	if err := json.Unmarshal(raw, &str); err == nil {
-		d, err := time.ParseDuration(strings.TrimSpace(str))
-		if err != nil {
+		if d, err = time.ParseDuration(strings.TrimSpace(str)); err != nil {
 			return 0, fmt.Errorf("%w: ttl: %w", ErrInvalid, err)
 		}
-		return d, nil
+	} else {
+		secs, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || secs != secs || secs < 0 || secs > MaxTTL.Seconds() {
+			return 0, fmt.Errorf("%w: ttl %s is neither a duration like \"10m\" nor seconds in [%v, %v]", ErrInvalid, raw, MinTTL.Seconds(), MaxTTL.Seconds())
+		}
+		d = time.Duration(secs * float64(time.Second))
 	}
-	secs, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil || secs != secs || secs < 0 || secs > MaxTTL.Seconds() {
-		return 0, fmt.Errorf("%w: ttl %s is neither a duration like \"10m\" nor seconds in [0, %v]", ErrInvalid, raw, MaxTTL.Seconds())
+	if d < MinTTL || d > MaxTTL {
+		return 0, fmt.Errorf("%w: ttl %s is not in [%v, %v]; omit ttl for a drain until deleted", ErrInvalid, raw, MinTTL, MaxTTL)
 	}
-	return time.Duration(secs * float64(time.Second)), nil
+	return d, nil
 }
 
 func writeError(w http.ResponseWriter, err error) {

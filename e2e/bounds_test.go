@@ -84,7 +84,7 @@ func flood(t *testing.T, addr string, n int) []net.Conn {
 // TestIdleRLSConnectionsStarveNothing reproduces the finding: 20,400 idle
 // TCP connections to the rate-limit port exhausted the process's file
 // descriptors and stalled xDS, RLS and admin. With ratelimit.max_connections
-// (5,000 by default) the listener holds its cap, closes the rest at once,
+// (from the open-file limit, at most 5,000) the listener holds its cap, closes the rest at once,
 // and xDS and admin still answer.
 func TestIdleRLSConnectionsStarveNothing(t *testing.T) {
 	if testing.Short() {
@@ -99,9 +99,13 @@ func TestIdleRLSConnectionsStarveNothing(t *testing.T) {
 		n = int(limit) - 1000
 		t.Logf("open file limit %d: flooding with %d connections instead of %d", limit, n, want)
 	}
-	const capacity = 5000 // ratelimit.max_connections' default
 	srv := harness.StartServer(t)
 	srv.WaitReady(t)
+	// ratelimit.max_connections' default: derived from the open-file limit, at most 5,000
+	capacity := int(metricValue(t, srv, "", `listener_max_connections{listener="ratelimit"}`))
+	if capacity <= 0 || capacity > 5000 || capacity >= n {
+		t.Fatalf("ratelimit cap %d for a flood of %d", capacity, n)
+	}
 
 	flood(t, srv.RateLimitAddr, n)
 	awaitMetric(t, srv, `listener_open_connections{listener="ratelimit"} `+strconv.Itoa(capacity))
@@ -134,7 +138,7 @@ func TestIdleRLSConnectionsStarveNothing(t *testing.T) {
 // TestSlowAdminClientsAreCut reproduces the finding: admin connections
 // sending one byte every few seconds were held forever. With
 // admin.read_timeout the server closes them once the timeout passes; past
-// admin.max_connections new ones are refused at once; and once the slow
+// admin.max_connections one is closed at once (shed or refused); once the slow
 // ones are gone the admin answers again.
 func TestSlowAdminClientsAreCut(t *testing.T) {
 	if testing.Short() {
@@ -150,7 +154,7 @@ func TestSlowAdminClientsAreCut(t *testing.T) {
 	closedAt := []time.Duration{}
 	for _, c := range conns {
 		wg.Go(func() {
-			_, _ = c.Write([]byte("POST /v1/drain HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")) // the body never ends
+			_, _ = c.Write([]byte("POST /v1/drain HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")) // the body never ends
 			_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 			// EOF, or a reset when the server closed with the request unread
 			if _, err := io.ReadAll(c); err == nil || errors.Is(err, syscall.ECONNRESET) {
@@ -171,7 +175,16 @@ func TestSlowAdminClientsAreCut(t *testing.T) {
 			t.Errorf("a slow connection was held %v, want about admin.read_timeout (2s)", d)
 		}
 	}
-	awaitMetric(t, srv, `listener_connections_refused_total{listener="admin"} `+strconv.Itoa(slow-capacity))
+	// Past the cap the idlest connection is shed (or, once all are in a
+	// request, the new one refused): either way it is closed at once.
+	deadline := time.Now().Add(20 * time.Second)
+	for metricValue(t, srv, "", `listener_connections_refused_total{listener="admin"}`)+
+		metricValue(t, srv, "", `listener_connections_shed_total{listener="admin"}`) != slow-capacity {
+		if time.Now().After(deadline) {
+			t.Fatalf("refused + shed admin connections never reached %d", slow-capacity)
+		}
+		time.Sleep(100 * time.Millisecond) // polling the server's metrics
+	}
 	resp, err := http.Get("http://" + srv.AdminAddr + "/healthz")
 	if err != nil {
 		t.Fatalf("admin after the slow clients: %v", err)

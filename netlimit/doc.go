@@ -3,8 +3,12 @@
 // every connection accepted past the cap at once (so a flood on one
 // listener costs the process at most its cap in file descriptors, and
 // the other listeners keep answering), and counts open and refused
-// connections per listener. It also raises the process's open-file limit
-// to its hard limit.
+// connections per listener. A listener may instead shed its idlest
+// connection at the cap (ShedIdle, for HTTP: slow clients cannot hold
+// every slot), and every listener counts connections whose read hit a
+// deadline. It also raises the process's open-file limit to its hard
+// limit, and Fit shares that limit between the listeners' caps, keeping
+// a Reserve for everything else.
 //
 // netlimit must not import any other package of this module.
 //

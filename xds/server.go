@@ -54,6 +54,9 @@ type Config struct {
 	// MaxPendingBytes bounds the encoded responses waiting to be written
 	// to nodes, over all connections (see sendBudget); 0 means no bound.
 	MaxPendingBytes int64
+	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface; at most 2m, 0 means 5s.
+	HandshakeTimeout time.Duration
 	// SotWFullState makes every state-of-the-world response carry every
 	// requested resource of its type. By default load assignment (EDS)
 	// and route configuration (RDS) responses carry only the resources
@@ -89,11 +92,14 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"xds.debounce": c.Debounce, "xds.max_delay": c.MaxDelay, "xds.node_grace": c.NodeGrace,
 		"xds.keepalive.time": c.Keepalive.Time, "xds.keepalive.timeout": c.Keepalive.Timeout,
-		"xds.keepalive.min_time": c.Keepalive.MinTime,
+		"xds.keepalive.min_time": c.Keepalive.MinTime, "xds.handshake_timeout": c.HandshakeTimeout,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("xds: %s: %v is negative", name, d))
 		}
+	}
+	if c.HandshakeTimeout > 2*time.Minute {
+		errs = append(errs, fmt.Errorf("xds: xds.handshake_timeout: %v is longer than 2m", c.HandshakeTimeout))
 	}
 	if c.MaxPendingBytes < 0 {
 		errs = append(errs, fmt.Errorf("xds: xds.max_pending_bytes: %d is negative", c.MaxPendingBytes))
@@ -125,6 +131,7 @@ func (c Config) withDefaults() Config {
 	c.Keepalive.Time = cmp.Or(c.Keepalive.Time, 30*time.Second)
 	c.Keepalive.Timeout = cmp.Or(c.Keepalive.Timeout, 10*time.Second)
 	c.Keepalive.MinTime = cmp.Or(c.Keepalive.MinTime, 10*time.Second)
+	c.HandshakeTimeout = cmp.Or(c.HandshakeTimeout, 5*time.Second)
 	c.MaxStreams = cmp.Or(c.MaxStreams, 1000)
 	c.Buffers.Write = cmp.Or(c.Buffers.Write, 32<<10)
 	if c.Settings == nil {
@@ -189,6 +196,7 @@ func New(cfg Config) (*Server, error) {
 	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
+		grpc.ConnectionTimeout(cfg.HandshakeTimeout), // a connection that never sends the preface is closed
 		// Nodes hold their streams open for hours and mostly idle: release
 		// the write buffer between writes and read without a buffer by
 		// default, which cuts per-connection memory by about 60 KiB.

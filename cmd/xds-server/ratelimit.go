@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -83,6 +84,7 @@ func newGRPCServer(cfg config.RateLimitConfig, svc *ratelimit.Service, log *slog
 	// windows turn off grpc-go's bandwidth estimation, whose pings (and
 	// their acks, from every client) buy nothing for messages of a few
 	// hundred bytes: about 2 µs of server CPU per decision less.
+	opts = append(opts, grpc.ConnectionTimeout(10*time.Second)) // TLS and HTTP/2 preface, as the lean server's
 	g := grpc.NewServer(append(append(opts, ratelimit.ServerOptions()...), grpc.NumStreamWorkers(128),
 		grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(4<<20), grpc.MaxConcurrentStreams(cfg.MaxStreams))...)
 	svc.Register(g)

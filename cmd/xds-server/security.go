@@ -94,7 +94,8 @@ func requireToken(next http.Handler, token *certs.File, unauthorized prometheus.
 
 // newAdminServer is the admin HTTP server: HTTPS with admin.tls, the
 // bearer token of admin.token_file, cross-origin browser requests that
-// would change state refused (refuseCrossOrigin).
+// would change state refused (refuseCrossOrigin), foreign Host names
+// refused (refuseMisdirected).
 func newAdminServer(c config.AdminConfig, sec security, h http.Handler, reg prometheus.Registerer) (*http.Server, error) {
 	if c.TokenFile != "" {
 		token, err := certs.NewFile(c.TokenFile, 0, nil)
@@ -107,7 +108,8 @@ func newAdminServer(c config.AdminConfig, sec security, h http.Handler, reg prom
 		reg.MustRegister(unauthorized)
 		h = requireToken(h, token, unauthorized)
 	}
-	h = refuseCrossOrigin(h, newCrossOriginRefused(reg)) // before the token: a forged request is refused whatever it carries
+	h = refuseCrossOrigin(h, newCrossOriginRefused(reg))                                            // before the token: a forged request is refused whatever it carries
+	h = refuseMisdirected(h, newHostAllow(c.Address, c.AllowedHosts), newHostRefused(reg), sec.log) // DNS rebinding: before all
 	tc, err := sec.serverTLS("admin", c.TLS)
 	if err != nil {
 		return nil, err

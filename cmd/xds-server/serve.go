@@ -38,7 +38,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	checkFileLimit(cfg, log)
+	cfg = fitConnectionCaps(cfg, log)
 	reg := newRegistry()
 	lm := netlimit.NewMetrics(reg)
 	dm := discovery.NewMetrics(reg)
@@ -75,6 +75,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		xdsLis.Close()
 		return err
 	}
+	adminLis.ShedIdle() // a full admin cap sheds its idlest connection: /healthz stays answerable
 	hap, err := newHA(cfg, log, reg)
 	if err != nil {
 		xdsLis.Close()
@@ -152,6 +153,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		rl.closeStore()
 		return err
 	}
+	admin.ConnState = adminLis.ConnState
 
 	bg, cancelBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -212,27 +214,9 @@ func serve(cfg config.Config, logOut io.Writer) error {
 	return runErr
 }
 
-// checkFileLimit raises the open file limit to its hard limit and warns
-// when the listeners' connection caps together could exhaust it.
-func checkFileLimit(cfg config.Config, log *slog.Logger) {
-	n, err := netlimit.RaiseFileLimit()
-	if err != nil {
-		log.Warn("could not raise the open file limit", "limit", n, "error", err)
-	}
-	caps := uint64(cfg.XDS.MaxConnections) + uint64(cfg.RateLimit.MaxConnections) + uint64(cfg.Admin.MaxConnections)
-	const reserve = 1024 // Consul, Redis, ORCA clients, files
-	if n > 0 && caps+reserve > n {
-		log.Warn("the listeners' connection caps together exceed the open file limit; lower them or raise the limit (ulimit -n)",
-			"limit", n, "xds.max_connections", cfg.XDS.MaxConnections, "ratelimit.max_connections", cfg.RateLimit.MaxConnections,
-			"admin.max_connections", cfg.Admin.MaxConnections)
-		return
-	}
-	log.Info("open file limit", "limit", n, "connection_caps", caps)
-}
-
 // listen opens a TCP listener named name (its metrics' label) holding at
 // most max connections (0: no cap).
-func listen(name, addr string, max uint32, m *netlimit.Metrics) (net.Listener, error) {
+func listen(name, addr string, max uint32, m *netlimit.Metrics) (*netlimit.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s listener: %w", name, err)
