@@ -146,6 +146,7 @@ var Keys = []Key{
 	k("discovery.source", "static", "discovery source: static or consul"),
 	k("discovery.mass_removal_guard", 0.5, "hold a discovery update that removes more than this fraction of all instances (an emptied catalog, a truncated file), in (0, 1]; 1: off", "mass-removal-guard"),
 	k("discovery.mass_removal_hold", 30*time.Second, "how long such an update is held before it is applied (a newer update that keeps the instances cancels the hold); 0: off", "mass-removal-guard"),
+	k("discovery.mass_removal_window", 5*time.Minute, "removals are measured per service against the most instances it had within this window, so removals a few at a time add up; 0: against the last applied update only", "mass-removal-guard"),
 	k("discovery.static.file", "examples/endpoints.yaml", "YAML file of services and endpoints, reloaded on change (the built-in example if this default path does not exist)", "static-endpoints-file"),
 	k("discovery.static.poll_interval", time.Second, "how often the static file is checked for changes"),
 	k("discovery.consul.address", "127.0.0.1:8500", "Consul HTTP API: host:port, or a URL with http://, https:// or unix://", "using-it-with-consul"),
