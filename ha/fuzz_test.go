@@ -2,8 +2,11 @@ package ha
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xds-server/xds-server/drain"
 )
 
 // FuzzDecodeDrain feeds arbitrary KV values (anyone with KV write access
@@ -25,6 +28,12 @@ func FuzzDecodeDrain(f *testing.F) {
 		}
 		if (a.Node == "") == (a.Service == "") || (a.Node != "" && a.Endpoint != "") {
 			t.Fatalf("accepted an invalid target %+v", a.Target)
+		}
+		if len(val) > maxDrainValue || len(a.Service) > MaxKVNameBytes || len(a.Endpoint) > MaxKVNameBytes || len(a.Node) > MaxKVNameBytes {
+			t.Fatalf("accepted %d bytes with names of %d, %d, %d bytes", len(val), len(a.Service), len(a.Endpoint), len(a.Node))
+		}
+		if !a.Until.IsZero() && a.Until.Sub(a.Since) > drain.MaxTTL {
+			t.Fatalf("accepted a drain from %v until %v", a.Since, a.Until)
 		}
 		key := l.Drain(a.Target)
 		rest, ok := strings.CutPrefix(key, l.Drains())
@@ -55,6 +64,8 @@ func FuzzDecodeDeparted(f *testing.F) {
 	for _, seed := range []string{
 		`{"service":"api","endpoint":{"ID":"a","Address":"10.0.0.1","Port":80},"until":"2026-01-02T04:04:05Z"}`,
 		`{"service":"api","endpoint":{"ID":"a"}}`, `{"service":"","endpoint":{"ID":"a"},"until":"2026-01-02T04:04:05Z"}`, `{}`, `null`, `[`,
+		`{"service":"web","endpoint":{"ID":"w","Address":"6.6.6.6","Port":6666,"Drain":"evil,admin"},"until":"2099-01-01T00:00:00Z"}`,
+		`{"service":"web","endpoint":{"ID":"w","Address":"a..b","Port":1},"until":"2026-01-02T04:04:05Z"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -66,6 +77,18 @@ func FuzzDecodeDeparted(f *testing.F) {
 		}
 		if d.Service == "" || d.Endpoint.ID == "" || d.Until.IsZero() {
 			t.Fatalf("accepted %+v", d)
+		}
+		ep := d.Endpoint
+		if len(val) > maxDepartedValue || len(d.Service) > MaxKVNameBytes || len(ep.ID) > MaxKVNameBytes || len(ep.Node) > MaxKVNameBytes {
+			t.Fatalf("accepted %d bytes with names of %d, %d, %d bytes", len(val), len(d.Service), len(ep.ID), len(ep.Node))
+		}
+		if ep.Port < 1 || ep.Port > 65535 || !validAddress(ep.Address) {
+			t.Fatalf("accepted the endpoint %q port %d", ep.Address, ep.Port)
+		}
+		for _, why := range strings.Split(ep.Drain, ",") {
+			if why != "" && !slices.Contains(drain.Sources, why) {
+				t.Fatalf("kept the drain reason %q", why)
+			}
 		}
 		rest, ok := strings.CutPrefix(l.DepartedKey(d.Service, d.Endpoint.ID), l.Departed())
 		if !ok || strings.Count(rest, "/") != 1 {
