@@ -120,6 +120,10 @@ const (
 	RefusedNotSeen        = "not_seen"        // it left after this replica started, yet discovery here never had it
 )
 
+// DepartSkew is the slack allowed between the replicas' clocks when
+// judging whether a departure happened before this replica started.
+const DepartSkew = 5 * time.Second
+
 // Refused is a shared departure this replica does not serve, and why.
 type Refused struct {
 	Departed
@@ -130,7 +134,7 @@ type Refused struct {
 // it is: it must end within the service's drain window from now, and be
 // of an endpoint discovery saw here (seen: it left here too), or else of
 // a service discovery serves, departed before this replica started (so it
-// could not have seen it).
+// could not have seen it; DepartSkew allowed).
 func (d *Overlay) refusal(g Departed, seen bool, registered map[string]map[string]discovery.Endpoint, now time.Time) string {
 	w := time.Duration(0)
 	if d.cfg.Window != nil {
@@ -145,7 +149,7 @@ func (d *Overlay) refusal(g Departed, seen bool, registered map[string]map[strin
 		return ""
 	case !served:
 		return RefusedUnknownService
-	case !g.Until.Add(-w).Before(d.start):
+	case !g.Until.Add(-w).Before(d.start.Add(DepartSkew)):
 		return RefusedNotSeen
 	}
 	return ""
