@@ -39,6 +39,17 @@ package nodeindex
 // this replica's holds to it; a node whose index was given away meanwhile
 // gets a new one, which is logged.
 //
+// A stored value that does not decode (anyone who can write the KV can
+// write one) is repaired by the next round that reads it, and written back
+// with check-and-set on the corrupt value's ModifyIndex (so under the
+// table's lock): a slot whose node repeats an earlier one or is too long is
+// freed, bad holders and release times are dropped (reserved from now);
+// a value that does not parse at all is rebuilt from the last good table
+// this replica read. Every round also puts back this replica's own holds
+// that a repair by another replica lost, at their index when it is free
+// (counted in xds_subset_index_holds_lost_total when it is not). A table of
+// a newer version is never overwritten.
+//
 // Size: Consul limits a value to 512 KiB by default (kv_max_value_size); a
 // slot takes about 30 bytes plus its node id, so one group holds roughly
 // 5,000 to 10,000 nodes unless that limit is raised.
@@ -56,6 +67,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -77,6 +89,8 @@ type ConsulConfig struct {
 	Replica string        // this replica's name, for session naming and debugging; "" means the hostname
 	Logger  *slog.Logger  // nil discards
 	Now     func() time.Time
+	// Registerer takes the repair metrics; nil: not registered.
+	Registerer prometheus.Registerer
 	// SessionTTL is the TTL of this replica's Consul session, in [10s, 24h];
 	// 0 means 15s. A crashed replica's holds lapse about 2 x SessionTTL after
 	// its last renewal.
@@ -111,6 +125,7 @@ type Consul struct {
 	sessionTTL time.Duration
 	log        *slog.Logger
 	now        func() time.Time
+	metrics    consulMetrics
 
 	ctx    context.Context // canceled by Close, after its own releases
 	cancel context.CancelFunc
@@ -146,6 +161,11 @@ func NewConsul(ctx context.Context, cfg ConsulConfig) (*Consul, error) {
 	if t.replica == "" {
 		t.replica, _ = os.Hostname()
 	}
+	m, err := newConsulMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	t.metrics = m
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}

@@ -83,6 +83,8 @@ type groupQueue struct {
 	running bool
 	gen     uint64              // Acquire submissions so far
 	held    map[string]heldNode // nodes this replica holds or is acquiring
+
+	good []byte // the last stored value that decoded; used by the drain goroutine only
 }
 
 type heldNode struct {
@@ -289,12 +291,13 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	if pair != nil {
 		old, modify = pair.Value, pair.ModifyIndex
 	}
-	tb, err := decodeIndexTable(old)
-	if err != nil {
-		return res, false, fmt.Errorf("%s: %w", q.key, err)
-	}
 	session, own := t.sessionState()
 	now := t.now()
+	tb, rep, err := t.readTable(q, old, now)
+	if err != nil {
+		return res, false, err
+	}
+	lost := tb.reassert(q.heldIndices(), session, t.replica)
 	if needsLiveness(tb, ops, session) {
 		alive, err := t.liveSessions(ctx)
 		if err != nil {
@@ -314,6 +317,10 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 		(&api.WriteOptions{}).WithContext(ctx))
 	if err != nil {
 		return res, false, fmt.Errorf("write %s: %w", q.key, err)
+	}
+	if ok {
+		q.good = data
+		t.repaired(q, rep, lost)
 	}
 	return res, ok, nil
 }

@@ -140,6 +140,7 @@ func TestConsulIndex(t *testing.T) {
 		"lost session moves the holds to a new one":   consulLostSession,
 		"groups are separate tables":                  consulGroups,
 		"acquire given up by its context is released": consulAbandonedAcquire,
+		"a corrupt table is repaired":                 consulCorruptTable,
 	} {
 		t.Run(name, func(t *testing.T) {
 			prefix := "test/" + strings.NewReplacer(" ", "-", "'", "", ",", "", ".", "").Replace(name)
