@@ -12,9 +12,9 @@ import (
 
 // repairReport says what repairIndexTable changed.
 type repairReport struct {
-	Rebuilt bool // the value did not parse: the table was rebuilt from the last good one this replica read (or empty)
-	Dropped int  // slots freed: a duplicate or oversized node, or a node without a usable state
-	Fixed   int  // slots kept with bad parts dropped (holders out of range or repeated, a bad release time)
+	Rebuilt bool   // the value did not parse: the table was rebuilt from the last good one this replica read (or empty)
+	Dropped int    // slots freed: a duplicate or oversized node, or a node without a usable state
+	Fixed   int    // slots kept with bad parts dropped (holders out of range or repeated, a bad release time)
 	Cause   string // why the value was refused
 }
 
