@@ -39,13 +39,15 @@ package nodeindex
 // this replica's holds to it; a node whose index was given away meanwhile
 // gets a new one, which is logged.
 //
-// A stored value that does not decode (anyone who can write the KV can
-// write one) is repaired by the next round that reads it, and written back
-// with check-and-set on the corrupt value's ModifyIndex (so under the
-// table's lock): a slot whose node repeats an earlier one or is too long is
-// freed, bad holders and release times are dropped (reserved from now);
-// a value that does not parse at all is rebuilt from the last good table
-// this replica read. Every round also puts back this replica's own holds
+// Every write also sets <prefix>/index-backup/group=<group> to the same
+// value, in the same transaction. A stored value that does not decode
+// (anyone who can write the KV can write one) is replaced by the next round
+// that reads it, written back with check-and-set on the corrupt value's
+// ModifyIndex (so under the table's lock): restored from the backup when
+// that decodes; else repaired (a slot whose node repeats an earlier one or
+// is too long is freed, bad holders dropped) or, when it does not parse at
+// all, rebuilt from the last good table this replica read; the release
+// times of a repaired or rebuilt table are untrusted and start afresh. Every round also puts back this replica's own holds
 // that a repair by another replica lost, at their index when it is free
 // (counted in xds_subset_index_holds_lost_total when it is not). A table of
 // a newer version is never overwritten.
@@ -252,6 +254,12 @@ func (t *Consul) Close() error {
 // key is the KV key of group's table.
 func (t *Consul) key(group string) string {
 	return t.prefix + "/index/group=" + url.PathEscape(group)
+}
+
+// backupKey is the key of the copy of group's table, written in the same
+// transaction as the table: what a corrupt table is restored from.
+func (t *Consul) backupKey(group string) string {
+	return t.prefix + "/index-backup/group=" + url.PathEscape(group)
 }
 
 // sessionState returns the current session and a predicate for every

@@ -77,6 +77,7 @@ func (op *indexOp) deliver(r indexResult) bool {
 // batches them: a single drain goroutine runs while ops are pending.
 type groupQueue struct {
 	group, key string
+	backup     string // key of the copy of the table written with it
 
 	mu      sync.Mutex
 	pending []*indexOp
@@ -107,7 +108,7 @@ func (t *Consul) submit(group string, op *indexOp) error {
 	}
 	q := t.groups[group]
 	if q == nil {
-		q = &groupQueue{group: group, key: t.key(group), held: map[string]heldNode{}}
+		q = &groupQueue{group: group, key: t.key(group), backup: t.backupKey(group), held: map[string]heldNode{}}
 		t.groups[group] = q
 	}
 	t.enqueue(q, op)
@@ -293,7 +294,7 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	}
 	session, own := t.sessionState()
 	now := t.now()
-	tb, rep, err := t.readTable(q, old, now)
+	tb, rep, err := t.readTable(ctx, q, old, now)
 	if err != nil {
 		return res, false, err
 	}
@@ -313,8 +314,10 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	if bytes.Equal(data, old) || (pair == nil && len(tb.slots) == 0) {
 		return res, true, nil // nothing to write
 	}
-	ok, _, err = t.client.KV().CAS(&api.KVPair{Key: q.key, Value: data, ModifyIndex: modify},
-		(&api.WriteOptions{}).WithContext(ctx))
+	ok, _, _, err = t.client.Txn().Txn(api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: q.key, Value: data, Index: modify}},
+		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.backup, Value: data}},
+	}, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return res, false, fmt.Errorf("write %s: %w", q.key, err)
 	}

@@ -1,6 +1,7 @@
 package nodeindex
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,14 +9,17 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hashicorp/consul/api"
 )
 
 // repairReport says what repairIndexTable changed.
 type repairReport struct {
-	Rebuilt bool   // the value did not parse: the table was rebuilt from the last good one this replica read (or empty)
-	Dropped int    // slots freed: a duplicate or oversized node, or a node without a usable state
-	Fixed   int    // slots kept with bad parts dropped (holders out of range or repeated, a bad release time)
-	Cause   string // why the value was refused
+	Restored bool   // the table was restored from its backup (the rest is zero)
+	Rebuilt  bool   // the value did not parse: the table was rebuilt from the last good one this replica read (or empty)
+	Dropped  int    // slots freed: a duplicate or oversized node, or a node without a usable state
+	Fixed    int    // slots kept with bad parts dropped (holders out of range or repeated, a bad release time)
+	Cause    string // why the value was refused
 }
 
 // repairIndexTable makes a table of a stored value decodeIndexTable
@@ -38,6 +42,7 @@ func repairIndexTable(data, good []byte, now time.Time) (*indexTable, repairRepo
 		if gerr != nil {
 			tb = newIndexTable()
 		}
+		tb.reserveAfresh(now)
 		return tb, repairReport{Rebuilt: true}, nil
 	}
 	var rep repairReport
@@ -62,7 +67,20 @@ func repairIndexTable(data, good []byte, now time.Time) (*indexTable, repairRepo
 		tb.slots[i] = s
 		tb.byNode[s.node] = i
 	}
+	tb.reserveAfresh(now)
 	return tb, rep, nil
+}
+
+// reserveAfresh makes every released slot reserved from now: the release
+// times of a corrupt table are not trusted (a node another replica still
+// holds may be marked released long ago), so every reservation runs a
+// whole TTL, time for the holders to put their holds back.
+func (tb *indexTable) reserveAfresh(now time.Time) {
+	for i := range tb.slots {
+		if s := &tb.slots[i]; s.node != "" && !s.held() {
+			s.releasedAt = now
+		}
+	}
 }
 
 // repairSlot decodes a slot with a node, dropping what is wrong in it;
@@ -141,11 +159,11 @@ func b2i(b bool) int {
 // isNewer reports whether err says a table is of a newer version.
 func isNewer(err error) bool { return errors.Is(err, errTableNewer) }
 
-// readTable decodes a group's stored value; a corrupt one is repaired
-// (rep says how; the caller writes it back with check-and-set on the
-// value read, so the repair is made under the table's lock). A table of a
-// newer version is an error.
-func (t *Consul) readTable(q *groupQueue, old []byte, now time.Time) (*indexTable, *repairReport, error) {
+// readTable decodes a group's stored value; a corrupt one is restored
+// from the backup, or repaired (rep says how; the caller writes it back
+// with check-and-set on the value read, so under the table's lock). A
+// table of a newer version is an error.
+func (t *Consul) readTable(ctx context.Context, q *groupQueue, old []byte, now time.Time) (*indexTable, *repairReport, error) {
 	tb, err := decodeIndexTable(old)
 	if err == nil {
 		q.good = old
@@ -153,6 +171,15 @@ func (t *Consul) readTable(q *groupQueue, old []byte, now time.Time) (*indexTabl
 	}
 	if isNewer(err) {
 		return nil, nil, fmt.Errorf("%s: %w", q.key, err)
+	}
+	pair, _, berr := t.client.KV().Get(q.backup, (&api.QueryOptions{}).WithContext(ctx))
+	if berr != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", q.backup, berr)
+	}
+	if pair != nil && len(pair.Value) > 0 {
+		if tb, berr := decodeIndexTable(pair.Value); berr == nil {
+			return tb, &repairReport{Restored: true, Cause: err.Error()}, nil
+		}
 	}
 	tb, rep, rerr := repairIndexTable(old, q.good, now)
 	if rerr != nil {
@@ -186,7 +213,10 @@ func (t *Consul) repaired(q *groupQueue, rep *repairReport, lost int) {
 		return
 	}
 	how := "repaired"
-	if rep.Rebuilt {
+	switch {
+	case rep.Restored:
+		how = "restored"
+	case rep.Rebuilt:
 		how = "rebuilt"
 	}
 	t.metrics.repairs.WithLabelValues(how).Inc()

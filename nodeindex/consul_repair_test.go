@@ -3,11 +3,13 @@ package nodeindex
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestRepairIndexTable(t *testing.T) {
@@ -65,9 +67,12 @@ func TestRepairIndexTable(t *testing.T) {
 	if _, _, err := repairIndexTable([]byte(`{"version":2,"slots":"whatever"}`), nil, now); !errors.Is(err, errTableNewer) {
 		t.Errorf("a newer version: %v, want errTableNewer", err)
 	}
-	tb, _, _ := repairIndexTable([]byte(`{"version":1,"slots":[{"node":"x","released_at":"yesterday"}]}`), nil, now)
-	if !tb.slots[0].releasedAt.Equal(now) {
-		t.Errorf("released at %v, want now", tb.slots[0].releasedAt)
+	for _, v := range []string{`{"version":1,"slots":[{"node":"x","released_at":"yesterday"}]}`,
+		`{"version":1,"slots":[{"node":"x","released_at":"2020-01-01T00:00:00Z"},{"node":"x"}]}`} {
+		tb, _, _ := repairIndexTable([]byte(v), nil, now)
+		if !tb.slots[0].releasedAt.Equal(now) {
+			t.Errorf("%s: released at %v, want now (release times of a corrupt table start afresh)", v, tb.slots[0].releasedAt)
+		}
 	}
 }
 
@@ -130,37 +135,58 @@ func FuzzIndexTable(f *testing.F) {
 	})
 }
 
-// consulCorruptTable: a corrupt table (duplicate slots, then garbage) is
-// repaired under check-and-set by the first replica that writes the
-// group; two replicas never hand out one index to two nodes, and a node a
-// replica held before the corruption keeps its index.
+// consulCorruptTable: a corrupt table (duplicate slots, then garbage,
+// then a duplicate with the backup garbage too) is restored from its
+// backup, or repaired, under check-and-set by the first replica that
+// writes the group; two replicas never hand out one index to two nodes,
+// and the nodes placed before keep theirs.
 func consulCorruptTable(t *testing.T, e *consulIndexEnv) {
 	a, b := e.replica(t, "a"), e.replica(t, "b")
 	consulAcquire(t, a, "g", "na", 0)
 	consulAcquire(t, b, "g", "nb", 1)
-	key := a.key("g")
-	for _, corrupt := range []string{
-		`{"version":1,"slots":[{"node":"x","released_at":"2025-01-02T03:04:05Z"},{"node":"x","released_at":"2025-01-02T03:04:05Z"}]}`,
-		`not a table`,
-	} {
-		if _, err := e.client.KV().Put(&api.KVPair{Key: key, Value: []byte(corrupt)}, nil); err != nil {
+	key, backup := a.key("g"), a.backupKey("g")
+	put := func(k, v string) {
+		if _, err := e.client.KV().Put(&api.KVPair{Key: k, Value: []byte(v)}, nil); err != nil {
 			t.Fatal(err)
 		}
-		got := map[int]string{}
+	}
+	got := map[int]string{0: "na", 1: "nb"}
+	for round, corrupt := range []func(){
+		func() { put(key, `{"version":1,"slots":[{"node":"x","released_at":"2025-01-02T03:04:05Z"},{"node":"x"}]}`) },
+		func() { put(key, `not a table`) },
+		func() { // the current table with its first slot repeated, and no backup to restore
+			pair, _, err := e.client.KV().Get(key, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := string(pair.Value)
+			i := strings.Index(v, `"slots":[`) + len(`"slots":[`)
+			first := v[i : strings.Index(v[i:], "}")+i+1]
+			put(key, strings.TrimSuffix(strings.TrimSuffix(v, "}"), "]")+","+first+"]}")
+			put(backup, "garbage")
+		},
+	} {
+		corrupt()
 		for i, r := range []*Consul{b, a, b, a} {
-			node := "new-" + corrupt[:3] + string(rune('0'+i))
+			node := fmt.Sprintf("new-%d-%d", round, i)
 			idx, err := r.Acquire(context.Background(), "g", node)
 			if err != nil {
-				t.Fatalf("%s: acquire %s on a corrupt table: %v", r.replica, node, err)
+				t.Fatalf("round %d: %s: acquire %s on a corrupt table: %v", round, r.replica, node, err)
 			}
-			if prev, dup := got[idx]; dup || idx <= 1 {
-				t.Fatalf("%s gave %s index %d, already %q's (or na's, nb's)", r.replica, node, idx, prev)
+			if prev, dup := got[idx]; dup {
+				t.Fatalf("round %d: %s gave %s index %d, already %s's", round, r.replica, node, idx, prev)
 			}
 			got[idx] = node
 		}
 		tb := e.table(t, a, "g")
 		if tb.byNode["na"] != 0 || tb.byNode["nb"] != 1 {
-			t.Fatalf("after the repair na at %d, nb at %d; want 0 and 1 (slots %+v)", tb.byNode["na"], tb.byNode["nb"], tb.slots)
+			t.Fatalf("round %d: after the repair na at %d, nb at %d; want 0 and 1 (slots %+v)", round, tb.byNode["na"], tb.byNode["nb"], tb.slots)
 		}
+	}
+	lost := testutil.ToFloat64(a.metrics.lost) + testutil.ToFloat64(b.metrics.lost)
+	restored := testutil.ToFloat64(a.metrics.repairs.WithLabelValues("restored")) + testutil.ToFloat64(b.metrics.repairs.WithLabelValues("restored"))
+	repaired := testutil.ToFloat64(a.metrics.repairs.WithLabelValues("repaired")) + testutil.ToFloat64(b.metrics.repairs.WithLabelValues("repaired"))
+	if lost != 0 || restored != 2 || repaired != 1 {
+		t.Errorf("lost %v, restored %v, repaired %v; want 0, 2, 1", lost, restored, repaired)
 	}
 }

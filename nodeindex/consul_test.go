@@ -350,7 +350,7 @@ func consulGroups(t *testing.T, e *consulIndexEnv) {
 		consulAcquire(t, a, g, "n", 0)
 	}
 	consulAcquire(t, a, "a/b", "m", 1)
-	keys, _, err := e.client.KV().Keys(e.prefix+"/", "", nil)
+	keys, _, err := e.client.KV().Keys(e.prefix+"/index/", "", nil) // and a backup of each under index-backup/
 	if err != nil {
 		t.Fatal(err)
 	}
