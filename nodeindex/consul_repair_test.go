@@ -152,7 +152,9 @@ func consulCorruptTable(t *testing.T, e *consulIndexEnv) {
 	}
 	got := map[int]string{0: "na", 1: "nb"}
 	for round, corrupt := range []func(){
-		func() { put(key, `{"version":1,"slots":[{"node":"x","released_at":"2025-01-02T03:04:05Z"},{"node":"x"}]}`) },
+		func() {
+			put(key, `{"version":1,"slots":[{"node":"x","released_at":"2025-01-02T03:04:05Z"},{"node":"x"}]}`)
+		},
 		func() { put(key, `not a table`) },
 		func() { // the current table with its first slot repeated, and no backup to restore
 			pair, _, err := e.client.KV().Get(key, nil)
