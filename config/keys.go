@@ -144,7 +144,7 @@ var Keys = []Key{
 	k("admin.token_file", "", "file holding a bearer token: /v1/*, /json and /debug/* then need Authorization: Bearer <token> (401 otherwise); reloaded when it changes; /healthz, /readyz and /metrics stay open", "security"),
 	k("admin.allow_insecure", false, "allow a non-loopback admin.address that asks for neither a bearer token (admin.token_file) nor client certificates (admin.tls.client_ca_file): anyone who reaches it may drain endpoints and read the debug pages", "security"),
 	k("discovery.source", "static", "discovery source: static or consul"),
-	k("discovery.mass_removal_guard", 0.5, "hold a discovery update that removes more than this fraction of all instances (an emptied catalog, a truncated file), in (0, 1]; 1: off", "mass-removal-guard"),
+	k("discovery.mass_removal_guard", 0.5, "hold a discovery update that removes more than this fraction of all instances, or of one service's (at least 2; an emptied catalog, a truncated file), in (0, 1]; 1: off", "mass-removal-guard"),
 	k("discovery.mass_removal_hold", 30*time.Second, "how long such an update is held before it is applied (a newer update that keeps the instances cancels the hold); 0: off", "mass-removal-guard"),
 	k("discovery.mass_removal_window", 5*time.Minute, "removals are measured per service against the most instances it had within this window, so removals a few at a time add up; 0: against the last applied update only", "mass-removal-guard"),
 	k("discovery.static.file", "examples/endpoints.yaml", "YAML file of services and endpoints, reloaded on change (the built-in example if this default path does not exist)", "static-endpoints-file"),

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/xds-server/xds-server/drain"
+	"github.com/xds-server/xds-server/weights"
 )
 
 // FuzzDecodeDrain feeds arbitrary KV values (anyone with KV write access
@@ -101,6 +102,35 @@ func FuzzDecodeDeparted(f *testing.F) {
 		again, err := decodeDeparted(b)
 		if err != nil || again.Service != d.Service || again.Endpoint.ID != d.Endpoint.ID || !again.Until.Equal(d.Until) {
 			t.Fatalf("round trip of %+v: %+v, %v", d, again, err)
+		}
+	})
+}
+
+// FuzzDecodeWeights feeds arbitrary KV values (a load summary or the
+// weights table: gzip'd JSON) to their decoder: it never panics (a gzip
+// bomb is cut at 16 x MaxWeightsValueBytes decompressed), and what it
+// accepts encodes again.
+func FuzzDecodeWeights(f *testing.F) {
+	for _, v := range []any{weights.Summary{Replica: "r1"}, weights.SharedTable{}} {
+		b, err := encodeGzipJSON(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("not gzip"))
+	f.Fuzz(func(t *testing.T, val []byte) {
+		var s weights.Summary
+		if decodeGzipJSON(val, &s) == nil {
+			if _, err := encodeGzipJSON(s); err != nil {
+				t.Fatalf("accepted a summary that does not encode: %v", err)
+			}
+		}
+		var tb weights.SharedTable
+		if decodeGzipJSON(val, &tb) == nil {
+			if _, err := encodeGzipJSON(tb); err != nil {
+				t.Fatalf("accepted a table that does not encode: %v", err)
+			}
 		}
 	})
 }
