@@ -47,10 +47,12 @@ package nodeindex
 // that decodes; else repaired (a slot whose node repeats an earlier one or
 // is too long is freed, bad holders dropped) or, when it does not parse at
 // all, rebuilt from the last good table this replica read; the release
-// times of a repaired or rebuilt table are untrusted and start afresh. Every round also puts back this replica's own holds
-// that a repair by another replica lost, at their index when it is free
-// (counted in xds_subset_index_holds_lost_total when it is not). A table of
-// a newer version is never overwritten.
+// times of a repaired or rebuilt table are untrusted and start afresh.
+// Every round, and a check of every group this replica holds nodes in
+// after each session renewal (every SessionTTL/3), also puts back this
+// replica's own holds that a repair by another replica lost, at their
+// index when it is free (counted in xds_subset_index_holds_lost_total
+// when it is not). A table of a newer version is never overwritten.
 //
 // Size: Consul limits a value to 512 KiB by default (kv_max_value_size); a
 // slot takes about 30 bytes plus its node id, so one group holds roughly
@@ -300,7 +302,9 @@ func (t *Consul) liveSessions(ctx context.Context) (map[string]bool, error) {
 	return alive, nil
 }
 
-// keepAlive renews the session every sessionTTL/3 until Close.
+// keepAlive renews the session every sessionTTL/3 until Close, and after
+// each renewal checks the tables where this replica holds nodes
+// (checkHolds).
 func (t *Consul) keepAlive() {
 	defer t.renew.Done()
 	wait := t.sessionTTL / 3
@@ -319,7 +323,9 @@ func (t *Consul) keepAlive() {
 		if err != nil {
 			t.log.Warn("consul index session renewal failed; retrying", "error", err, "retry_in", indexRenewRetry)
 			wait = indexRenewRetry
+			continue
 		}
+		t.checkHolds()
 	}
 }
 

@@ -32,10 +32,11 @@ const (
 	opUndo                  // unhold node unless it was acquired again since op.gen (a failed Acquire)
 	opRehold                // the session changed: move this replica's holds to the current session
 	opDropOwn               // Close: let go of everything this replica holds
+	opCheck                 // periodic: only the round's own work (repair a corrupt table, put back lost holds)
 )
 
 func (k opKind) String() string {
-	return [...]string{"acquire", "release", "undo", "rehold", "drop"}[k]
+	return [...]string{"acquire", "release", "undo", "rehold", "drop", "check"}[k]
 }
 
 // indexOp states: a waiter abandons an op when its ctx ends first.
@@ -85,7 +86,8 @@ type groupQueue struct {
 	gen     uint64              // Acquire submissions so far
 	held    map[string]heldNode // nodes this replica holds or is acquiring
 
-	good []byte // the last stored value that decoded; used by the drain goroutine only
+	good []byte          // the last stored value that decoded; used by the drain goroutine only
+	lost map[string]bool // held nodes counted as lost (another node has their index); under mu
 }
 
 type heldNode struct {

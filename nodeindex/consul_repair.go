@@ -109,9 +109,9 @@ func repairSlot(js indexSlotJSON, holders []indexHolderJSON, now time.Time) (s i
 // its own records; a negative index is not known yet) that tb lacks, at
 // their index when that slot is free, and adds session to their holders
 // where it is missing (a table rebuilt or repaired by another replica may
-// have lost them). It returns how many could not be put back because
-// another node has their index, or the table gives them another.
-func (tb *indexTable) reassert(held map[string]int, session, replica string) (lost int) {
+// have lost them). It returns, sorted, those that could not be put back
+// because another node has their index, or the table gives them another.
+func (tb *indexTable) reassert(held map[string]int, session, replica string) (lost []string) {
 	for _, node := range sortedKeys(held) {
 		i := held[node]
 		if i < 0 {
@@ -119,7 +119,7 @@ func (tb *indexTable) reassert(held map[string]int, session, replica string) (lo
 		}
 		if j, ok := tb.byNode[node]; ok {
 			if j != i {
-				lost++ // the table gave it another index: the table stands
+				lost = append(lost, node) // the table gave it another index: the table stands
 			} else if s := &tb.slots[j]; !slices.Contains(s.holders, session) {
 				s.holders, s.releasedAt = append(s.holders, session), time.Time{}
 				tb.replicas[session] = replica
@@ -127,7 +127,7 @@ func (tb *indexTable) reassert(held map[string]int, session, replica string) (lo
 			continue
 		}
 		if i < len(tb.slots) && tb.slots[i].node != "" {
-			lost++
+			lost = append(lost, node)
 			continue
 		}
 		for len(tb.slots) <= i {
@@ -202,12 +202,12 @@ func (q *groupQueue) heldIndices() map[string]int {
 }
 
 // repaired counts and logs a repair written back (rep nil: none) and the
-// holds of this replica another node took.
-func (t *Consul) repaired(q *groupQueue, rep *repairReport, lost int) {
-	if lost > 0 {
-		t.metrics.lost.Add(float64(lost))
+// holds of this replica another node took (each node once while held).
+func (t *Consul) repaired(q *groupQueue, rep *repairReport, lost []string) {
+	if n := q.newlyLost(lost); n > 0 {
+		t.metrics.lost.Add(float64(n))
 		t.log.Warn("nodes of this replica lost their client index in the shared table (another node has it)",
-			"group", clip(q.group), "nodes", lost)
+			"group", clip(q.group), "nodes", n)
 	}
 	if rep == nil {
 		return
@@ -222,6 +222,48 @@ func (t *Consul) repaired(q *groupQueue, rep *repairReport, lost int) {
 	t.metrics.repairs.WithLabelValues(how).Inc()
 	t.log.Warn("the client index table in Consul KV was corrupt; "+how+" it", "key", clip(q.key), "error", clip(rep.Cause),
 		"slots_dropped", rep.Dropped, "slots_fixed", rep.Fixed)
+}
+
+// newlyLost notes the lost nodes and returns how many were not noted
+// before; nodes no longer held are forgotten.
+func (q *groupQueue) newlyLost(lost []string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for node := range q.lost {
+		if _, ok := q.held[node]; !ok {
+			delete(q.lost, node)
+		}
+	}
+	n := 0
+	for _, node := range lost {
+		if !q.lost[node] {
+			if q.lost == nil {
+				q.lost = map[string]bool{}
+			}
+			q.lost[node] = true
+			n++
+		}
+	}
+	return n
+}
+
+// checkHolds queues a check round on every idle group where this replica
+// holds nodes: it repairs a corrupt table and puts back holds a repair by
+// another replica lost, without waiting for this replica's next change.
+func (t *Consul) checkHolds() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	for _, q := range t.groups {
+		q.mu.Lock()
+		idle := !q.running && len(q.held) > 0
+		q.mu.Unlock()
+		if idle {
+			t.enqueue(q, newIndexOp(opCheck, ""))
+		}
+	}
 }
 
 // clip shortens text for a log line: at most 256 bytes and its length.

@@ -80,8 +80,8 @@ func TestReassert(t *testing.T) {
 	tb := newIndexTable()
 	tb.acquire("other", "s2", "r2", time.Time{}, time.Minute) // 0
 	lost := tb.reassert(map[string]int{"mine": 2, "taken": 0, "pending": -1}, "s1", "r1")
-	if lost != 1 {
-		t.Errorf("lost %d, want 1 (taken's index 0 belongs to other)", lost)
+	if len(lost) != 1 || lost[0] != "taken" {
+		t.Errorf("lost %v, want [taken] (its index 0 belongs to other)", lost)
 	}
 	if tb.byNode["mine"] != 2 || len(tb.slots) != 3 || tb.slots[1].node != "" || tb.slots[2].holders[0] != "s1" {
 		t.Errorf("slots %+v, want mine at 2 held by s1, 1 free", tb.slots)
@@ -190,5 +190,40 @@ func consulCorruptTable(t *testing.T, e *consulIndexEnv) {
 	repaired := testutil.ToFloat64(a.metrics.repairs.WithLabelValues("repaired")) + testutil.ToFloat64(b.metrics.repairs.WithLabelValues("repaired"))
 	if lost != 0 || restored != 2 || repaired != 1 {
 		t.Errorf("lost %v, restored %v, repaired %v; want 0, 2, 1", lost, restored, repaired)
+	}
+}
+
+// consulCheckPutsBack: a table and its backup overwritten with garbage are
+// rebuilt by replica b from the last table b read, which misses a node a
+// placed since; a's periodic check puts that node back at its index
+// before b places a new node, so the new node does not take it.
+func consulCheckPutsBack(t *testing.T, e *consulIndexEnv) {
+	a, b := e.replica(t, "a"), e.replica(t, "b")
+	consulAcquire(t, a, "g", "na", 0)
+	consulAcquire(t, b, "g", "nb", 1)
+	consulAcquire(t, a, "g", "nc", 2) // b has not read the table since
+	for _, k := range []string{a.key("g"), a.backupKey("g")} {
+		if _, err := e.client.KV().Put(&api.KVPair{Key: k, Value: []byte("garbage")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consulRelease(t, b, "g", "nb") // b rebuilds the table from what it read: na, nb
+	if tb := e.table(t, a, "g"); tb.has("nc") {
+		t.Fatalf("the rebuilt table has nc already: %+v", tb.slots)
+	}
+	a.checkHolds() // what a does after its next session renewal
+	op := newIndexOp(opCheck, "")
+	if err := a.submit("g", op); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.wait(context.Background(), "g", op); err != nil {
+		t.Fatal(err)
+	}
+	if tb := e.table(t, a, "g"); tb.byNode["nc"] != 2 {
+		t.Fatalf("after a's check nc at %d, want 2 (slots %+v)", tb.byNode["nc"], tb.slots)
+	}
+	consulAcquire(t, b, "g", "nd", 3)
+	if lost := testutil.ToFloat64(a.metrics.lost); lost != 0 {
+		t.Errorf("lost %v, want 0", lost)
 	}
 }

@@ -141,6 +141,7 @@ func TestConsulIndex(t *testing.T) {
 		"groups are separate tables":                  consulGroups,
 		"acquire given up by its context is released": consulAbandonedAcquire,
 		"a corrupt table is repaired":                 consulCorruptTable,
+		"a check puts back holds a rebuild lost":      consulCheckPutsBack,
 	} {
 		t.Run(name, func(t *testing.T) {
 			prefix := "test/" + strings.NewReplacer(" ", "-", "'", "", ",", "", ".", "").Replace(name)
