@@ -48,8 +48,9 @@ package nodeindex
 // is too long is freed, bad holders dropped) or, when it does not parse at
 // all, rebuilt from the last good table this replica read; the release
 // times of a repaired or rebuilt table are untrusted and start afresh.
-// Every round, and a check of every group this replica holds nodes in
-// after each session renewal (every SessionTTL/3), also puts back this
+// Every round, and a check of the groups this replica holds nodes in
+// after each session renewal (every SessionTTL/3; at most 16 groups each
+// time, taking turns), also puts back this
 // replica's own holds that a repair by another replica lost, at their
 // index when it is free (counted in xds_subset_index_holds_lost_total
 // when it is not). A table of a newer version is never overwritten.
@@ -142,6 +143,8 @@ type Consul struct {
 	own     map[string]bool // every session this replica has had, current included
 	groups  map[string]*groupQueue
 	closed  bool
+	// checkNext is where checkHolds starts in the sorted groups next time.
+	checkNext int
 }
 
 // NewConsul creates this replica's Consul session (ctx bounds that

@@ -247,23 +247,36 @@ func (q *groupQueue) newlyLost(lost []string) int {
 	return n
 }
 
-// checkHolds queues a check round on every idle group where this replica
-// holds nodes: it repairs a corrupt table and puts back holds a repair by
-// another replica lost, without waiting for this replica's next change.
+// checksPerRenewal bounds the check rounds checkHolds queues at a time
+// (one Consul read each): the groups take turns.
+const checksPerRenewal = 16
+
+// checkHolds queues a check round on up to checksPerRenewal idle groups
+// where this replica holds nodes, taking turns: it repairs a corrupt
+// table and puts back holds a repair by another replica lost, without
+// waiting for this replica's next change there.
 func (t *Consul) checkHolds() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.closed || len(t.groups) == 0 {
 		return
 	}
-	for _, q := range t.groups {
+	names := make([]string, 0, len(t.groups))
+	for g := range t.groups {
+		names = append(names, g)
+	}
+	slices.Sort(names)
+	for n, i := 0, 0; i < len(names) && n < checksPerRenewal; i++ {
+		q := t.groups[names[(t.checkNext+i)%len(names)]]
 		q.mu.Lock()
 		idle := !q.running && len(q.held) > 0
 		q.mu.Unlock()
 		if idle {
 			t.enqueue(q, newIndexOp(opCheck, ""))
+			n++
 		}
 	}
+	t.checkNext = (t.checkNext + checksPerRenewal) % len(names)
 }
 
 // clip shortens text for a log line: at most 256 bytes and its length.
