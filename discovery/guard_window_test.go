@@ -66,8 +66,8 @@ func TestRemovalGuardSlicing(t *testing.T) {
 		window      time.Duration
 		wantApplied int // removals applied before the first hold
 	}{
-		"no window: every removal passes": {0, 12},
-		"a window of 1m: six pass, the seventh is held":    {time.Minute, 6},
+		"no window: every removal passes":               {0, 12},
+		"a window of 1m: six pass, the seventh is held": {time.Minute, 6},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewRemovalGuard(0.5, 30*time.Second, tc.window)
