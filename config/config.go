@@ -97,6 +97,10 @@ type DiscoveryConfig struct {
 	MassRemovalHold  time.Duration `mapstructure:"mass_removal_hold"` // how long; 0 is off
 	Static           StaticConfig  `mapstructure:"static"`
 	Consul           ConsulConfig  `mapstructure:"consul"`
+
+	// MassRemovalWindow: removals add up against each service's largest
+	// instance count within it; 0 compares with the last update only.
+	MassRemovalWindow time.Duration `mapstructure:"mass_removal_window"`
 }
 
 // StaticConfig configures the static file source.
@@ -177,6 +181,9 @@ func (c Config) validate(p *problems) {
 	}
 	if c.Discovery.MassRemovalHold < 0 {
 		p.bad("discovery.mass_removal_hold", c.Discovery.MassRemovalHold, "is negative")
+	}
+	if c.Discovery.MassRemovalWindow < 0 {
+		p.bad("discovery.mass_removal_window", c.Discovery.MassRemovalWindow, "is negative")
 	}
 	for name, s := range c.Services {
 		if _, err := envoy.ParseLBPolicy(s.LBPolicy); err != nil {
@@ -304,7 +311,8 @@ func (c Config) ServerConfig() xds.Config {
 // RemovalGuard is the discovery.GuardConfig of c; the caller adds the
 // emit function, the logger and the metrics.
 func (c Config) RemovalGuard() discovery.GuardConfig {
-	return discovery.GuardConfig{Fraction: c.Discovery.MassRemovalGuard, Hold: c.Discovery.MassRemovalHold}
+	return discovery.GuardConfig{Fraction: c.Discovery.MassRemovalGuard, Hold: c.Discovery.MassRemovalHold,
+		Window: c.Discovery.MassRemovalWindow}
 }
 
 // ConsulSource is the discovery.ConsulConfig of c; the caller adds the

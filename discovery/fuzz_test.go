@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 )
 
 // FuzzParseStatic parses arbitrary static endpoints files: an error, or
@@ -49,34 +50,59 @@ func FuzzParseStatic(f *testing.F) {
 }
 
 // FuzzRemovalGuard drives the guard with snapshots built from fuzz bytes:
-// it never applies a snapshot that removes more than the fraction before
-// the hold has passed, and a snapshot is held only while a hold runs.
+// a snapshot is never applied and held at once, and none applied before
+// its hold has passed leaves any service with less than half of the
+// largest count it had within the window (a loss of one instance aside),
+// checked against a history kept here.
 func FuzzRemovalGuard(f *testing.F) {
 	f.Add([]byte{10, 0, 10, 1, 3, 200, 0, 50})
+	f.Add([]byte{0x3c, 0, 0x3b, 2, 0x3a, 2, 0x39, 2, 0x38, 2, 0x37, 2, 0x36, 2, 0x35, 2, 0x80, 255})
+	const window = 60 * time.Second
 	f.Fuzz(func(t *testing.T, steps []byte) {
-		g := NewRemovalGuard(0.5, 30_000_000_000)
-		var applied Snapshot
+		g := NewRemovalGuard(0.5, 30*time.Second, window)
+		type applied struct {
+			at     time.Time
+			counts [2]int
+		}
+		var hist []applied // since the last hold ended
 		var now int64
 		for i := 0; i+1 < len(steps); i += 2 {
 			now += int64(steps[i+1]) * 1_000_000_000 / 8
 			at := timeAt(now)
+			var v Verdict
+			var counts [2]int
 			if steps[i]&0x80 != 0 {
-				if v := g.Due(at); v.Apply {
-					applied = v.Snapshot
-				}
-				continue
+				v = g.Due(at)
+				a, _ := v.Snapshot.Service("a")
+				b, _ := v.Snapshot.Service("b")
+				counts = [2]int{len(a.Endpoints), len(b.Endpoints)}
+			} else {
+				counts = [2]int{int(steps[i] & 0x0f), int(steps[i] >> 4 & 0x07)}
+				v = g.Offer(snapOf("a", counts[0], "b", counts[1]), at)
 			}
-			s := snapOf("a", int(steps[i]&0x0f), "b", int(steps[i]>>4&0x07))
-			v := g.Offer(s, at)
 			if v.Apply && v.Held {
 				t.Fatal("applied and held at once")
 			}
-			if v.Apply && !v.Expired && applied.EndpointCount() > 0 && 2*v.Removed > applied.EndpointCount() {
-				t.Fatalf("removal of %d of %d applied at once", v.Removed, applied.EndpointCount())
+			if !v.Apply {
+				continue
 			}
-			if v.Apply {
-				applied = v.Snapshot
+			if v.Expired {
+				hist = hist[:0]
 			}
+			if n := len(hist); !v.Expired && n > 0 && hist[n-1].counts != [2]int{} {
+				for s := range 2 {
+					peak := hist[n-1].counts[s]
+					for _, h := range hist {
+						if !h.at.Before(at.Add(-window)) {
+							peak = max(peak, h.counts[s])
+						}
+					}
+					if lost := peak - counts[s]; lost >= 2 && 2*lost > peak {
+						t.Fatalf("service %d: %d of a peak of %d removed at once (history %v)", s, lost, peak, hist)
+					}
+				}
+			}
+			hist = append(hist, applied{at, counts})
 		}
 	})
 }

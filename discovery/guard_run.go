@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // GuardConfig configures Guard.
@@ -16,6 +18,10 @@ type GuardConfig struct {
 	Fraction float64
 	// Hold is how long such a snapshot is held; >= 0, 0 never holds.
 	Hold time.Duration
+	// Window is how long an applied snapshot's instance counts stay the
+	// measure of later removals (removals a few at a time add up within
+	// it); >= 0, 0 measures each snapshot against the last applied one.
+	Window time.Duration
 	// Emit receives every snapshot applied; required. It is called with
 	// Guard's lock held, from Observe's goroutine or the hold's timer
 	// (never two at once), and must not call back into the Guard.
@@ -33,6 +39,9 @@ func (c GuardConfig) Validate() error {
 	}
 	if c.Hold < 0 {
 		errs = append(errs, fmt.Errorf("discovery: guard: Hold: %v is negative", c.Hold))
+	}
+	if c.Window < 0 {
+		errs = append(errs, fmt.Errorf("discovery: guard: Window: %v is negative", c.Window))
 	}
 	if c.Emit == nil {
 		errs = append(errs, errors.New("discovery: guard: Emit: no emit function"))
@@ -64,7 +73,7 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 		cfg.Now = time.Now
 	}
 	g := &Guard{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "discovery.guard"),
-		core: NewRemovalGuard(cfg.Fraction, cfg.Hold)}
+		core: NewRemovalGuard(cfg.Fraction, cfg.Hold, cfg.Window)}
 	g.setHeld(false)
 	return g, nil
 }
@@ -103,7 +112,8 @@ func (g *Guard) act(v Verdict) {
 	switch {
 	case v.Started:
 		g.log.Warn("discovery update removes most instances; holding it", "removed", v.Removed, "instances", v.Total,
-			"hold", g.cfg.Hold, "until", v.Until, "fraction", g.cfg.Fraction)
+			"service", clipName(v.Service), "service_removed", v.ServiceRemoved, "service_instances", v.ServiceTotal,
+			"hold", g.cfg.Hold, "until", v.Until, "fraction", g.cfg.Fraction, "window", g.cfg.Window)
 		if m := g.cfg.Metrics; m != nil {
 			m.Holds.Inc()
 		}
@@ -142,4 +152,20 @@ func (g *Guard) setHeld(held bool) {
 	} else {
 		m.Held.Set(0)
 	}
+}
+
+// logNameBytes bounds a name from the catalog in a log line.
+const logNameBytes = 256
+
+// clipName shortens a catalog name for a log line: at most logNameBytes
+// bytes (cut at a rune boundary) and a note of its length.
+func clipName(s string) string {
+	if len(s) <= logNameBytes {
+		return s
+	}
+	cut := logNameBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
 }

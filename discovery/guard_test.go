@@ -59,13 +59,18 @@ func TestRemovalGuard(t *testing.T) {
 			offer(0, Snapshot{}).applies(0),
 			offer(1, full).applies(10),
 		}},
-		"a lone service that leaves is applied at once": {0.5, 30 * time.Second, []guardStep{
+		"one instance leaving is applied at once": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
-			offer(1, snapOf("a", 4, "b", 4)).applies(8).gone(2),
+			offer(1, snapOf("a", 4, "b", 4, "c", 1)).applies(9).gone(1),
+			offer(2, snapOf("a", 4, "b", 4)).applies(8).gone(1), // the last one of c
+		}},
+		"a service that loses most of its own instances is held": {0.5, 30 * time.Second, []guardStep{
+			offer(0, full).applies(10),
+			offer(1, snapOf("a", 4, "b", 4)).holds(31).starts().gone(2),
 		}},
 		"exactly the fraction is not more than it": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
-			offer(1, snapOf("a", 4, "c", 1)).applies(5).gone(5),
+			offer(1, snapOf("a", 2, "b", 2, "c", 1)).applies(5).gone(5),
 		}},
 		"an emptied catalog is held, then applied": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
@@ -107,11 +112,11 @@ func TestRemovalGuard(t *testing.T) {
 			offer(1, Snapshot{}).holds(31).starts().gone(10),
 			offer(40, snapOf("a", 1)).applies(1).expires().gone(9),
 		}},
-		"a second removal is measured from the applied snapshot": {0.5, 30 * time.Second, []guardStep{
+		"without a window a removal is measured from the applied snapshot": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
-			offer(1, snapOf("a", 4, "b", 4)).applies(8).gone(2),
-			offer(2, snapOf("a", 4)).applies(4).gone(4),
-			offer(3, snapOf("a", 1)).holds(33).starts().gone(3),
+			offer(1, snapOf("a", 4, "b", 2, "c", 1)).applies(7).gone(3),
+			offer(2, snapOf("a", 4, "b", 1, "c", 1)).applies(6).gone(1),
+			offer(3, snapOf("a", 1, "b", 1, "c", 1)).holds(33).starts().gone(3),
 		}},
 		"fraction 1 never holds": {1, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
@@ -128,7 +133,7 @@ func TestRemovalGuard(t *testing.T) {
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			g := NewRemovalGuard(tc.fraction, tc.hold)
+			g := NewRemovalGuard(tc.fraction, tc.hold, 0)
 			for i, st := range tc.steps {
 				var v Verdict
 				if st.snap != nil {

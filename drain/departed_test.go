@@ -144,7 +144,7 @@ func (d *depStore) Watch(_ context.Context, apply func([]Admin)) {
 func TestManagerSharesDepartures(t *testing.T) {
 	now := drainT0
 	st := &depStore{memStore: memStore{drains: map[Target]Admin{}},
-		stored: []Departed{{Service: "api", Endpoint: ep("c"), Until: drainT0.Add(time.Hour)}}}
+		stored: []Departed{{Service: "api", Endpoint: ep("c"), Until: drainT0.Add(30 * time.Second)}}}
 	var got []discovery.Snapshot
 	s, err := New(Config{Emit: func(s discovery.Snapshot) { got = append(got, s) }, Store: st, Now: func() time.Time { return now },
 		Policy: Policy{Window: func(string) time.Duration { return time.Minute }}, Registerer: prometheus.NewRegistry()})

@@ -18,7 +18,11 @@
 // the deregistration window the same way when the Store also implements
 // Departures: the departures this replica sees first are recorded, and
 // those recorded by any replica are served DRAINING until their removal
-// time, the first replica's.
+// time, the first replica's, within bounds (anyone who can write the KV
+// can write a departure): only for an endpoint this replica's discovery
+// saw, or of a service it serves that left before this replica started,
+// and never beyond the drain window from now; the rest are refused and
+// counted (Overlay.Refusals).
 //
 // drain may import discovery (the model); it must not import xds or envoy.
 //

@@ -83,13 +83,17 @@ type Overlay struct {
 	newGone []Departed             // departures first seen here, not Recorded yet
 	back    []Departed             // shared departures that came back, not Recorded yet
 	applied bool                   // Apply ran before
+	start   time.Time              // the time of the first Apply
+
+	refused    map[[2]string]time.Time // shared departures refused, with the removal time refused
+	newRefused []Refused               // refusals not taken by Refusals yet
 }
 
 // NewOverlay returns an Overlay with no drains.
 func NewOverlay(cfg Policy) *Overlay {
 	return &Overlay{cfg: cfg, admin: map[Target]Admin{}, orca: map[[2]string]bool{},
 		prev: map[string]map[string]discovery.Endpoint{}, gone: map[string]map[string]departed{},
-		shared: map[[2]string]Departed{}}
+		shared: map[[2]string]Departed{}, refused: map[[2]string]time.Time{}}
 }
 
 // SetAdmin adds or replaces an admin drain.

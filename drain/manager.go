@@ -54,6 +54,7 @@ type Config struct {
 type Manager struct {
 	cfg      Config
 	draining *prometheus.GaugeVec
+	refused  *prometheus.CounterVec // shared departures refused, by reason
 	log      *slog.Logger
 
 	mu     sync.Mutex
@@ -83,12 +84,18 @@ func New(cfg Config) (*Manager, error) {
 		draining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_draining_endpoints",
 			Help: "Endpoints served as DRAINING, by service and drain source (an endpoint drained by two sources counts under both).",
-		}, []string{"service", "source"})}
+		}, []string{"service", "source"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xds_drain_departures_refused_total",
+			Help: "Shared departures (Consul KV drains/departed/) not served, by reason: no_window, beyond_window, unknown_service, not_seen.",
+		}, []string{"reason"})}
 	s.log = cmp.Or(cfg.Logger, slog.Default()).With("component", "drain")
 	s.dep, _ = cfg.Store.(Departures)
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(s.draining); err != nil {
-			return nil, fmt.Errorf("drain: metrics: %w", err)
+		for _, c := range []prometheus.Collector{s.draining, s.refused} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("drain: metrics: %w", err)
+			}
 		}
 	}
 	return s, nil
@@ -241,6 +248,7 @@ func (s *Manager) applyLocked() {
 	if gone, back := s.d.Recorded(); s.dep != nil && len(gone)+len(back) > 0 {
 		s.dep.Record(gone, back)
 	}
+	s.noteRefused(s.d.Refusals())
 	s.out = out
 	s.record(out)
 	s.cfg.Emit(out)

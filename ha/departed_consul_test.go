@@ -239,7 +239,8 @@ func manyWorld(n int) discovery.Snapshot {
 }
 
 // TestDepartedBatched: a mass departure is written in few transactions, a
-// replica started afterwards serves every departed endpoint DRAINING, and
+// replica started afterwards serves every departed endpoint DRAINING (of
+// a service its discovery lists), and
 // a re-registration followed at once by a new departure leaves the new
 // departure stored.
 func TestDepartedBatched(t *testing.T) {
@@ -276,7 +277,9 @@ func TestDepartedBatched(t *testing.T) {
 	if writes > n/maxTxnOps+2 {
 		t.Errorf("%v writes for %d departures, want at most %d (transactions of %d)", writes, n, n/maxTxnOps+2, maxTxnOps)
 	}
-	b := startDepartReplica(t, agent.Client(), prefix, clock, discovery.Snapshot{})
+	// B starts after the departures with api still listed (without
+	// instances): it did not see them leave, they left before it started
+	b := startDepartReplica(t, agent.Client(), prefix, clock, discovery.Snapshot{Services: []discovery.Service{{Name: "api"}}})
 	b.await(t, "e000", discovery.HealthDraining, testWait)
 	a.awaitSeen(t, kv, l.DepartedKey("api", "e000"))
 	if sa, sb := a.snapshot(), b.snapshot(); !reflect.DeepEqual(sa, sb) || len(sb.Services[0].Endpoints) != n {

@@ -41,6 +41,12 @@
 // written back when Consul lost its state (the replicas' own windows
 // stay).
 //
+// What the drains folder holds is bounded (kvcheck.go): value sizes, names
+// of at most MaxKVNameBytes, a valid endpoint, an expiry within
+// drain.MaxTTL; other entries are skipped, counted once per version in
+// xds_ha_errors_total and logged at most badLogLines per badLogEvery,
+// names clipped. Whether a departure is served is drain's to judge.
+//
 // The weights summaries, table and leader are filled in by the weights
 // part of HA; this package defines their keys, their metrics
 // (xds_ha_leader, xds_ha_summary_age_seconds) and the page's slots for

@@ -45,6 +45,8 @@ type DrainStore struct {
 	applied   uint64        // KV index of the last content passed on
 	appliedCh chan struct{} // closed and replaced whenever applied grows
 
+	bad badEntries // entries skipped, counted and logged once each
+
 	departQ     chan departOp          // departure writes waiting (Record)
 	onDeparted  func([]drain.Departed) // OnDeparted
 	departedIdx map[string]uint64      // departure key -> ModifyIndex last read
@@ -76,7 +78,8 @@ func NewDrainStore(cfg DrainStoreConfig) (*DrainStore, error) {
 	}
 	cfg.Watch.Op, cfg.Watch.Metrics, cfg.Watch.Logger = "watch_drains", cfg.Metrics, cfg.Logger
 	return &DrainStore{cfg: cfg, kv: cfg.Client.KV(), appliedCh: make(chan struct{}),
-		departQ: make(chan departOp, departQueue)}, nil
+		departQ: make(chan departOp, departQueue),
+		bad:     badEntries{log: cfg.Logger, errors: cfg.Metrics.Errors, now: cfg.Now}}, nil
 }
 
 // Put writes the drain a (with its absolute expiry).
@@ -161,6 +164,7 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 	wc.Failed = func() { s.setSynced(false) }
 	go s.writeDeparted(ctx)
 	Watch(ctx, wc, list, func(all api.KVPairs, index uint64) {
+		s.bad.begin()
 		pairs, dpairs := s.splitDeparted(all)
 		drains := s.decode(pairs)
 		epoch := slices.ContainsFunc(pairs, func(p *api.KVPair) bool { return p.Key == s.epochKey() })
@@ -283,23 +287,30 @@ func (s *DrainStore) Seen() SeenDrains {
 }
 
 // decode turns KV pairs into drains, skipping (and counting) the
-// undecodable ones and those beyond MaxDrains.
+// undecodable ones, those beyond the bounds and those beyond MaxDrains.
 func (s *DrainStore) decode(pairs api.KVPairs) []drain.Admin {
 	out := make([]drain.Admin, 0, min(len(pairs), MaxDrains))
+	now := s.cfg.Now()
 	for _, p := range pairs {
 		if p.Key == s.epochKey() {
 			continue
 		}
-		a, err := decodeDrain(p.Value)
+		err := s.checkKey(p.Key)
+		var a drain.Admin
+		if err == nil {
+			a, err = decodeDrain(p.Value)
+		}
 		if err == nil && s.cfg.Layout.Drain(a.Target) != p.Key {
-			err = fmt.Errorf("key does not match target %+v", a.Target)
+			err = errors.New("key does not match the drain's target")
+		}
+		if err == nil && !a.Until.IsZero() && a.Until.After(now.Add(drain.MaxTTL)) {
+			err = fmt.Errorf("expiry %v is more than %v away", a.Until.Format(time.RFC3339), drain.MaxTTL)
 		}
 		if err == nil && len(out) >= MaxDrains {
 			err = fmt.Errorf("more than %d drains", MaxDrains)
 		}
 		if err != nil {
-			s.cfg.Metrics.Errors.WithLabelValues("decode_drain").Inc()
-			s.cfg.Logger.Warn("ignoring a drain in Consul KV", "key", p.Key, "error", err)
+			s.bad.skip("decode_drain", p, err)
 			continue
 		}
 		out = append(out, a)
@@ -307,15 +318,38 @@ func (s *DrainStore) decode(pairs api.KVPairs) []drain.Admin {
 	return out
 }
 
-// decodeDrain reads one drain value.
+// checkKey refuses a key too long to hold names within MaxKVNameBytes.
+func (s *DrainStore) checkKey(key string) error {
+	if n := len(key) - len(s.cfg.Layout.Drains()); n > maxKeyBytes {
+		return fmt.Errorf("key is %d bytes past the folder, more than %d", n, maxKeyBytes)
+	}
+	return nil
+}
+
+// decodeDrain reads one drain value: at most maxDrainValue bytes, names
+// within MaxKVNameBytes, a TTL within drain.MaxTTL.
 func decodeDrain(val []byte) (drain.Admin, error) {
 	var a drain.Admin
+	if len(val) > maxDrainValue {
+		return a, fmt.Errorf("ha: drain value: %d bytes, more than %d", len(val), maxDrainValue)
+	}
 	if err := json.Unmarshal(val, &a); err != nil {
 		return a, fmt.Errorf("ha: drain value: %w", err)
 	}
 	t := a.Target
 	if (t.Node == "") == (t.Service == "") || (t.Node != "" && t.Endpoint != "") {
 		return a, errors.New("ha: drain value: target needs a node, or a service (and optionally an endpoint)")
+	}
+	for _, n := range []struct{ what, name string }{{"service", t.Service}, {"endpoint", t.Endpoint}, {"node", t.Node}} {
+		if n.name == "" {
+			continue
+		}
+		if err := checkName(n.what, n.name); err != nil {
+			return a, fmt.Errorf("ha: drain value: %w", err)
+		}
+	}
+	if !a.Until.IsZero() && (a.Since.IsZero() || a.Until.Sub(a.Since) > drain.MaxTTL || a.Until.Before(a.Since)) {
+		return a, fmt.Errorf("ha: drain value: since and until must be set, until within %v after since", drain.MaxTTL)
 	}
 	return a, nil
 }

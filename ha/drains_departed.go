@@ -211,20 +211,29 @@ func (s *DrainStore) passDeparted(pairs api.KVPairs) []drain.Departed {
 }
 
 // decodeDeparted turns KV pairs into departures, skipping (and counting)
-// the undecodable ones and those beyond MaxDeparted.
+// the undecodable ones, those beyond the bounds and those beyond
+// MaxDeparted. Whether a departure is served is drain's to judge (only
+// endpoints discovery saw, within the drain window).
 func (s *DrainStore) decodeDeparted(pairs api.KVPairs) []drain.Departed {
 	out := make([]drain.Departed, 0, min(len(pairs), MaxDeparted))
+	now := s.cfg.Now()
 	for _, p := range pairs {
-		d, err := decodeDeparted(p.Value)
+		err := s.checkKey(p.Key)
+		var d drain.Departed
+		if err == nil {
+			d, err = decodeDeparted(p.Value)
+		}
 		if err == nil && s.cfg.Layout.DepartedKey(d.Service, d.Endpoint.ID) != p.Key {
 			err = errors.New("key does not match the departure")
+		}
+		if err == nil && d.Until.After(now.Add(drain.MaxTTL)) {
+			err = fmt.Errorf("removal time %v is more than %v away", d.Until.Format(time.RFC3339), drain.MaxTTL)
 		}
 		if err == nil && len(out) >= MaxDeparted {
 			err = fmt.Errorf("more than %d departures", MaxDeparted)
 		}
 		if err != nil {
-			s.cfg.Metrics.Errors.WithLabelValues("decode_departed").Inc()
-			s.cfg.Logger.Warn("ignoring a departure in Consul KV", "key", p.Key, "error", err)
+			s.bad.skip("decode_departed", p, err)
 			continue
 		}
 		out = append(out, d)
@@ -232,14 +241,22 @@ func (s *DrainStore) decodeDeparted(pairs api.KVPairs) []drain.Departed {
 	return out
 }
 
-// decodeDeparted reads one departure value.
+// decodeDeparted reads one departure value: at most maxDepartedValue
+// bytes, names within MaxKVNameBytes, an endpoint with an IP address or
+// DNS name and a port, a removal time.
 func decodeDeparted(val []byte) (drain.Departed, error) {
 	var d drain.Departed
+	if len(val) > maxDepartedValue {
+		return d, fmt.Errorf("ha: departure value: %d bytes, more than %d", len(val), maxDepartedValue)
+	}
 	if err := json.Unmarshal(val, &d); err != nil {
 		return d, fmt.Errorf("ha: departure value: %w", err)
 	}
-	if d.Service == "" || d.Endpoint.ID == "" || d.Until.IsZero() {
-		return d, errors.New("ha: departure value: needs a service, an endpoint id and a removal time")
+	if d.Until.IsZero() {
+		return d, errors.New("ha: departure value: needs a removal time")
+	}
+	if err := checkEndpoint(&d); err != nil {
+		return d, fmt.Errorf("ha: departure value: %w", err)
 	}
 	return d, nil
 }

@@ -39,6 +39,22 @@ package nodeindex
 // this replica's holds to it; a node whose index was given away meanwhile
 // gets a new one, which is logged.
 //
+// Every write also sets <prefix>/index-backup/group=<group> to the same
+// value, in the same transaction. A stored value that does not decode
+// (anyone who can write the KV can write one) is replaced by the next round
+// that reads it, written back with check-and-set on the corrupt value's
+// ModifyIndex (so under the table's lock): restored from the backup when
+// that decodes; else repaired (a slot whose node repeats an earlier one or
+// is too long is freed, bad holders dropped) or, when it does not parse at
+// all, rebuilt from the last good table this replica read; the release
+// times of a repaired or rebuilt table are untrusted and start afresh.
+// Every round, and a check of the groups this replica holds nodes in
+// after each session renewal (every SessionTTL/3; at most 16 groups each
+// time, taking turns), also puts back this
+// replica's own holds that a repair by another replica lost, at their
+// index when it is free (counted in xds_subset_index_holds_lost_total
+// when it is not). A table of a newer version is never overwritten.
+//
 // Size: Consul limits a value to 512 KiB by default (kv_max_value_size); a
 // slot takes about 30 bytes plus its node id, so one group holds roughly
 // 5,000 to 10,000 nodes unless that limit is raised.
@@ -56,6 +72,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 const (
@@ -77,6 +94,8 @@ type ConsulConfig struct {
 	Replica string        // this replica's name, for session naming and debugging; "" means the hostname
 	Logger  *slog.Logger  // nil discards
 	Now     func() time.Time
+	// Registerer takes the repair metrics; nil: not registered.
+	Registerer prometheus.Registerer
 	// SessionTTL is the TTL of this replica's Consul session, in [10s, 24h];
 	// 0 means 15s. A crashed replica's holds lapse about 2 x SessionTTL after
 	// its last renewal.
@@ -111,6 +130,7 @@ type Consul struct {
 	sessionTTL time.Duration
 	log        *slog.Logger
 	now        func() time.Time
+	metrics    consulMetrics
 
 	ctx    context.Context // canceled by Close, after its own releases
 	cancel context.CancelFunc
@@ -123,6 +143,8 @@ type Consul struct {
 	own     map[string]bool // every session this replica has had, current included
 	groups  map[string]*groupQueue
 	closed  bool
+	// checkNext is where checkHolds starts in the sorted groups next time.
+	checkNext int
 }
 
 // NewConsul creates this replica's Consul session (ctx bounds that
@@ -146,6 +168,11 @@ func NewConsul(ctx context.Context, cfg ConsulConfig) (*Consul, error) {
 	if t.replica == "" {
 		t.replica, _ = os.Hostname()
 	}
+	m, err := newConsulMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	t.metrics = m
 	if t.log == nil {
 		t.log = slog.New(slog.DiscardHandler)
 	}
@@ -234,6 +261,12 @@ func (t *Consul) key(group string) string {
 	return t.prefix + "/index/group=" + url.PathEscape(group)
 }
 
+// backupKey is the key of the copy of group's table, written in the same
+// transaction as the table: what a corrupt table is restored from.
+func (t *Consul) backupKey(group string) string {
+	return t.prefix + "/index-backup/group=" + url.PathEscape(group)
+}
+
 // sessionState returns the current session and a predicate for every
 // session this replica has had.
 func (t *Consul) sessionState() (current string, own func(string) bool) {
@@ -272,7 +305,9 @@ func (t *Consul) liveSessions(ctx context.Context) (map[string]bool, error) {
 	return alive, nil
 }
 
-// keepAlive renews the session every sessionTTL/3 until Close.
+// keepAlive renews the session every sessionTTL/3 until Close, and after
+// each renewal checks the tables where this replica holds nodes
+// (checkHolds).
 func (t *Consul) keepAlive() {
 	defer t.renew.Done()
 	wait := t.sessionTTL / 3
@@ -291,7 +326,9 @@ func (t *Consul) keepAlive() {
 		if err != nil {
 			t.log.Warn("consul index session renewal failed; retrying", "error", err, "retry_in", indexRenewRetry)
 			wait = indexRenewRetry
+			continue
 		}
+		t.checkHolds()
 	}
 }
 

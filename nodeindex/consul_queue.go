@@ -32,10 +32,11 @@ const (
 	opUndo                  // unhold node unless it was acquired again since op.gen (a failed Acquire)
 	opRehold                // the session changed: move this replica's holds to the current session
 	opDropOwn               // Close: let go of everything this replica holds
+	opCheck                 // periodic: only the round's own work (repair a corrupt table, put back lost holds)
 )
 
 func (k opKind) String() string {
-	return [...]string{"acquire", "release", "undo", "rehold", "drop"}[k]
+	return [...]string{"acquire", "release", "undo", "rehold", "drop", "check"}[k]
 }
 
 // indexOp states: a waiter abandons an op when its ctx ends first.
@@ -77,12 +78,16 @@ func (op *indexOp) deliver(r indexResult) bool {
 // batches them: a single drain goroutine runs while ops are pending.
 type groupQueue struct {
 	group, key string
+	backup     string // key of the copy of the table written with it
 
 	mu      sync.Mutex
 	pending []*indexOp
 	running bool
 	gen     uint64              // Acquire submissions so far
 	held    map[string]heldNode // nodes this replica holds or is acquiring
+
+	good []byte          // the last stored value that decoded; used by the drain goroutine only
+	lost map[string]bool // held nodes counted as lost (another node has their index); under mu
 }
 
 type heldNode struct {
@@ -105,7 +110,7 @@ func (t *Consul) submit(group string, op *indexOp) error {
 	}
 	q := t.groups[group]
 	if q == nil {
-		q = &groupQueue{group: group, key: t.key(group), held: map[string]heldNode{}}
+		q = &groupQueue{group: group, key: t.key(group), backup: t.backupKey(group), held: map[string]heldNode{}}
 		t.groups[group] = q
 	}
 	t.enqueue(q, op)
@@ -289,12 +294,13 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	if pair != nil {
 		old, modify = pair.Value, pair.ModifyIndex
 	}
-	tb, err := decodeIndexTable(old)
-	if err != nil {
-		return res, false, fmt.Errorf("%s: %w", q.key, err)
-	}
 	session, own := t.sessionState()
 	now := t.now()
+	tb, rep, err := t.readTable(ctx, q, old, now)
+	if err != nil {
+		return res, false, err
+	}
+	lost := tb.reassert(q.heldIndices(), session, t.replica)
 	if needsLiveness(tb, ops, session) {
 		alive, err := t.liveSessions(ctx)
 		if err != nil {
@@ -310,10 +316,16 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	if bytes.Equal(data, old) || (pair == nil && len(tb.slots) == 0) {
 		return res, true, nil // nothing to write
 	}
-	ok, _, err = t.client.KV().CAS(&api.KVPair{Key: q.key, Value: data, ModifyIndex: modify},
-		(&api.WriteOptions{}).WithContext(ctx))
+	ok, _, _, err = t.client.Txn().Txn(api.TxnOps{
+		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: q.key, Value: data, Index: modify}},
+		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.backup, Value: data}},
+	}, (&api.QueryOptions{}).WithContext(ctx))
 	if err != nil {
 		return res, false, fmt.Errorf("write %s: %w", q.key, err)
+	}
+	if ok {
+		q.good = data
+		t.repaired(q, rep, lost)
 	}
 	return res, ok, nil
 }

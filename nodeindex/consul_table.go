@@ -9,8 +9,17 @@ import (
 )
 
 // indexTableVersion is the "version" of the JSON value this code reads and
-// writes; a table of another version is an error, never overwritten.
+// writes; a table of a newer version is an error, never overwritten (a
+// newer replica wrote it); one of an older or no version is corrupt.
 const indexTableVersion = 1
+
+// maxTableNode bounds a node id in a stored table, in bytes (xDS refuses
+// longer node ids).
+const maxTableNode = 1024
+
+// errTableNewer is wrapped by decodeIndexTable for a table of a newer
+// version: never repaired nor overwritten.
+var errTableNewer = errors.New("decode table: a newer version")
 
 // indexTable is the decoded value of one group's key: the pure core of
 // Consul (no I/O, no clock, no logging). Its rules are Local's,
@@ -189,6 +198,9 @@ func decodeIndexTable(data []byte) (*indexTable, error) {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("decode table: %w", err)
 	}
+	if v.Version > indexTableVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", errTableNewer, v.Version, indexTableVersion)
+	}
 	if v.Version != indexTableVersion {
 		return nil, fmt.Errorf("decode table: version %d, want %d", v.Version, indexTableVersion)
 	}
@@ -206,7 +218,7 @@ func decodeIndexTable(data []byte) (*indexTable, error) {
 		}
 		if s.node != "" {
 			if _, dup := tb.byNode[s.node]; dup {
-				return nil, fmt.Errorf("decode table: slot %d: node %q also has slot %d", i, s.node, tb.byNode[s.node])
+				return nil, fmt.Errorf("decode table: slot %d: its node also has slot %d", i, tb.byNode[s.node])
 			}
 			tb.byNode[s.node] = i
 		}
@@ -217,6 +229,9 @@ func decodeIndexTable(data []byte) (*indexTable, error) {
 
 func decodeIndexSlot(js indexSlotJSON, holders []indexHolderJSON) (indexSlot, error) {
 	s := indexSlot{node: js.Node}
+	if len(js.Node) > maxTableNode {
+		return s, fmt.Errorf("node id of %d bytes, more than %d", len(js.Node), maxTableNode)
+	}
 	if js.Node == "" && (len(js.HeldBy) > 0 || js.ReleasedAt != "") {
 		return s, errors.New("free slot with holders or a release time")
 	}
@@ -232,7 +247,7 @@ func decodeIndexSlot(js indexSlotJSON, holders []indexHolderJSON) (indexSlot, er
 	if js.ReleasedAt != "" && !s.held() {
 		t, err := time.Parse(time.RFC3339Nano, js.ReleasedAt)
 		if err != nil {
-			return s, fmt.Errorf("released_at: %w", err)
+			return s, errors.New("released_at is not an RFC 3339 time")
 		}
 		s.releasedAt = t
 	}

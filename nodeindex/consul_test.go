@@ -140,6 +140,8 @@ func TestConsulIndex(t *testing.T) {
 		"lost session moves the holds to a new one":   consulLostSession,
 		"groups are separate tables":                  consulGroups,
 		"acquire given up by its context is released": consulAbandonedAcquire,
+		"a corrupt table is repaired":                 consulCorruptTable,
+		"a check puts back holds a rebuild lost":      consulCheckPutsBack,
 	} {
 		t.Run(name, func(t *testing.T) {
 			prefix := "test/" + strings.NewReplacer(" ", "-", "'", "", ",", "", ".", "").Replace(name)
@@ -349,7 +351,7 @@ func consulGroups(t *testing.T, e *consulIndexEnv) {
 		consulAcquire(t, a, g, "n", 0)
 	}
 	consulAcquire(t, a, "a/b", "m", 1)
-	keys, _, err := e.client.KV().Keys(e.prefix+"/", "", nil)
+	keys, _, err := e.client.KV().Keys(e.prefix+"/index/", "", nil) // and a backup of each under index-backup/
 	if err != nil {
 		t.Fatal(err)
 	}

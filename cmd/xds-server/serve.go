@@ -55,7 +55,7 @@ func serve(cfg config.Config, logOut io.Writer) error {
 		xc.Credentials = credentials.NewTLS(tc)
 	}
 	if cfg.Subsetting.IndexSource == xds.IndexConsul {
-		table, err := newConsulIndex(ctx, cfg, log)
+		table, err := newConsulIndex(ctx, cfg, log, reg)
 		if err != nil {
 			return err
 		}
@@ -269,14 +269,14 @@ func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (disco
 
 // newConsulIndex opens the client index table in Consul KV, with the
 // Consul address, token and datacenter of discovery.consul.
-func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger) (*nodeindex.Consul, error) {
+func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (*nodeindex.Consul, error) {
 	client, err := cfg.ConsulSource().ConsulClient()
 	if err != nil {
 		return nil, fmt.Errorf("subsetting: consul client: %w", err)
 	}
 	table, err := nodeindex.NewConsul(ctx, nodeindex.ConsulConfig{
 		Client: client, Prefix: cfg.Subsetting.Consul.Prefix, TTL: cfg.Subsetting.IndexTTL,
-		Logger: log.With("component", "xds.index"),
+		Logger: log.With("component", "xds.index"), Registerer: reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subsetting: %w", err)
