@@ -3,6 +3,7 @@ package xds
 import (
 	"cmp"
 	"container/list"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -283,15 +284,17 @@ func (r *registry) list() []Node {
 	defer r.mu.Unlock()
 	out := make([]Node, 0, len(r.nodes))
 	for _, n := range r.nodes {
-		c := *n
-		c.Versions = make(map[string]string, len(n.Versions))
-		for k, v := range n.Versions {
-			c.Versions[k] = v
-		}
-		out = append(out, c)
+		out = append(out, copyNode(n))
 	}
 	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// copyNode copies n and its versions.
+func copyNode(n *Node) Node {
+	c := *n
+	c.Versions = maps.Clone(n.Versions)
+	return c
 }
 
 // get returns a copy of one node.
