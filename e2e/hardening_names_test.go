@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// Issue 24, items 1, 5 and 10: what one outsider on the xDS port can make
+// the server hold (resource names, known nodes) and log.
+
+// namesStart runs xds-server with one static service and args.
+func namesStart(t *testing.T, args ...string) (*harness.Server, *grpc.ClientConn) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	path := filepath.Join(t.TempDir(), "endpoints.yaml")
+	file := "services:\n  - name: web\n    endpoints:\n      - { id: web-1, address: 127.0.0.1, port: 9, zone: zone-0 }\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := harness.StartServer(t, append([]string{"--discovery.static.file", path}, args...)...)
+	srv.WaitReady(t)
+	conn, err := grpc.NewClient(srv.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return srv, conn
+}
+
+// namesLiveHeap forces collections in the server (/debug/pprof/heap?gc=1,
+// twice: pooled buffers go at the second) and returns its live heap, in bytes.
+func namesLiveHeap(t *testing.T, srv *harness.Server) float64 {
+	t.Helper()
+	for range 2 {
+		if code, _ := adminGet(t, srv, "/debug/pprof/heap?gc=1", ""); code != 200 {
+			t.Fatalf("/debug/pprof/heap: %d", code)
+		}
+	}
+	return metricValue(t, srv, "", "go_memstats_heap_alloc_bytes")
+}
+
+// namesMade returns n made-up resource names starting with prefix.
+func namesMade(prefix string, from, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%07d", prefix, from+i)
+	}
+	return out
+}
+
+// namesStatus returns the status a stream ended with: the first error
+// its Recv returned.
+func namesStatus(recv func() error) error {
+	for {
+		if err := recv(); err != nil {
+			return err
+		}
+	}
+}
+
+// namesDeltaFlood subscribes node, on a delta stream, to total made-up
+// load assignments, batch a request, until the server ends the stream;
+// it returns the status it ended with.
+func namesDeltaFlood(ctx context.Context, conn *grpc.ClientConn, node string, batch, total int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- namesStatus(func() error { _, err := st.Recv(); return err }) }()
+	for sent := 0; sent < total; sent += batch {
+		req := &discoverygrpc.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: namesMade(node, sent, batch)}
+		if sent == 0 {
+			req.Node = &core.Node{Id: node, Cluster: "attack"}
+		}
+		if st.Send(req) != nil {
+			break // the server ended the stream
+		}
+		select {
+		case err := <-ended:
+			return err
+		default:
+		}
+	}
+	select {
+	case err := <-ended:
+		return err
+	case <-time.After(20 * time.Second):
+		return errors.New("the stream of made-up names was never refused")
+	}
+}
+
+// namesSotWFlood sends one SotW request naming n made-up load assignments
+// and returns the status the stream ended with.
+func namesSotWFlood(ctx context.Context, conn *grpc.ClientConn, node string, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.Send(&discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: node, Cluster: "attack"}, TypeUrl: resource.EndpointType,
+		ResourceNames: namesMade(node, 0, n)}); err != nil {
+		return err
+	}
+	return namesStatus(func() error { _, err := st.Recv(); return err })
+}
+
+// namesHold opens a stream of node that subscribes to names of load
+// assignments, and returns once the server took the subscription (it
+// answered a later listener request) or refused it (the error). Cancel
+// ctx to close it.
+func namesHold(ctx context.Context, conn *grpc.ClientConn, node string, delta bool, names []string) error {
+	cli := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn)
+	n := &core.Node{Id: node, Cluster: "attack"}
+	if delta {
+		st, err := cli.DeltaAggregatedResources(ctx)
+		if err != nil {
+			return err
+		}
+		for _, req := range []*discoverygrpc.DeltaDiscoveryRequest{
+			{Node: n, TypeUrl: resource.EndpointType, ResourceNamesSubscribe: names},
+			{TypeUrl: resource.ListenerType, ResourceNamesSubscribe: []string{"*"}},
+		} {
+			if err := st.Send(req); err != nil {
+				break
+			}
+		}
+		for {
+			resp, err := st.Recv()
+			if err != nil || resp.GetTypeUrl() == resource.ListenerType {
+				return err
+			}
+		}
+	}
+	st, err := cli.StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	for _, req := range []*discoverygrpc.DiscoveryRequest{
+		{Node: n, TypeUrl: resource.EndpointType, ResourceNames: names},
+		{TypeUrl: resource.ListenerType},
+	} {
+		if err := st.Send(req); err != nil {
+			break
+		}
+	}
+	for {
+		resp, err := st.Recv()
+		if err != nil || resp.GetTypeUrl() == resource.ListenerType {
+			return err
+		}
+	}
+}
+
+// namesHonest checks that a new node still gets clusters and load assignments.
+func namesHonest(t *testing.T, conn *grpc.ClientConn, id string, delta bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := harness.StartADS(ctx, harness.ADSConfig{Conn: conn, NodeID: id, Cluster: "honest", Delta: delta,
+		Types: []string{resource.ClusterType, resource.EndpointType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := map[string]bool{}
+	for !got[resource.ClusterType] || !got[resource.EndpointType] {
+		select {
+		case u := <-c.Updates():
+			if _, ok := u.Resources["web"]; ok {
+				got[u.TypeURL] = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("honest node %s (delta %v) got %v of clusters and load assignments of web", id, delta, got)
+		}
+	}
+}
+
+func namesWant(t *testing.T, what string, err error, code codes.Code, text string) {
+	t.Helper()
+	if status.Code(err) != code || !strings.Contains(status.Convert(err).Message(), text) {
+		t.Errorf("%s: %v, want %v naming %s", what, err, code, text)
+	}
+}
+
+// TestResourceNameFloodIsRefused reproduces item 1: four delta streams
+// each subscribing to a million made-up names (1,000 a request) pinned
+// +466 MiB, twenty SotW streams of 60k names +144 MiB. With
+// xds.max_resource_names (60 here) and xds.max_unknown_resource_names
+// (100 here) each is refused with ResourceExhausted at the first request
+// past a bound, counted by reason; a node's streams share its bound on
+// unknown names; the heap stays flat; honest nodes are served.
+func TestResourceNameFloodIsRefused(t *testing.T) {
+	srv, conn := namesStart(t, "--xds.max_resource_names", "60", "--xds.max_unknown_resource_names", "100")
+	namesHonest(t, conn, "honest-before", false)
+	before := namesLiveHeap(t, srv)
+	logsBefore := len(srv.Logs())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var wg sync.WaitGroup
+	for i := range 4 { // the finding's delta flood
+		wg.Go(func() {
+			err := namesDeltaFlood(ctx, conn, fmt.Sprint("delta-flood-", i), 1000, 1_000_000)
+			namesWant(t, "delta stream of a million names", err, codes.ResourceExhausted, "xds.max_resource_names")
+		})
+	}
+	for i := range 20 { // the finding's SotW flood
+		wg.Go(func() {
+			err := namesSotWFlood(ctx, conn, fmt.Sprint("sotw-flood-", i), 60_000)
+			namesWant(t, "SotW request of 60k names", err, codes.ResourceExhausted, "xds.max_resource_names")
+		})
+	}
+	wg.Wait()
+	// A delta stream adding 40 names a request: its subscriptions add up.
+	err := namesDeltaFlood(ctx, conn, "delta-slices", 40, 1_000_000)
+	namesWant(t, "delta stream of 40 names a request", err, codes.ResourceExhausted, "xds.max_resource_names")
+	// Streams of one node, each within xds.max_resource_names: the third
+	// takes the node past 100 unknown names.
+	for _, delta := range []bool{true, false} {
+		node := fmt.Sprint("greedy-delta-", delta)
+		held, release := context.WithCancel(ctx)
+		for i := range 2 {
+			if err := namesHold(held, conn, node, delta, namesMade(node, 40*i, 40)); err != nil {
+				t.Fatalf("%s: 40 unknown names on stream %d: %v", node, i, err)
+			}
+		}
+		err := namesHold(held, conn, node, delta, namesMade(node, 80, 40))
+		namesWant(t, node+": 120 unknown names over three streams", err, codes.ResourceExhausted, "xds.max_unknown_resource_names")
+		release()
+	}
+
+	awaitCounter(t, srv, `xds_resource_names_refused_total{reason="max_resource_names"}`, 25)
+	awaitCounter(t, srv, `xds_resource_names_refused_total{reason="max_unknown_resource_names"}`, 2)
+	namesHonest(t, conn, "honest-sotw", false)
+	namesHonest(t, conn, "honest-delta", true)
+	after := namesLiveHeap(t, srv)
+	logBytes := len(srv.Logs()) - logsBefore
+	t.Logf("live heap %.1f MiB before, %.1f MiB after 4 delta streams of 1M names, 20 SotW streams of 60k and the slicing; %d log bytes",
+		before/(1<<20), after/(1<<20), logBytes)
+	if after > before+4<<20 {
+		t.Errorf("live heap grew %.1f MiB, want at most 4 MiB (the finding: +466 MiB)", (after-before)/(1<<20))
+	}
+	if logBytes > 30*1000 {
+		t.Errorf("%d log bytes for 27 refused streams, want at most one clipped line each", logBytes)
+	}
+}
