@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,4 +268,202 @@ func TestResourceNameFloodIsRefused(t *testing.T) {
 	if logBytes > 30*1000 {
 		t.Errorf("%d log bytes for 27 refused streams, want at most one clipped line each", logBytes)
 	}
+}
+
+// namesConnectOnce connects node id on a fresh SotW stream, waits for its
+// clusters and closes the stream.
+func namesConnectOnce(ctx context.Context, conn *grpc.ClientConn, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.Send(&discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: id, Cluster: "flood"}, TypeUrl: resource.ClusterType}); err != nil {
+		return err
+	}
+	_, err = st.Recv()
+	return err
+}
+
+// namesLines counts the log lines holding every part.
+func namesLines(logs string, parts ...string) int {
+	n := 0
+	for line := range strings.Lines(logs) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+// namesPage is a page of /debug/nodes.
+type namesPage struct {
+	Nodes []struct {
+		ID      string `json:"id"`
+		Streams int    `json:"streams"`
+	} `json:"nodes"`
+	Total int    `json:"total"`
+	Next  string `json:"next"`
+}
+
+// TestFreshNodeIDFloodIsCapped reproduces item 5: 200,000 fresh node ids
+// in 50 s held 279 MiB for the 5-minute xds.node_grace, wrote 58 MB of log
+// (a connect and a disconnect line each) and made /debug/nodes 66 MB.
+// Scaled down: 2,000 fresh ids against xds.max_known_nodes 200. The known
+// nodes stay at the cap (the longest disconnected evicted, counted), the
+// connect and disconnect lines stay within the overall rate (100, then 10
+// a second), /debug/nodes answers pages of 100, and a connected node is
+// never evicted and keeps being served.
+func TestFreshNodeIDFloodIsCapped(t *testing.T) {
+	const known, flood = 200, 2000
+	srv, conn := namesStart(t, "--xds.max_known_nodes", fmt.Sprint(known))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	honest, err := harness.StartADS(ctx, harness.ADSConfig{Conn: conn, NodeID: "honest-connected", Cluster: "honest",
+		Types: []string{resource.ClusterType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer honest.Close()
+	<-honest.Updates()
+	before := namesLiveHeap(t, srv)
+	logsBefore := len(srv.Logs())
+	start := time.Now()
+	ids := make(chan int)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range ids {
+				if err := namesConnectOnce(ctx, conn, fmt.Sprintf("fresh-%05d", i)); err != nil {
+					t.Errorf("fresh node %d: %v", i, err)
+				}
+			}
+		})
+	}
+	for i := range flood {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	awaitMetric(t, srv, fmt.Sprintf("xds_known_nodes %d", known))
+	awaitMetric(t, srv, fmt.Sprintf("xds_nodes_evicted_total %d", flood+1-known))
+	logs := srv.Logs()[logsBefore:]
+	connects, disconnects := namesLines(logs, `msg="node connected"`), namesLines(logs, `msg="node disconnected"`)
+	evictions := namesLines(logs, `msg="node evicted"`)
+	after := namesLiveHeap(t, srv)
+	t.Logf("%d fresh node ids in %v: %d connect, %d disconnect, %d eviction lines, %d log bytes; live heap %.1f -> %.1f MiB",
+		flood, elapsed.Round(time.Millisecond), connects, disconnects, evictions, len(logs), before/(1<<20), after/(1<<20))
+	if most := 100 + int(10*elapsed.Seconds()) + 10; connects > most {
+		t.Errorf("%d connect lines in %v, want at most %d (100, then 10 a second)", connects, elapsed, most)
+	}
+	if disconnects > connects {
+		t.Errorf("%d disconnect lines for %d connect lines", disconnects, connects)
+	}
+	if most := 1 + int(elapsed.Seconds()/10) + 1; evictions > most {
+		t.Errorf("%d eviction lines in %v, want at most one per 10s", evictions, elapsed)
+	}
+
+	var page namesPage
+	code, body := adminGet(t, srv, "/debug/nodes", "")
+	if err := json.Unmarshal([]byte(body), &page); code != 200 || err != nil {
+		t.Fatalf("/debug/nodes: %d %v", code, err)
+	}
+	if len(page.Nodes) != 100 || page.Total != known || page.Next == "" {
+		t.Errorf("/debug/nodes: %d nodes of %d, next %q; want a page of 100 of %d", len(page.Nodes), page.Total, page.Next, known)
+	}
+	t.Logf("/debug/nodes: %d bytes for a page of %d", len(body), len(page.Nodes))
+	seen, connected := 0, false
+	for after := ""; ; {
+		code, body := adminGet(t, srv, "/debug/nodes?limit=75&after="+url.QueryEscape(after), "")
+		var p namesPage
+		if err := json.Unmarshal([]byte(body), &p); code != 200 || err != nil {
+			t.Fatalf("/debug/nodes after %q: %d %v", after, code, err)
+		}
+		for _, n := range p.Nodes {
+			connected = connected || n.ID == "honest-connected" && n.Streams > 0
+		}
+		seen += len(p.Nodes)
+		if after = p.Next; after == "" || seen > known {
+			break
+		}
+	}
+	if seen != known || !connected {
+		t.Errorf("paging /debug/nodes saw %d nodes (want %d), the connected honest node: %v", seen, known, connected)
+	}
+	namesHonest(t, conn, "honest-after", false)
+}
+
+// TestRefusalLinesArePerNode reproduces item 10: refusal lines were
+// limited to one per 10 s for every node together, so a node's refusal
+// hid every other's. Now each node gets its own line (one per 10 s each)
+// and a flood of fresh refused ids stays within the overall rate.
+func TestRefusalLinesArePerNode(t *testing.T) {
+	srv, conn := namesStart(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	refuse := func(id string) {
+		t.Helper()
+		st, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: id, Cluster: strings.Repeat("c", 2<<10)},
+			TypeUrl: resource.ClusterType}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("node %s with a 2 KiB cluster: %v, want InvalidArgument", id, err)
+		}
+	}
+	logsBefore := len(srv.Logs())
+	start := time.Now()
+	for range 50 {
+		refuse("loud")
+	}
+	for i := range 5 {
+		refuse(fmt.Sprint("quiet-", i))
+	}
+	awaitCounter(t, srv, `xds_nodes_refused_total{reason="node_too_large"}`, 55)
+	logs := srv.Logs()[logsBefore:]
+	if n := namesLines(logs, `msg="node refused"`, "node=loud "); n != 1 && time.Since(start) < 10*time.Second {
+		t.Errorf("%d refusal lines for 50 refusals of one node within 10s, want 1", n)
+	}
+	for i := range 5 {
+		if n := namesLines(logs, `msg="node refused"`, fmt.Sprintf("node=quiet-%d ", i)); n != 1 {
+			t.Errorf("%d refusal lines for quiet-%d, want its own line", n, i)
+		}
+	}
+
+	const fresh = 1000
+	logsBefore, start = len(srv.Logs()), time.Now()
+	var wg sync.WaitGroup
+	ids := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range ids {
+				refuse(fmt.Sprint("fresh-", i))
+			}
+		})
+	}
+	for i := range fresh {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	elapsed := time.Since(start)
+	awaitCounter(t, srv, `xds_nodes_refused_total{reason="node_too_large"}`, 55+fresh)
+	logs = srv.Logs()[logsBefore:]
+	lines := namesLines(logs, `msg="node refused"`)
+	t.Logf("%d fresh refused node ids in %v: %d refusal lines, %d log bytes", fresh, elapsed.Round(time.Millisecond), lines, len(logs))
+	if most := 100 + int(10*elapsed.Seconds()) + 10; lines > most {
+		t.Errorf("%d refusal lines in %v, want at most %d (100, then 10 a second)", lines, elapsed, most)
+	}
+	namesHonest(t, conn, "honest", true)
 }
