@@ -314,13 +314,13 @@ type namesPage struct {
 // TestFreshNodeIDFloodIsCapped reproduces item 5: 200,000 fresh node ids
 // in 50 s held 279 MiB for the 5-minute xds.node_grace, wrote 58 MB of log
 // (a connect and a disconnect line each) and made /debug/nodes 66 MB.
-// Scaled down: 2,000 fresh ids against xds.max_known_nodes 200. The known
+// Scaled down: 10,000 fresh ids against xds.max_known_nodes 200. The known
 // nodes stay at the cap (the longest disconnected evicted, counted), the
 // connect and disconnect lines stay within the overall rate (100, then 10
 // a second), /debug/nodes answers pages of 100, and a connected node is
 // never evicted and keeps being served.
 func TestFreshNodeIDFloodIsCapped(t *testing.T) {
-	const known, flood = 200, 2000
+	const known, flood = 200, 10_000
 	srv, conn := namesStart(t, "--xds.max_known_nodes", fmt.Sprint(known))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -362,6 +362,9 @@ func TestFreshNodeIDFloodIsCapped(t *testing.T) {
 		flood, elapsed.Round(time.Millisecond), connects, disconnects, evictions, len(logs), before/(1<<20), after/(1<<20))
 	if most := 100 + int(10*elapsed.Seconds()) + 10; connects > most {
 		t.Errorf("%d connect lines in %v, want at most %d (100, then 10 a second)", connects, elapsed, most)
+	}
+	if after > before+4<<20 {
+		t.Errorf("live heap grew %.1f MiB for %d fresh node ids, want at most 4 MiB (the cap holds %d)", (after-before)/(1<<20), flood, known)
 	}
 	if disconnects > connects {
 		t.Errorf("%d disconnect lines for %d connect lines", disconnects, connects)

@@ -110,7 +110,7 @@ func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
 		}
 	}
 	id, fresh, evicted, err := c.reg.attach(stream, n, c.now())
-	if evicted != "" {
+	if evicted.ID != "" {
 		c.evict(evicted)
 	}
 	if err != nil {
@@ -136,8 +136,11 @@ func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
 	return id, nil
 }
 
-// evict drops a node the registry evicted to make room for another.
-func (c *callbacks) evict(id string) {
+// evict drops a node the registry evicted to make room for another,
+// and frees its index reservation.
+func (c *callbacks) evict(node Node) {
+	id := node.ID
+	c.idx.evict(node)
 	if c.evicted != nil {
 		c.evicted(id)
 	}

@@ -56,6 +56,9 @@ func TestKnownNodesCapEvictsOldestDisconnected(t *testing.T) {
 	if got := testutil.ToFloat64(s.m.refused.WithLabelValues("max_known_nodes")); got != 1 {
 		t.Errorf("refused max_known_nodes = %v, want 1", got)
 	}
+	if got := s.idx.fallback.Reserved(); got != 3 {
+		t.Errorf("%d client indices reserved, want 3 (the evicted nodes' are freed at once)", got)
+	}
 	s.cb.OnStreamClosed(5, nil) // e leaves and comes back: the same node, nothing evicted
 	connect(s, 7, "e")
 	if got := testutil.ToFloat64(s.m.evicted); got != 2 {

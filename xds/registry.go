@@ -76,15 +76,16 @@ var errTooManyNodes = status.Error(codes.ResourceExhausted, "xds: too many nodes
 // reports whether the node was not connected before (new, or back after
 // all its streams closed), and is a no-op for a stream already bound. A
 // new node past the cap on known nodes evicts the node disconnected the
-// longest (evicted), or is refused with errTooManyNodes if none is.
-func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool, evicted string, err error) {
+// longest (evicted, a copy; ID "" when none), or is refused with
+// errTooManyNodes if none is.
+func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool, evicted Node, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if id, ok := r.streams[stream]; ok {
-		return id, false, "", nil
+		return id, false, Node{}, nil
 	}
 	if n == nil {
-		return "", false, "", nil
+		return "", false, Node{}, nil
 	}
 	id = n.GetId()
 	node, ok := r.nodes[id]
@@ -92,10 +93,10 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 		if r.max > 0 && len(r.nodes) >= r.max {
 			oldest := r.idle.Front()
 			if oldest == nil {
-				return "", false, "", errTooManyNodes
+				return "", false, Node{}, errTooManyNodes
 			}
-			evicted = oldest.Value.(string)
-			r.forgetLocked(evicted)
+			evicted = *r.nodes[oldest.Value.(string)]
+			r.forgetLocked(evicted.ID)
 		}
 		node = &Node{ID: id, Versions: map[string]string{}, Index: -1}
 		r.nodes[id] = node
