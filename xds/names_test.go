@@ -161,3 +161,60 @@ func TestNoSnapshotKnowsNothing(t *testing.T) {
 		t.Fatalf("two names without a snapshot: %v, want refused", r)
 	}
 }
+
+// FuzzNameBook: whatever a client subscribes to and unsubscribes from, on
+// whichever streams, a node's count is the sum of its streams', never
+// negative and never past the bound, and closing every stream leaves
+// nothing behind.
+func FuzzNameBook(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte("subscribe and unsubscribe and close"))
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		snap := namesSnapshot(t, "n0", "n1")
+		const bound = 5
+		b := newNameBook(NameLimits{PerStream: 8, UnknownPerNode: bound})
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i], int(ops[i+1])
+			stream := int64(op%4) + 1
+			node := fmt.Sprint("node-", stream%2)
+			names := madeUp("n", arg%4)
+			switch op / 4 % 4 {
+			case 0:
+				b.delta(-stream, node, resource.EndpointType, names, nil, 0, snap)
+			case 1:
+				b.delta(-stream, node, resource.EndpointType, nil, names, 0, snap)
+			case 2:
+				b.sotw(stream, node, resource.EndpointType, names, snap)
+			default:
+				b.closed(-stream)
+				b.closed(stream)
+			}
+			sums := map[string]int{}
+			for _, s := range b.streams {
+				for _, tn := range s.types {
+					if tn.n < 0 {
+						t.Fatalf("a stream counts %d unknown names", tn.n)
+					}
+					sums[s.node] += tn.n
+				}
+			}
+			for n, c := range sums {
+				if c != b.nodes[n] {
+					t.Fatalf("node %s: its streams count %d, the node %d", n, c, b.nodes[n])
+				}
+			}
+			for n, c := range b.nodes {
+				if c != sums[n] || c <= 0 || c > bound {
+					t.Fatalf("node %s counts %d, its streams %d (bound %d)", n, c, sums[n], bound)
+				}
+			}
+		}
+		for stream := int64(1); stream <= 4; stream++ {
+			b.closed(stream)
+			b.closed(-stream)
+		}
+		if len(b.streams) != 0 || len(b.nodes) != 0 {
+			t.Fatalf("after every stream closed: %d streams, %d nodes", len(b.streams), len(b.nodes))
+		}
+	})
+}
