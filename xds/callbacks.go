@@ -208,6 +208,7 @@ func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaD
 		len(req.GetInitialResourceVersions()), c.snapshot(id)); r != nil {
 		return c.refuseNames(id, r)
 	}
+	trimInitial(req)
 	forgetExtensions(req.GetNode())
 	if req.GetErrorDetail() != nil {
 		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),

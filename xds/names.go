@@ -3,8 +3,10 @@ package xds
 import (
 	"hash/maphash"
 	"maps"
+	"slices"
 	"sync"
 
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/grpc/codes"
@@ -277,4 +279,27 @@ func (b *nameBook) delta(stream int64, node, typeURL string, sub, unsub []string
 	b.add(node, n-t.n)
 	t.n = n
 	return nil
+}
+
+// trimInitial drops from a delta request's initial_resource_versions the
+// names it does not subscribe to, unless it subscribes to the wildcard
+// (by name, or by naming nothing). go-control-plane keeps that map as
+// what the stream has until it answers, and a named subscription never
+// reads a name it does not subscribe to, so without this a stream that
+// subscribes to nothing could keep xds.max_resource_names made-up names
+// there for its whole life.
+func trimInitial(req *discoverygrpc.DeltaDiscoveryRequest) {
+	initial, sub := req.GetInitialResourceVersions(), req.GetResourceNamesSubscribe()
+	if len(initial) == 0 || len(sub) == 0 || slices.Contains(sub, "*") {
+		return
+	}
+	keep := make(map[string]struct{}, len(sub))
+	for _, name := range sub {
+		keep[name] = struct{}{}
+	}
+	for name := range initial {
+		if _, ok := keep[name]; !ok {
+			delete(initial, name)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -217,4 +218,25 @@ func FuzzNameBook(f *testing.F) {
 			t.Fatalf("after every stream closed: %d streams, %d nodes", len(b.streams), len(b.nodes))
 		}
 	})
+}
+
+func TestTrimInitial(t *testing.T) {
+	for name, tc := range map[string]struct {
+		sub  []string
+		want int
+	}{
+		"a named subscription keeps what it names": {[]string{"a", "b"}, 2},
+		"naming nothing is the wildcard":           {nil, 4},
+		"the wildcard by name keeps everything":    {[]string{"a", "*"}, 4},
+		"names it does not have":                   {[]string{"x"}, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := &discoverygrpc.DeltaDiscoveryRequest{ResourceNamesSubscribe: tc.sub,
+				InitialResourceVersions: map[string]string{"a": "1", "b": "1", "made-up-1": "1", "made-up-2": "1"}}
+			trimInitial(req)
+			if got := len(req.GetInitialResourceVersions()); got != tc.want {
+				t.Errorf("%d initial versions kept, want %d", got, tc.want)
+			}
+		})
+	}
 }
