@@ -212,8 +212,10 @@ func namesWant(t *testing.T, what string, err error, code codes.Code, text strin
 // +466 MiB, twenty SotW streams of 60k names +144 MiB. With
 // xds.max_resource_names (60 here) and xds.max_unknown_resource_names
 // (100 here) each is refused with ResourceExhausted at the first request
-// past a bound, counted by reason; a node's streams share its bound on
-// unknown names; the heap stays flat; honest nodes are served.
+// past a bound, counted by reason, and so is a delta stream claiming 100k
+// resources (initial_resource_versions) or adding 40 names a request; a
+// node's streams share its bound on unknown names; the heap stays flat;
+// honest nodes are served.
 func TestResourceNameFloodIsRefused(t *testing.T) {
 	srv, conn := namesStart(t, "--xds.max_resource_names", "60", "--xds.max_unknown_resource_names", "100")
 	namesHonest(t, conn, "honest-before", false)
@@ -236,8 +238,23 @@ func TestResourceNameFloodIsRefused(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	// A delta stream saying it already has 100k made-up resources.
+	claims := map[string]string{}
+	for _, name := range namesMade("claimed", 0, 100_000) {
+		claims[name] = "1"
+	}
+	claimer, err := discoverygrpc.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := claimer.Send(&discoverygrpc.DeltaDiscoveryRequest{Node: &core.Node{Id: "claimer", Cluster: "attack"},
+		TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{"web"}, InitialResourceVersions: claims}); err != nil {
+		t.Fatal(err)
+	}
+	err = namesStatus(func() error { _, err := claimer.Recv(); return err })
+	namesWant(t, "delta stream claiming 100k resources", err, codes.ResourceExhausted, "xds.max_resource_names")
 	// A delta stream adding 40 names a request: its subscriptions add up.
-	err := namesDeltaFlood(ctx, conn, "delta-slices", 40, 1_000_000)
+	err = namesDeltaFlood(ctx, conn, "delta-slices", 40, 1_000_000)
 	namesWant(t, "delta stream of 40 names a request", err, codes.ResourceExhausted, "xds.max_resource_names")
 	// Streams of one node, each within xds.max_resource_names: the third
 	// takes the node past 100 unknown names.
@@ -254,7 +271,7 @@ func TestResourceNameFloodIsRefused(t *testing.T) {
 		release()
 	}
 
-	awaitCounter(t, srv, `xds_resource_names_refused_total{reason="max_resource_names"}`, 25)
+	awaitCounter(t, srv, `xds_resource_names_refused_total{reason="max_resource_names"}`, 26)
 	awaitCounter(t, srv, `xds_resource_names_refused_total{reason="max_unknown_resource_names"}`, 2)
 	namesHonest(t, conn, "honest-sotw", false)
 	namesHonest(t, conn, "honest-delta", true)
@@ -266,7 +283,7 @@ func TestResourceNameFloodIsRefused(t *testing.T) {
 		t.Errorf("live heap grew %.1f MiB, want at most 4 MiB (the finding: +466 MiB)", (after-before)/(1<<20))
 	}
 	if logBytes > 30*1000 {
-		t.Errorf("%d log bytes for 27 refused streams, want at most one clipped line each", logBytes)
+		t.Errorf("%d log bytes for 28 refused streams, want at most one clipped line each", logBytes)
 	}
 }
 
