@@ -65,7 +65,10 @@ type XDSConfig struct {
 	Authorization   XDSAuthzConfig  `mapstructure:"authorization"`
 
 	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2 preface.
-	HandshakeTimeout time.Duration `mapstructure:"handshake_timeout"`
+	HandshakeTimeout        time.Duration `mapstructure:"handshake_timeout"`
+	MaxResourceNames        uint32        `mapstructure:"max_resource_names"`         // names of one type per stream; 0 = no bound
+	MaxUnknownResourceNames uint32        `mapstructure:"max_unknown_resource_names"` // names not in a node's config, per node; 0 = no bound
+	MaxKnownNodes           uint32        `mapstructure:"max_known_nodes"`            // connected and disconnected nodes; 0 = no cap
 }
 
 // KeepaliveConfig are the gRPC keepalive settings of the xDS listener.
@@ -291,6 +294,8 @@ func (c Config) ServerConfig() xds.Config {
 		MaxStreams:      c.XDS.MaxStreams,
 		Buffers:         xds.Buffers{Read: int(c.XDS.ReadBufferSize), Write: int(c.XDS.WriteBufferSize)},
 		MaxPendingBytes: int64(c.XDS.MaxPendingBytes),
+		Names:           xds.NameLimits{PerStream: int(c.XDS.MaxResourceNames), UnknownPerNode: int(c.XDS.MaxUnknownResourceNames)},
+		MaxKnownNodes:   int(c.XDS.MaxKnownNodes),
 		SotWFullState:   c.XDS.SotWFullState,
 		Keepalive: xds.Keepalive{
 			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,

@@ -376,7 +376,7 @@ func TestSurface(t *testing.T) {
 		"unknown key, did you mean":     {file: "xds: { adress: ':1' }\n", want: []string{"xds.adress: unknown key (did you mean xds.address?)"}},
 		"unknown section, did you mean": {file: "ratelimt: {}\n", want: []string{"ratelimt: unknown key (did you mean ratelimit?)"}},
 		"unknown service key":           {file: "services: { api: { lb_polcy: x } }\n", want: []string{"services.api.lb_polcy: unknown key (did you mean lb_policy?)"}},
-		"section given a value":         {file: "xds: 5\n", want: []string{"xds: 5: is a value, want a section of address, debounce, max_delay, node_grace, max_streams, read_buffer_size, write_buffer_size, max_pending_bytes, max_connections, handshake_timeout, sotw_full_state, shutdown_grace, shutdown_timeout, keepalive, tls, authorization"}},
+		"section given a value":         {file: "xds: 5\n", want: []string{"xds: 5: is a value, want a section of address, debounce, max_delay, node_grace, max_streams, read_buffer_size, write_buffer_size, max_pending_bytes, max_connections, handshake_timeout, max_resource_names, max_unknown_resource_names, max_known_nodes, sotw_full_state, shutdown_grace, shutdown_timeout, keepalive, tls, authorization"}},
 		"value given a section":         {file: "xds: { address: { host: x } }\n", want: []string{"xds.address: {...}: is a section, want a string"}},
 		"list as a comma string, env":   {env: map[string]string{"XDS_SERVER_DISCOVERY_CONSUL_SERVICES": "a, b"}},
 		"secret value never shown":      {file: "discovery: { consul: { token: [a] } }\n", want: []string{"discovery.consul.token: (redacted): is a list, want a string"}},

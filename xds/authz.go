@@ -84,7 +84,7 @@ type authz struct {
 	rules  []AuthzRule
 	denied prometheus.Counter
 	log    *slog.Logger
-	logs   *logLimiter // one refusal line a second for all nodes, with a suppressed count
+	logs   *logLimiter // one refusal line a second per node (and logRate in all), with a suppressed count
 
 	mu      sync.Mutex
 	streams map[streamKey]*streamAuth
@@ -150,7 +150,7 @@ func (a *authz) check(k streamKey, n *core.Node) error {
 	if len(ids) > 0 {
 		who = "identity " + strings.Join(ids, ", ")
 	}
-	if ok, suppressed := a.logs.allow("authz", "", time.Now()); ok {
+	if ok, suppressed := a.logs.allow(logRefused, clip(id), time.Now()); ok {
 		a.log.Warn("xDS stream refused: no authorization rule allows this node for the client certificate",
 			"node", clip(id), "cluster", clip(cluster), "identities", ids, "suppressed", suppressed)
 	}

@@ -69,7 +69,7 @@ func TestAuthzRefusesBeforeTheRegistry(t *testing.T) {
 
 // TestAuthzLeavesBoundsToTheCallbacks: a node over a bound is refused by
 // the wrapped callbacks (InvalidArgument), not by the rules; refusals'
-// log lines are clipped and limited to one a second.
+// log lines are clipped and limited to one a second per node.
 func TestAuthzLeavesBoundsToTheCallbacks(t *testing.T) {
 	next := &nopCallbacks{}
 	var logs bytes.Buffer

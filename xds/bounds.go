@@ -74,27 +74,47 @@ func clipTo(s string, max int) string {
 const (
 	logConnect = "connect"
 	logNACK    = "nack"
-	logRefused = "refused" // of every refused stream together (node ""): refused nodes are not kept
+	logRefused = "refused" // per refused node (not kept): at most maxRefusedNodes tracked
+	logEvicted = "evicted" // of every evicted node together (node "")
 )
 
+// Overall bounds of the log lines of one kind, over all nodes: bursts of
+// logBurst lines, then logRate lines a second. A flood of fresh node ids
+// (each allowed its own line) writes no more than this.
+const (
+	logBurst = 100
+	logRate  = 10.0 // lines a second
+)
+
+// maxRefusedNodes bounds the refused nodes whose lines the logLimiter
+// limits one by one: refused nodes are not kept, so nothing forgets them
+// but time. Past it, until their lines are older than the interval, the
+// others share one limit.
+const maxRefusedNodes = 1024
+
 // logLimiter lets through at most one line of a kind per node per
-// interval and counts the lines it holds back, reported with the next line
-// let through. Nodes are forgotten when they expire. Safe for concurrent use.
+// interval, and at most logRate a second (bursts of logBurst) of a kind
+// over all nodes; it counts the lines it holds back per node, reported
+// with the node's next line. Nodes are forgotten when they expire or are
+// evicted. Safe for concurrent use.
 type logLimiter struct {
-	every time.Duration
-	mu    sync.Mutex
-	last  map[limitKey]limited // the last line and what was held back since
+	every   time.Duration
+	mu      sync.Mutex
+	last    map[limitKey]limited // the last line and what was held back since
+	rate    map[string]*bucket   // by kind
+	refused int                  // entries of kind logRefused in last
+	swept   time.Time            // when those were last swept
 }
 
 type limitKey struct{ kind, node string }
 
 type limited struct {
-	at         time.Time
+	at         time.Time // zero: none written yet
 	suppressed int
 }
 
 func newLogLimiter(every time.Duration) *logLimiter {
-	return &logLimiter{every: every, last: map[limitKey]limited{}}
+	return &logLimiter{every: every, last: map[limitKey]limited{}, rate: map[string]*bucket{}}
 }
 
 // allow reports whether a line of kind about node may be written now and
@@ -104,13 +124,51 @@ func (l *logLimiter) allow(kind, node string, now time.Time) (ok bool, suppresse
 	defer l.mu.Unlock()
 	k := limitKey{kind, node}
 	e, seen := l.last[k]
-	if seen && now.Sub(e.at) < l.every {
+	if !seen && kind == logRefused && node != "" {
+		if l.tracking(now) {
+			l.refused++
+		} else {
+			k = limitKey{kind, ""}
+			e = l.last[k]
+		}
+	}
+	if !e.at.IsZero() && now.Sub(e.at) < l.every {
+		e.suppressed++
+		l.last[k] = e
+		return false, 0
+	}
+	b := l.rate[kind]
+	if b == nil {
+		b = &bucket{tokens: logBurst, at: now}
+		l.rate[kind] = b
+	}
+	if !b.take(now) {
 		e.suppressed++
 		l.last[k] = e
 		return false, 0
 	}
 	l.last[k] = limited{at: now}
 	return true, e.suppressed
+}
+
+// tracking reports whether one more refused node may be limited on its
+// own, sweeping those whose lines are past the interval (at most once an
+// interval). Under l.mu.
+func (l *logLimiter) tracking(now time.Time) bool {
+	if l.refused < maxRefusedNodes {
+		return true
+	}
+	if now.Sub(l.swept) < l.every {
+		return false
+	}
+	l.swept = now
+	for k, e := range l.last {
+		if k.kind == logRefused && k.node != "" && now.Sub(e.at) >= l.every {
+			delete(l.last, k)
+			l.refused--
+		}
+	}
+	return l.refused < maxRefusedNodes
 }
 
 // forget drops what the limiter knows of node.
@@ -120,6 +178,25 @@ func (l *logLimiter) forget(node string) {
 	for _, kind := range []string{logConnect, logNACK} {
 		delete(l.last, limitKey{kind, node})
 	}
+}
+
+// bucket is a token bucket of logBurst tokens refilled at logRate a second.
+type bucket struct {
+	tokens float64
+	at     time.Time // of the last refill
+}
+
+// take reports whether a token was left at now, and takes it.
+func (b *bucket) take(now time.Time) bool {
+	if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(logBurst, b.tokens+d.Seconds()*logRate)
+		b.at = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // malformedPrefix starts the type URL the codec gives a discovery request

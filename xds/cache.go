@@ -50,7 +50,10 @@ type nodeCache struct {
 	// quick) when a watch of typeURL finds nothing to send: the node has
 	// what snap holds for its subscription.
 	upToDate func(node, typeURL string, snap *cache.Snapshot)
-	loss     atomic.Pointer[lossMemo] // the last lost answer
+	// subscribed, if set, may refuse a delta watch whose stream subscribes
+	// to n names of typeURL (xds.max_resource_names, names.go).
+	subscribed func(node, typeURL string, n int) error
+	loss       atomic.Pointer[lossMemo] // the last lost answer
 }
 
 var _ cache.Cache = (*nodeCache)(nil)
@@ -168,6 +171,11 @@ func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out 
 func (c *nodeCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
 	w := &deltaWatch{req: req, sub: sub, out: out, kind: cache.GetResponseType(req.GetTypeUrl())}
 	id := req.GetNode().GetId()
+	if c.subscribed != nil {
+		if err := c.subscribed(id, req.GetTypeUrl(), len(sub.SubscribedResources())); err != nil {
+			return nil, err
+		}
+	}
 	st := c.lock(id)
 	defer st.mu.Unlock()
 	st.noteRequest(w.kind, req.GetResponseNonce(), req.GetErrorDetail() != nil)
@@ -323,6 +331,18 @@ func (c *nodeCache) clear(id string) {
 		st.gone = true
 		c.nodes.CompareAndDelete(id, st)
 	}
+}
+
+// snapshot returns a node's snapshot, nil if it has none.
+func (c *nodeCache) snapshot(id string) *cache.Snapshot {
+	v, ok := c.nodes.Load(id)
+	if !ok {
+		return nil
+	}
+	st := v.(*nodeState)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.snap
 }
 
 // GetSnapshot returns a node's snapshot.

@@ -8,6 +8,7 @@ import (
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
@@ -26,11 +27,19 @@ type callbacks struct {
 	// refusing, once true, makes new streams fail with Unavailable (the
 	// server is shutting down); nil never refuses.
 	refusing *atomic.Bool
-	// logs lets through at most one connect or NACK line per node per
-	// logEvery, and one refusal line per logEvery in all.
+	// logs lets through at most one connect, NACK or refusal line per
+	// node per logEvery, and logRate a second of each over all nodes.
 	logs *logLimiter
 	// conns pairs each logged connect line with its disconnect line.
 	conns *connLog
+	// names bounds the resource names of streams and nodes (names.go).
+	names *nameBook
+	// snapshot returns a node's snapshot, nil if it has none.
+	snapshot func(id string) *cache.Snapshot
+	// evicted drops what the server holds of a node evicted from the
+	// registry (past xds.max_known_nodes); nil does nothing.
+	evicted  func(id string)
+	maxKnown int // xds.max_known_nodes, for the log
 }
 
 // logEvery is the least time between two log lines about one node.
@@ -41,13 +50,15 @@ var errShuttingDown = status.Error(codes.Unavailable, "xds: server is shutting d
 
 var _ serverv3.Callbacks = (*callbacks)(nil)
 
-func (c *callbacks) OnStreamOpen(_ context.Context, _ int64, _ string) error {
+func (c *callbacks) OnStreamOpen(_ context.Context, id int64, typeURL string) error {
 	c.m.streams.WithLabelValues("sotw").Inc() // OnStreamClosed follows even on error
+	c.names.opened(id, typeURL)
 	return c.open()
 }
 
-func (c *callbacks) OnDeltaStreamOpen(_ context.Context, _ int64, _ string) error {
+func (c *callbacks) OnDeltaStreamOpen(_ context.Context, id int64, typeURL string) error {
 	c.m.streams.WithLabelValues("delta").Inc()
+	c.names.opened(deltaStream(id), typeURL)
 	return c.open()
 }
 
@@ -74,6 +85,7 @@ func (c *callbacks) OnDeltaStreamClosed(id int64, _ *core.Node) {
 func deltaStream(id int64) int64 { return -id }
 
 func (c *callbacks) closed(stream int64) {
+	c.names.closed(stream)
 	if id, last := c.reg.detach(stream, c.now()); last {
 		c.m.nodes.Dec() // Inc and Dec, not Set(connected()): two Sets can cross
 		if d, ok := c.conns.disconnected(id, c.now()); ok {
@@ -97,7 +109,13 @@ func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
 			return "", c.refuse("node_too_large", n, err)
 		}
 	}
-	id, fresh := c.reg.attach(stream, n, c.now())
+	id, fresh, evicted, err := c.reg.attach(stream, n, c.now())
+	if evicted.ID != "" {
+		c.evict(evicted)
+	}
+	if err != nil {
+		return "", c.refuse("max_known_nodes", n, err)
+	}
 	if !fresh {
 		return id, nil
 	}
@@ -118,10 +136,27 @@ func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
 	return id, nil
 }
 
+// evict drops a node the registry evicted to make room for another,
+// and frees its index reservation.
+func (c *callbacks) evict(node Node) {
+	id := node.ID
+	c.idx.evict(node)
+	if c.evicted != nil {
+		c.evicted(id)
+	}
+	c.m.evicted.Inc()
+	if ok, suppressed := c.logs.allow(logEvicted, "", c.now()); ok {
+		c.log.Info("node evicted", "node", clip(id), "reason", "xds.max_known_nodes reached, evicting the node disconnected the longest",
+			"max_known_nodes", c.maxKnown, "suppressed", suppressed)
+	} else {
+		c.m.logSuppressed.Inc()
+	}
+}
+
 // refuse counts and logs (rate-limited) a refused stream and returns err.
 func (c *callbacks) refuse(reason string, n *core.Node, err error) error {
 	c.m.refused.WithLabelValues(reason).Inc()
-	if ok, suppressed := c.logs.allow(logRefused, "", c.now()); ok {
+	if ok, suppressed := c.logs.allow(logRefused, clip(n.GetId()), c.now()); ok {
 		c.log.Warn("node refused", "node", clip(n.GetId()), "cluster", clip(n.GetCluster()), "error", err,
 			"suppressed", suppressed)
 	} else {
@@ -147,6 +182,9 @@ func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRe
 	if err != nil {
 		return err
 	}
+	if r := c.names.sotw(stream, id, req.GetTypeUrl(), req.GetResourceNames(), c.snapshot(id)); r != nil {
+		return c.refuseNames(id, r)
+	}
 	forgetExtensions(req.GetNode())
 	if req.GetErrorDetail() != nil {
 		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
@@ -166,10 +204,36 @@ func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaD
 	if err != nil {
 		return err
 	}
+	if r := c.names.delta(stream, id, req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
+		len(req.GetInitialResourceVersions()), c.snapshot(id)); r != nil {
+		return c.refuseNames(id, r)
+	}
+	trimInitial(req)
 	forgetExtensions(req.GetNode())
 	if req.GetErrorDetail() != nil {
 		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
 			Error: req.GetErrorDetail().GetMessage()})
+	}
+	return nil
+}
+
+// refuseNames counts and logs (rate-limited per node) a request refused
+// for its resource names (names.go) and returns the status ending its stream.
+func (c *callbacks) refuseNames(node string, r *refusal) error {
+	c.m.namesRefused.WithLabelValues(r.reason).Inc()
+	if ok, suppressed := c.logs.allow(logRefused, clip(node), c.now()); ok {
+		c.log.Warn("resource names refused", "node", clip(node), "reason", r.reason, "error", r.err, "suppressed", suppressed)
+	} else {
+		c.m.logSuppressed.Inc()
+	}
+	return r.err
+}
+
+// subscribed refuses a delta stream whose subscriptions of typeURL add up
+// to n names, over xds.max_resource_names (nodeCache.subscribed).
+func (c *callbacks) subscribed(node, typeURL string, n int) error {
+	if l := c.names.limits.PerStream; l > 0 && n > l {
+		return c.refuseNames(node, tooMany(typeURL, n, l))
 	}
 	return nil
 }

@@ -69,13 +69,11 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 	return out, true, nil
 }
 
-// Handler serves /debug/nodes, /debug/config?node=ID and
+// Handler serves /debug/nodes[?after=ID&limit=N], /debug/config?node=ID and
 // /debug/subsets?service=S[&limit=N|&node=ID] as JSON.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /debug/nodes", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"nodes": s.Nodes()})
-	})
+	mux.HandleFunc("GET /debug/nodes", s.serveNodes) // debug_nodes.go: paged
 	mux.HandleFunc("GET /debug/config", func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("node")
 		if id == "" {

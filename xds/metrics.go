@@ -25,6 +25,8 @@ type metrics struct {
 	swept         prometheus.Counter
 	slotsHealed   prometheus.Counter
 	indicesHealed prometheus.Counter
+	namesRefused  *prometheus.CounterVec
+	evicted       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -77,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"service"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xds_nodes_refused_total",
-			Help: "Streams refused at their first request, by reason: malformed (the request did not decode, e.g. invalid UTF-8: InvalidArgument), node_too_large (an id, cluster, locality or user agent over 1 KiB, metadata over 16 KiB: InvalidArgument) or max_groups (subsetting.max_groups reached: ResourceExhausted).",
+			Help: "Streams refused at their first request, by reason: malformed (the request did not decode, e.g. invalid UTF-8: InvalidArgument), node_too_large (an id, cluster, locality or user agent over 1 KiB, metadata over 16 KiB: InvalidArgument), max_groups (subsetting.max_groups reached: ResourceExhausted) or max_known_nodes (xds.max_known_nodes reached and every known node connected: ResourceExhausted).",
 		}, []string{"reason"}),
 		groups: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "xds_subset_groups", Help: "Subsetting groups of known nodes (bounded by subsetting.max_groups).",
@@ -86,13 +88,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "xds_nacks_ignored_total", Help: "NACKs not processed (nor logged): a repeat of one already processed, or naming a response that is not the latest of its type on the stream (stale or made-up nonce).",
 		}),
 		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line (with its disconnect line) and one NACK line per node per 10s, and one line per 10s for all refused streams.",
+			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line (with its disconnect line), one NACK line and one refusal line per node per 10s, at most 10 lines a second of each kind over all nodes (bursts of 100), and one eviction line per 10s.",
 		}),
 		slotsHealed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_subset_slots_healed_total", Help: "Endpoint slots taken from this process's table while the shared one failed, moved back to the shared table.",
 		}),
 		indicesHealed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_subset_indices_healed_total", Help: "Client indices of connected nodes taken from this process's table while the shared one failed, moved back to the shared table.",
+		}),
+		namesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xds_resource_names_refused_total",
+			Help: "Requests refused for the resource names they subscribe to (the stream ends), by reason: max_resource_names (more than xds.max_resource_names of one type on one stream: ResourceExhausted), max_unknown_resource_names (more than xds.max_unknown_resource_names not in the node's config, over its streams: ResourceExhausted) or name_too_large (an unknown name over 1 KiB: InvalidArgument).",
+		}, []string{"reason"}),
+		evicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_nodes_evicted_total", Help: "Disconnected nodes forgotten before xds.node_grace, the longest disconnected first, to make room for a new node past xds.max_known_nodes.",
 		}),
 		swept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_subset_reservations_swept_total", Help: "Expired client index and endpoint slot reservations freed from this process's tables.",
@@ -101,7 +110,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
 			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
-			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed)
+			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed,
+			m.namesRefused, m.evicted)
 	}
 	return m
 }

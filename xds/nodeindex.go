@@ -115,6 +115,29 @@ func (x *indexer) place(n Node) (group string, index int, source string, err err
 	return group, index, source, nil
 }
 
+// evict frees at once the index reservation of a node evicted to make
+// room for another (xds.max_known_nodes), in tables that can (this
+// process's: nodeindex.Local); others keep it for their TTL.
+func (x *indexer) evict(n Node) {
+	if n.Index < 0 || n.IndexSource == IndexMetadata {
+		return
+	}
+	table := x.cfg.Table
+	if n.IndexSource == indexFallback {
+		table = x.fallback
+	}
+	if f, ok := table.(forgetter); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
+		defer cancel()
+		f.Forget(ctx, n.Group, n.ID)
+	}
+}
+
+// forgetter is a table that frees a reservation on demand.
+type forgetter interface {
+	Forget(ctx context.Context, group, node string)
+}
+
 // forget drops an expired node from its group's count.
 func (x *indexer) forget(id string) {
 	x.groups.forget(id)

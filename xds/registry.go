@@ -2,12 +2,16 @@ package xds
 
 import (
 	"cmp"
+	"container/list"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Node is what the registry knows about one xDS node.
@@ -43,40 +47,65 @@ type NACK struct {
 // maxNACKErrorBytes bounds the error detail kept per node.
 const maxNACKErrorBytes = 4 << 10
 
-// registry tracks connected nodes by stream. It is safe for concurrent use.
+// registry tracks connected nodes by stream, and disconnected ones
+// until they expire or, past the cap on known nodes, are evicted (oldest
+// disconnected first). It is safe for concurrent use.
 type registry struct {
 	mu      sync.Mutex
 	nodes   map[string]*Node
 	streams map[int64]string               // stream id -> node id, once the node is known
 	sent    map[int64]map[string]sentNonce // stream id -> type URL -> its latest response
+	// max bounds len(nodes); 0 means no bound.
+	max int
+	// idle holds the ids of disconnected nodes, oldest disconnect first;
+	// idleAt is each one's element.
+	idle   *list.List
+	idleAt map[string]*list.Element
 }
 
-func newRegistry() *registry {
-	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{}, sent: map[int64]map[string]sentNonce{}}
+func newRegistry(maxNodes int) *registry {
+	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{}, sent: map[int64]map[string]sentNonce{},
+		max: maxNodes, idle: list.New(), idleAt: map[string]*list.Element{}}
 }
+
+// errTooManyNodes refuses a node when every known node is connected and
+// the cap on known nodes is reached.
+var errTooManyNodes = status.Error(codes.ResourceExhausted, "xds: too many nodes connected (xds.max_known_nodes); try another replica")
 
 // attach binds a stream to a node on the stream's first request. It
 // reports whether the node was not connected before (new, or back after
-// all its streams closed), and is a no-op for a stream already bound.
-func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool) {
+// all its streams closed), and is a no-op for a stream already bound. A
+// new node past the cap on known nodes evicts the node disconnected the
+// longest (evicted, a copy; ID "" when none), or is refused with
+// errTooManyNodes if none is.
+func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool, evicted Node, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if id, ok := r.streams[stream]; ok {
-		return id, false
+		return id, false, Node{}, nil
 	}
 	if n == nil {
-		return "", false
+		return "", false, Node{}, nil
 	}
 	id = n.GetId()
-	r.streams[stream] = id
 	node, ok := r.nodes[id]
 	if !ok {
+		if r.max > 0 && len(r.nodes) >= r.max {
+			oldest := r.idle.Front()
+			if oldest == nil {
+				return "", false, Node{}, errTooManyNodes
+			}
+			evicted = *r.nodes[oldest.Value.(string)]
+			r.forgetLocked(evicted.ID)
+		}
 		node = &Node{ID: id, Versions: map[string]string{}, Index: -1}
 		r.nodes[id] = node
 	}
+	r.streams[stream] = id
 	fresh = node.Streams == 0
 	if fresh {
 		node.ConnectedAt, node.DisconnectedAt = now, time.Time{}
+		r.busy(id)
 	}
 	node.Streams++
 	node.Cluster = n.GetCluster()
@@ -87,7 +116,7 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 	if l := n.GetLocality(); l != nil {
 		node.Locality = map[string]string{"region": l.GetRegion(), "zone": l.GetZone(), "sub_zone": l.GetSubZone()}
 	}
-	return id, fresh
+	return id, fresh, evicted, nil
 }
 
 // detach unbinds a stream; it reports the node id and whether that was the
@@ -105,9 +134,31 @@ func (r *registry) detach(stream int64, now time.Time) (id string, last bool) {
 	node.Streams--
 	if node.Streams == 0 {
 		node.DisconnectedAt = now
+		r.idleAt[id] = r.idle.PushBack(id)
 		return id, true
 	}
 	return id, false
+}
+
+// busy takes a node off the idle list. Under r.mu.
+func (r *registry) busy(id string) {
+	if e, ok := r.idleAt[id]; ok {
+		r.idle.Remove(e)
+		delete(r.idleAt, id)
+	}
+}
+
+// forgetLocked drops a node. Under r.mu.
+func (r *registry) forgetLocked(id string) {
+	r.busy(id)
+	delete(r.nodes, id)
+}
+
+// size counts known nodes.
+func (r *registry) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.nodes)
 }
 
 // setIndex records a node's subsetting group and client index.
@@ -187,7 +238,9 @@ func (r *registry) refuse(stream int64, now time.Time) {
 	node.DisconnectedAt = now
 	if node.Index < 0 {
 		delete(r.nodes, id)
+		return
 	}
+	r.idleAt[id] = r.idle.PushBack(id)
 }
 
 func (r *registry) ack(id, typeURL, version string) {
@@ -206,7 +259,7 @@ func (r *registry) expire(now time.Time, grace time.Duration) []string {
 	for id, n := range r.nodes {
 		if n.Streams == 0 && now.Sub(n.DisconnectedAt) > grace {
 			gone = append(gone, id)
-			delete(r.nodes, id)
+			r.forgetLocked(id)
 		}
 	}
 	slices.Sort(gone)
@@ -232,15 +285,17 @@ func (r *registry) list() []Node {
 	defer r.mu.Unlock()
 	out := make([]Node, 0, len(r.nodes))
 	for _, n := range r.nodes {
-		c := *n
-		c.Versions = make(map[string]string, len(n.Versions))
-		for k, v := range n.Versions {
-			c.Versions[k] = v
-		}
-		out = append(out, c)
+		out = append(out, copyNode(n))
 	}
 	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// copyNode copies n and its versions.
+func copyNode(n *Node) Node {
+	c := *n
+	c.Versions = maps.Clone(n.Versions)
+	return c
 }
 
 // get returns a copy of one node.

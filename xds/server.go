@@ -51,6 +51,13 @@ type Config struct {
 	Keepalive  Keepalive
 	MaxStreams uint32  // concurrent streams per connection; 0 means 1000
 	Buffers    Buffers // per-connection gRPC buffers
+	// Names bound the resource names streams and nodes subscribe to (names.go).
+	Names NameLimits
+	// MaxKnownNodes bounds the nodes known at once, connected or
+	// disconnected within NodeGrace: past it a new node evicts the one
+	// disconnected the longest, or is refused if every one is connected;
+	// 0 means no bound.
+	MaxKnownNodes int
 	// MaxPendingBytes bounds the encoded responses waiting to be written
 	// to nodes, over all connections (see sendBudget); 0 means no bound.
 	MaxPendingBytes int64
@@ -100,6 +107,12 @@ func (c Config) Validate() error {
 	}
 	if c.HandshakeTimeout > 2*time.Minute {
 		errs = append(errs, fmt.Errorf("xds: xds.handshake_timeout: %v is longer than 2m", c.HandshakeTimeout))
+	}
+	for name, n := range map[string]int{"xds.max_resource_names": c.Names.PerStream,
+		"xds.max_unknown_resource_names": c.Names.UnknownPerNode, "xds.max_known_nodes": c.MaxKnownNodes} {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("xds: %s: %d is negative", name, n))
+		}
 	}
 	if c.MaxPendingBytes < 0 {
 		errs = append(errs, fmt.Errorf("xds: xds.max_pending_bytes: %d is negative", c.MaxPendingBytes))
@@ -171,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, reg: newRegistry(), m: newMetrics(cfg.Registerer), closed: make(chan struct{})}
+	s := &Server{cfg: cfg, reg: newRegistry(cfg.MaxKnownNodes), m: newMetrics(cfg.Registerer), closed: make(chan struct{})}
 	var lis *listenerSet
 	if len(cfg.Listeners) > 0 {
 		var err error
@@ -184,10 +197,14 @@ func New(cfg Config) (*Server, error) {
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(newSubsetCollector(s))
+		cfg.Registerer.MustRegister(newSubsetCollector(s), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "xds_known_nodes", Help: "Nodes known: connected, or disconnected within xds.node_grace (bounded by xds.max_known_nodes).",
+		}, func() float64 { return float64(s.reg.size()) }))
 	}
 	s.logs = newLogLimiter(logEvery)
-	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs, conns: newConnLog()}
+	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs,
+		conns: newConnLog(), names: newNameBook(cfg.Names), snapshot: s.cache.snapshot, evicted: s.forget, maxKnown: cfg.MaxKnownNodes}
+	s.cache.subscribed = s.cb.subscribed
 	var cb serverv3.Callbacks = s.cb
 	if len(cfg.Authorization) > 0 {
 		cb = newAuthz(cb, cfg.Authorization, cfg.Registerer, cfg.Logger)
@@ -279,17 +296,36 @@ func (s *Server) Run(ctx context.Context) {
 // one (see slots_heal.go).
 // Run calls it periodically; tests call it after moving their clock.
 func (s *Server) Expire() {
-	for _, id := range s.reg.expire(s.cfg.Now(), s.cfg.NodeGrace) {
-		s.rec.forget(id)
-		s.idx.forget(id)
-		s.logs.forget(id)
+	gone := s.reg.expire(s.cfg.Now(), s.cfg.NodeGrace)
+	for i, id := range gone {
+		s.forget(id)
 		s.m.expired.Inc()
-		s.cfg.Logger.Info("node expired", "node", clip(id), "grace", s.cfg.NodeGrace)
+		if i < maxExpiredLines {
+			s.cfg.Logger.Info("node expired", "node", clip(id), "grace", s.cfg.NodeGrace)
+		}
+	}
+	if len(gone) > maxExpiredLines {
+		s.cfg.Logger.Info("more nodes expired", "nodes", len(gone)-maxExpiredLines, "grace", s.cfg.NodeGrace)
 	}
 	s.m.swept.Add(float64(s.idx.sweep()))
 	s.rec.healSlots()
 	if s.idx.healIndices(s.reg) {
 		s.rec.redo(func() {})
+	}
+}
+
+// maxExpiredLines bounds the "node expired" lines of one Expire; the
+// others are summed in one line.
+const maxExpiredLines = 10
+
+// forget drops what the server holds of a node the registry forgot
+// (expired or evicted): its snapshot, group membership and log state.
+func (s *Server) forget(id string) {
+	s.rec.forget(id)
+	s.idx.forget(id)
+	s.logs.forget(id)
+	if _, back := s.reg.get(id); back {
+		s.rec.connected(id) // it came back meanwhile: give it its snapshot again
 	}
 }
 
