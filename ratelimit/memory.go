@@ -23,7 +23,7 @@ const (
 	DefaultMemorySweepInterval = 10 * time.Second
 	// MemorySketchCells is the most cells of a shard's sketch of one
 	// unit and algorithm (24 bytes each; see MemoryConfig.MaxBytes).
-	MemorySketchCells   = 4096
+	MemorySketchCells   = 8192
 	maxMemoryShards     = 1 << 16
 	minMemoryShardBytes = 16 << 10
 	evictSample         = 32      // keys examined to make room in a full shard
@@ -63,9 +63,10 @@ type MemoryConfig struct {
 	// exactly; a key near its limit is never reset, only counted
 	// approximately once evicted (it may be refused early, but is never
 	// admitted beyond its limit; but for sliding_log, kept as a sliding
-	// window there: at most twice the limit in a unit). The sketches
-	// (at most MemorySketchCells cells of 24 bytes per shard and kind in
-	// use) come on top.
+	// window there: at most twice the limit in a unit). A sketch is made
+	// when first needed and counts in MaxBytes: at most MemorySketchCells
+	// cells of 24 bytes per shard and kind, and at most a quarter of the
+	// shard's bytes.
 	MaxBytes int
 	// SweepInterval is how often a background goroutine drops every
 	// expired key (and shrinks emptied maps) until Close; 0 means no
@@ -167,7 +168,7 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		maxBytes = max(DefaultMemoryMaxBytes, shards*minMemoryShardBytes)
 	}
 	m := &Memory{seed: maphash.MakeSeed(), mask: uint64(shards - 1),
-		perShardKeys: maxKeys / shards, perShardBytes: int64(maxBytes / shards), sketchCells: sketchCells(maxKeys / shards),
+		perShardKeys: maxKeys / shards, perShardBytes: int64(maxBytes / shards), sketchCells: sketchCells(maxKeys/shards, int64(maxBytes/shards)),
 		shards: make([]memShard, shards),
 		stop:   make(chan struct{}), done: make(chan struct{})}
 	for i := range m.shards {

@@ -105,6 +105,7 @@ func (s *memShard) sketchOf(k memKind, cells int) *memSketch {
 	}
 	sk := &memSketch{kind: k, cells: make([]memCell, cells)}
 	s.sketches = append(s.sketches, sk)
+	s.bytes += int64(cells * memCellBytes)
 	return sk
 }
 

@@ -48,10 +48,18 @@ func kindOf(l Limit) memKind {
 	return memKind{u, alg}
 }
 
+// memCellBytes is the accounted size of a sketch cell.
+const memCellBytes = 24
+
 // sketchCells is the number of cells of a shard's sketch of each kind for
-// perShardKeys keys: a power of two in [64, MemorySketchCells].
-func sketchCells(perShardKeys int) int {
+// a shard of perShardKeys keys and perShardBytes bytes: the power of two
+// at or above the keys, but within a quarter of the bytes, in [64,
+// MemorySketchCells].
+func sketchCells(perShardKeys int, perShardBytes int64) int {
 	n := 1 << bits.Len(uint(max(perShardKeys-1, 1)))
+	for n > 64 && int64(n*memCellBytes) > perShardBytes/4 {
+		n /= 2
+	}
 	return min(max(n, 64), MemorySketchCells)
 }
 
