@@ -27,6 +27,7 @@ const (
 	maxMemoryShards     = 1 << 16
 	minMemoryShardBytes = 16 << 10
 	evictSample         = 32      // keys examined to make room in a full shard
+	coldSample          = 8       // keys examined for the coldest (each one a cache miss)
 	maxEvictions        = 8       // keys evicted at most to make room for one
 	hotHeat             = 1 << 15 // heat of a key that used half its cap
 	sweepEvery          = 64      // inserts between opportunistic sweeps of a shard

@@ -53,7 +53,7 @@ func (s *memShard) insert(key memKey, h uint64, now time.Time, c Check, b memBou
 	return e
 }
 
-// makeRoom drops the expired keys among evictSample examined ones (from a
+// makeRoom drops the expired keys among coldSample examined ones (from a
 // random place) and returns the coldest of the others: the one that used
 // the least of its cap at its last decision (nil when none is left).
 func (s *memShard) makeRoom(t int64) (memKey, *memEntry) {
@@ -61,7 +61,7 @@ func (s *memShard) makeRoom(t int64) (memKey, *memEntry) {
 	var cold *memEntry
 	seen := 0
 	for k, e := range s.m {
-		if seen >= evictSample {
+		if seen >= coldSample {
 			break
 		}
 		seen++
