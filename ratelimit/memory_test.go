@@ -269,3 +269,41 @@ ratelimit_memory_keys 100
 		t.Error(err)
 	}
 }
+
+// The same across windows: fixed-window keys, hot whenever evicted, over
+// three hours, never get more than their limit in any window, though the
+// sketch holds states of several windows.
+func TestMemoryHotKeysNeverBeyondLimitAcrossWindows(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{Shards: 1, MaxKeys: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit{FixedWindow, 10, Hour, 0}
+	rng := rand.New(rand.NewPCG(2, 3))
+	type kw struct{ key, window int64 }
+	admitted := map[kw]uint32{}
+	now := t0
+	for range 20_000 {
+		now = now.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		k := int64(rng.IntN(300))
+		w := now.Unix() / 3600
+		hits := uint32(1)
+		if _, seen := admitted[kw{k, w}]; !seen {
+			hits = 5
+		}
+		if decideOne(t, m, now, Check{Key: "k" + strconv.FormatInt(k, 10), Limit: l, Cap: 10, Hits: hits}).Allowed {
+			admitted[kw{k, w}] += hits
+		} else if _, seen := admitted[kw{k, w}]; !seen {
+			admitted[kw{k, w}] = 0
+		}
+		if n := admitted[kw{k, w}]; n > 10 {
+			t.Fatalf("key %d admitted %d hits in window %d, want at most 10", k, n, w)
+		}
+	}
+	if now.Sub(t0) < 2*time.Hour {
+		t.Fatalf("the test spans %v, want several windows", now.Sub(t0))
+	}
+	if st := memStatsOf(m); st.evictedHot == 0 {
+		t.Errorf("evictions %+v, want hot ones", st)
+	}
+}
