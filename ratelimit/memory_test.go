@@ -144,10 +144,20 @@ func TestMemoryFullEvictsColdKeepsHot(t *testing.T) {
 	for i := range 4 {
 		decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: uint32(i + 5)})
 	}
+	exact := 0
 	for i := range 100 {
-		if r := decideOne(t, m, t0, Check{Key: "new" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: 1}); !r.Allowed || r.Remaining != 9 {
-			t.Fatalf("new%d: %+v, want admitted with 9 remaining", i, r)
+		r := decideOne(t, m, t0, Check{Key: "new" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: 1})
+		if !r.Allowed {
+			t.Fatalf("new%d: %+v, want admitted", i, r)
 		}
+		if r.Remaining == 9 {
+			exact++
+		}
+	}
+	// A new key whose two cells (of 64) both hold a folded live key's
+	// usage starts from it: rare, and never refused here.
+	if exact < 80 {
+		t.Errorf("%d of 100 new keys counted exactly, want at least 80", exact)
 	}
 	for i := range 4 {
 		if r := decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10}); r.Remaining > uint32(10-i-5) {
