@@ -2,6 +2,8 @@ package certs
 
 import (
 	"crypto/x509"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -11,6 +13,7 @@ type Metrics struct {
 	reloads  *prometheus.CounterVec
 	rejects  *prometheus.CounterVec
 	notAfter *prometheus.GaugeVec
+	expiry   *expiryCollector
 }
 
 // NewMetrics registers the metrics on reg (nil: not registered).
@@ -25,9 +28,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		notAfter: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tls_certificate_not_after_timestamp_seconds", Help: "Expiry of the certificate a listener serves, in Unix seconds.",
 		}, []string{"listener"}),
+		expiry: &expiryCollector{now: time.Now, notAfter: map[string]time.Time{}},
 	}
 	if reg != nil {
-		reg.MustRegister(m.reloads, m.rejects, m.notAfter)
+		reg.MustRegister(m.reloads, m.rejects, m.notAfter, m.expiry)
 	}
 	return m
 }
@@ -52,6 +56,7 @@ func (m *Metrics) rejected(listener string) {
 func (m *Metrics) loaded(listener string, leaf *x509.Certificate) {
 	if m != nil && leaf != nil {
 		m.notAfter.WithLabelValues(listener).Set(float64(leaf.NotAfter.Unix()))
+		m.expiry.set(listener, leaf.NotAfter)
 	}
 }
 
@@ -63,4 +68,43 @@ func (m *Metrics) Reloads(listener, result string) prometheus.Counter {
 // Rejected is the rejected-handshake counter of listener, for tests.
 func (m *Metrics) Rejected(listener string) prometheus.Counter {
 	return m.rejects.WithLabelValues(listener)
+}
+
+var expiryDesc = prometheus.NewDesc("tls_certificate_expiry_seconds",
+	"Seconds until the certificate a listener serves expires (negative once it has), by listener; see the *.tls.expiry_warning keys.",
+	[]string{"listener"}, nil)
+
+// expiryCollector reports each listener's seconds to expiry when scraped.
+type expiryCollector struct {
+	now      func() time.Time
+	mu       sync.Mutex
+	notAfter map[string]time.Time // by listener
+}
+
+func (c *expiryCollector) set(listener string, notAfter time.Time) {
+	c.mu.Lock()
+	c.notAfter[listener] = notAfter
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *expiryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- expiryDesc }
+
+// Collect implements prometheus.Collector.
+func (c *expiryCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for l, na := range c.notAfter {
+		ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, na.Sub(now).Seconds(), l)
+	}
+}
+
+// ExpirySeconds is the seconds to expiry of listener's certificate as
+// scraped now, for tests (ok false before one is loaded).
+func (m *Metrics) ExpirySeconds(listener string) (float64, bool) {
+	m.expiry.mu.Lock()
+	defer m.expiry.mu.Unlock()
+	na, ok := m.expiry.notAfter[listener]
+	return na.Sub(m.expiry.now()).Seconds(), ok
 }

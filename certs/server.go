@@ -21,9 +21,14 @@ type Config struct {
 	// CheckEvery is how often, at most, a handshake checks the files for
 	// changes (modification time and size); 0 means DefaultCheckEvery.
 	CheckEvery time.Duration
-	Now        func() time.Time // nil means time.Now
-	Logger     *slog.Logger     // nil means slog.Default()
-	Metrics    *Metrics         // nil: none
+	// ExpiryWarning is how long before the certificate expires the
+	// listener logs a warning (again once a day, and an error once it
+	// has expired), at most a third of the certificate's lifetime (see
+	// WarnWithin); 0 means DefaultExpiryWarning.
+	ExpiryWarning time.Duration
+	Now           func() time.Time // nil means time.Now
+	Logger        *slog.Logger     // nil means slog.Default()
+	Metrics       *Metrics         // nil: none
 }
 
 // Enabled reports whether c asks for TLS (a certificate or a key is set).
@@ -46,7 +51,8 @@ func (c Config) Validate() error {
 // client certificate issued by that CA. The files are checked on
 // handshakes (at most once per CheckEvery): new handshakes use new files,
 // open connections keep theirs, and files that do not load (a rotation
-// half done, a key that does not match) keep the previous material.
+// half done, a key that does not match, a certificate expired or not
+// valid yet) keep the previous material.
 type Server struct {
 	cfg Config
 	log *slog.Logger
@@ -55,6 +61,7 @@ type Server struct {
 	checked time.Time
 	stamps  [3]stamp
 	cur     atomic.Pointer[material]
+	warned  time.Time // last expiry warning; zero: none for the current certificate
 }
 
 type material struct {
@@ -70,6 +77,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.CheckEvery <= 0 {
 		cfg.CheckEvery = DefaultCheckEvery
 	}
+	if cfg.ExpiryWarning <= 0 {
+		cfg.ExpiryWarning = DefaultExpiryWarning
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -83,6 +93,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.install(st, m)
 	s.checked = cfg.Now()
+	s.warnExpiry(s.checked)
 	return s, nil
 }
 
@@ -106,6 +117,9 @@ func (s *Server) load() ([3]stamp, *material, error) {
 	if err != nil {
 		return st, nil, fmt.Errorf("certs: %s: %w", s.cfg.Name, err)
 	}
+	if err := CheckValidity(cert.Leaf, s.cfg.Now()); err != nil {
+		return st, nil, fmt.Errorf("certs: %s: %s: %w", s.cfg.Name, s.cfg.CertFile, err)
+	}
 	m := &material{cert: &cert}
 	if s.cfg.ClientCAFile != "" {
 		pem, err := os.ReadFile(s.cfg.ClientCAFile)
@@ -123,6 +137,7 @@ func (s *Server) load() ([3]stamp, *material, error) {
 func (s *Server) install(st [3]stamp, m *material) {
 	s.stamps = st
 	s.cur.Store(m)
+	s.warned = time.Time{}
 	s.cfg.Metrics.loaded(s.cfg.Name, m.cert.Leaf)
 }
 
@@ -135,6 +150,7 @@ func (s *Server) check() {
 		return
 	}
 	s.checked = now
+	defer s.warnExpiry(now)
 	changed := false
 	for i, f := range s.files() {
 		if f == "" {
@@ -156,6 +172,25 @@ func (s *Server) check() {
 	s.install(st, m)
 	s.cfg.Metrics.reloaded(s.cfg.Name, true)
 	s.log.Info("TLS files reloaded", "serial", m.cert.Leaf.SerialNumber.String(), "not_after", m.cert.Leaf.NotAfter)
+}
+
+// warnExpiry logs, at most once a day, that the certificate in use
+// expires within its warning time (a warning) or has expired (an error:
+// new handshakes fail on the client side). s.mu is held or s unshared.
+func (s *Server) warnExpiry(now time.Time) {
+	leaf := s.cur.Load().cert.Leaf
+	left := leaf.NotAfter.Sub(now)
+	if left > WarnWithin(leaf, s.cfg.ExpiryWarning) || (!s.warned.IsZero() && now.Sub(s.warned) < 24*time.Hour) {
+		return
+	}
+	s.warned = now
+	attrs := []any{"serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter.UTC(), "cert_file", s.cfg.CertFile}
+	if left <= 0 {
+		s.log.Error("TLS certificate has expired: clients will refuse the handshake; replace the files", attrs...)
+		return
+	}
+	s.log.Warn("TLS certificate expires soon; replace the files before it does",
+		append(attrs, "expires_in", roundAge(left).String())...)
 }
 
 // TLSConfig returns the listener's tls.Config: TLS 1.2 at least, crypto/tls's

@@ -101,7 +101,7 @@ func TestServerMTLS(t *testing.T) {
 
 func TestServerReloadsRotatedFiles(t *testing.T) {
 	dir := t.TempDir()
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := &clock{t: time.Now()}
 	ca := certstest.NewCA(t, "ca")
 	first := ca.Localhost(t)
 	certFile, keyFile := first.Write(t, dir, "server")
@@ -144,7 +144,7 @@ func TestServerReloadsRotatedFiles(t *testing.T) {
 
 func TestServerReloadsClientCA(t *testing.T) {
 	dir := t.TempDir()
-	clk := &clock{t: time.Unix(1000, 0)}
+	clk := &clock{t: time.Now()}
 	oldCA, newCA := certstest.NewCA(t, "old"), certstest.NewCA(t, "new")
 	certFile, keyFile := oldCA.Localhost(t).Write(t, dir, "server")
 	caFile := oldCA.WriteCA(t, dir, "ca.pem")

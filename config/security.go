@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/xds-server/xds-server/certs"
 	"github.com/xds-server/xds-server/discovery"
@@ -20,6 +21,9 @@ type TLSConfig struct {
 	CertFile     string `mapstructure:"cert_file"`      // PEM certificate chain; "" = no TLS
 	KeyFile      string `mapstructure:"key_file"`       // its private key
 	ClientCAFile string `mapstructure:"client_ca_file"` // PEM CA bundle of client certificates; "" = no mTLS
+	// ExpiryWarning is how long before the certificate expires a warning
+	// is logged; 0 means certs.DefaultExpiryWarning.
+	ExpiryWarning time.Duration `mapstructure:"expiry_warning"`
 }
 
 // Enabled reports whether the listener serves TLS.
@@ -28,7 +32,7 @@ func (t TLSConfig) Enabled() bool { return t.CertFile != "" }
 // Server is the certs.Config of the listener named name; the caller adds
 // the logger and the metrics.
 func (t TLSConfig) Server(name string) certs.Config {
-	return certs.Config{Name: name, CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile}
+	return certs.Config{Name: name, CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile, ExpiryWarning: t.ExpiryWarning}
 }
 
 // XDSAuthzConfig is the xds.authorization section.
@@ -172,6 +176,9 @@ func checkTLS(p *problems, prefix string, t TLSConfig) {
 	}
 	if t.ClientCAFile != "" && t.CertFile == "" {
 		p.bad(prefix+".client_ca_file", t.ClientCAFile, "needs "+prefix+".cert_file and key_file (mTLS is TLS first)")
+	}
+	if t.ExpiryWarning < 0 {
+		p.bad(prefix+".expiry_warning", t.ExpiryWarning, "is negative")
 	}
 	checkFile(p, prefix+".cert_file", t.CertFile)
 	checkFile(p, prefix+".key_file", t.KeyFile)

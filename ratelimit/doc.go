@@ -115,10 +115,12 @@
 //
 // A Store decides all the checks of a request in one call (one round trip
 // for a remote store); Memory is the in-process one, bounded in keys and
-// bytes (MemoryConfig): a full shard drops only expired keys, never one
-// holding usage, and counts the keys that find it full in shared
-// overflow slots (approximately: never beyond a key's limit, possibly
-// refused early); a background Sweep drops expired keys. Redis is shared by
+// bytes (MemoryConfig): a full shard makes room by dropping expired keys,
+// else its coldest key: forgotten when under half its limit, else folded
+// into a conservative-update sketch (memSketch) that new keys of its kind
+// start from (approximately: never beyond a key's limit, possibly refused
+// early); so a key flood cannot refuse brand-new keys nor reset a hot
+// one. A background Sweep drops expired keys. Redis is shared by
 // replicas: one Redis node (password or ACL user, TLS), one atomic Lua
 // script per call deciding every check in order at the caller's clock
 // (never Redis's TIME), with the same answers as Memory. Unix times in ns

@@ -21,14 +21,17 @@ const (
 	// DefaultMemorySweepInterval is how often the background sweep drops
 	// the expired keys (NewMemory's SweepInterval as cmd wires it).
 	DefaultMemorySweepInterval = 10 * time.Second
-	// MemoryOverflowSlots is the number of shared counters per shard that
-	// decide the keys that find the store full.
-	MemoryOverflowSlots = 1024
+	// MemorySketchCells is the most cells of a shard's sketch of one
+	// unit and algorithm (24 bytes each; see MemoryConfig.MaxBytes).
+	MemorySketchCells   = 8192
 	maxMemoryShards     = 1 << 16
 	minMemoryShardBytes = 16 << 10
-	evictSample         = 32 // keys examined to make room in a full shard
-	sweepEvery          = 64 // inserts between opportunistic sweeps of a shard
-	sweepSample         = 8  // keys examined by such a sweep
+	evictSample         = 32      // keys examined to make room in a full shard
+	coldSample          = 8       // keys examined for the coldest (each one a cache miss)
+	maxEvictions        = 8       // keys evicted at most to make room for one
+	hotHeat             = 1 << 15 // heat of a key that used half its cap
+	sweepEvery          = 64      // inserts between opportunistic sweeps of a shard
+	sweepSample         = 8       // keys examined by such a sweep
 	// memEntryOverhead is what a key costs beyond its bytes and its
 	// sliding log: the map slot (memKey and pointer, with the table's
 	// slack), the memEntry and the allocators' rounding; measured by
@@ -49,15 +52,22 @@ type MemoryConfig struct {
 	// DefaultMemoryMaxBytes. The overflow slots (64 bytes each, 1024 per
 	// shard) come on top.
 	//
-	// A full shard makes room by dropping expired keys (they hold no
-	// usage); it never drops a key that holds usage. When it cannot, the
-	// new key is counted approximately: in one of the shard's
-	// MemoryOverflowSlots shared counters, chosen by its hash (a sliding
-	// log there is a sliding window counter). Keys sharing a slot share
-	// its count, so they may be refused early but are never admitted
-	// beyond their limit (but for sliding_log, at most twice the limit in
-	// a unit). So a flood of new keys cannot reset anyone's counter, and
-	// new keys are still limited rather than refused outright.
+	// A full shard makes room for a new key by dropping expired keys
+	// (they hold no usage), else by evicting the coldest of a sample of
+	// keys: the one that used the least of its cap at its last decision.
+	// A cold key (under half its cap) is forgotten; a hot one is folded
+	// into the shard's sketch of its unit and algorithm (a count-min
+	// sketch with conservative update, of states rather than counts: see
+	// memSketch), and any new key of that kind starts from its estimate
+	// there, which never holds less than the key's own usage. So a flood
+	// of new keys evicts its own cold keys, and new keys are counted
+	// exactly; a key near its limit is never reset, only counted
+	// approximately once evicted (it may be refused early, but is never
+	// admitted beyond its limit; but for sliding_log, kept as a sliding
+	// window there: at most twice the limit in a unit). A sketch is made
+	// when first needed and counts in MaxBytes: at most MemorySketchCells
+	// cells of 24 bytes per shard and kind, and at most a quarter of the
+	// shard's bytes.
 	MaxBytes int
 	// SweepInterval is how often a background goroutine drops every
 	// expired key (and shrinks emptied maps) until Close; 0 means no
@@ -100,6 +110,7 @@ type Memory struct {
 	mask          uint64
 	perShardKeys  int
 	perShardBytes int64
+	sketchCells   int
 	shards        []memShard
 	stop          chan struct{}
 	done          chan struct{}
@@ -109,9 +120,9 @@ type Memory struct {
 type memShard struct {
 	mu       sync.Mutex
 	m        map[memKey]*memEntry
-	bytes    int64     // accounted bytes of m's entries
-	peak     int       // most entries since the map was last rebuilt
-	overflow []memSlot // allocated when the shard first overflows
+	bytes    int64        // accounted bytes of m's entries
+	peak     int          // most entries since the map was last rebuilt
+	sketches []*memSketch // by kind, made when first needed
 	inserts  int
 	stats    memStats
 	_        [40]byte // keep shards on separate cache lines
@@ -119,7 +130,7 @@ type memShard struct {
 
 // memStats are a shard's counters, read by Collect.
 type memStats struct {
-	evictedFull, evictedSweep, overflowed uint64
+	evictedFull, evictedSweep, evictedCold, evictedHot, overflowed uint64
 }
 
 // memKey is what a memory entry is kept under: the check's key, unit and
@@ -134,12 +145,10 @@ type memKey struct {
 
 type memEntry struct {
 	st      State
-	expires int64 // Unix ns after which the entry holds no usage
-	size    int64 // accounted bytes
+	expires int64  // Unix ns after which the entry holds no usage
+	size    int64  // accounted bytes
+	heat    uint16 // share of the cap used at the last decision, in 1/65535
 }
-
-// memSlot is an overflow counter.
-type memSlot struct{ st State }
 
 // NewMemory returns an empty memory store; with cfg.SweepInterval it
 // sweeps in the background until Close.
@@ -160,8 +169,9 @@ func NewMemory(cfg MemoryConfig) (*Memory, error) {
 		maxBytes = max(DefaultMemoryMaxBytes, shards*minMemoryShardBytes)
 	}
 	m := &Memory{seed: maphash.MakeSeed(), mask: uint64(shards - 1),
-		perShardKeys: maxKeys / shards, perShardBytes: int64(maxBytes / shards), shards: make([]memShard, shards),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		perShardKeys: maxKeys / shards, perShardBytes: int64(maxBytes / shards), sketchCells: sketchCells(maxKeys/shards, int64(maxBytes/shards)),
+		shards: make([]memShard, shards),
+		stop:   make(chan struct{}), done: make(chan struct{})}
 	for i := range m.shards {
 		m.shards[i].m = map[memKey]*memEntry{}
 	}
@@ -197,28 +207,32 @@ func (m *Memory) sweepEvery(d time.Duration) {
 // shard locks, so it ignores ctx.
 func (m *Memory) Decide(_ context.Context, now time.Time, checks []Check) ([]Result, error) {
 	res := make([]Result, len(checks))
-	t := now.UnixNano()
 	for i, c := range checks {
 		h := maphash.String(m.seed, c.Key)
 		sh := &m.shards[h&m.mask]
 		sh.mu.Lock()
 		k := memKey{c.Key, c.Limit.Unit, c.Limit.Algorithm}
 		e := sh.m[k]
-		if e == nil && c.Hits == 0 {
+		if e == nil && c.Hits == 0 { // a check of an unknown key changes nothing
+			var st State
+			if sk := sh.sketchOf(kindOf(c.Limit), 0); sk != nil {
+				st = sk.estimate(h, now, c)
+			}
 			sh.mu.Unlock()
-			var st State // a check of an unknown key changes nothing
 			res[i] = Decide(&st, now, c)
 			continue
 		}
 		if e == nil {
-			if e = sh.insert(k, t, m.perShardKeys, m.perShardBytes); e == nil {
-				res[i] = sh.decideOverflow(h, now, c)
+			b := memBounds{m.perShardKeys, m.perShardBytes, m.sketchCells, m.seed}
+			if e = sh.insert(k, h, now, c, b); e == nil {
+				res[i] = sh.decideOverflow(h, now, c, b)
 				sh.mu.Unlock()
 				continue
 			}
 		}
 		res[i] = Decide(&e.st, now, c)
 		e.expires = e.st.Expiry(c.Limit)
+		e.heat = heatOf(res[i].Used, c.Limit.Capacity())
 		if c.Limit.Algorithm == SlidingLog {
 			sh.resize(e, len(k.key))
 		}

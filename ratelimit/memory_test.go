@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -131,45 +132,105 @@ func TestOverLimitCache(t *testing.T) {
 	}
 }
 
-// A full shard never drops a key that holds usage: new keys are counted
-// in the overflow slots, and the keys held keep their exact counts.
-func TestMemoryFullKeepsLiveKeys(t *testing.T) {
+// A full shard forgets its coldest keys (under half their limit) to make
+// room for new ones, and folds its hot ones into the sketch: a hot key
+// keeps its usage (or more, never less), and new keys are counted exactly.
+func TestMemoryFullEvictsColdKeepsHot(t *testing.T) {
 	m, err := NewMemory(MemoryConfig{Shards: 1, MaxKeys: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hour := Limit{FixedWindow, 10, Hour, 0}
 	for i := range 4 {
-		decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: uint32(i + 1)})
+		decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: uint32(i + 5)})
 	}
+	exact := 0
 	for i := range 100 {
-		decideOne(t, m, t0, Check{Key: "new" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: 1})
+		r := decideOne(t, m, t0, Check{Key: "new" + strconv.Itoa(i), Limit: hour, Cap: 10, Hits: 1})
+		if !r.Allowed {
+			t.Fatalf("new%d: %+v, want admitted", i, r)
+		}
+		if r.Remaining == 9 {
+			exact++
+		}
+	}
+	// A new key whose two cells (of 64) both hold a folded live key's
+	// usage starts from it: rare, and never refused here.
+	if exact < 80 {
+		t.Errorf("%d of 100 new keys counted exactly, want at least 80", exact)
 	}
 	for i := range 4 {
-		if r := decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10}); r.Remaining != uint32(10-i-1) {
-			t.Errorf("live%d: remaining %d, want %d", i, r.Remaining, 10-i-1)
+		if r := decideOne(t, m, t0, Check{Key: "live" + strconv.Itoa(i), Limit: hour, Cap: 10}); r.Remaining > uint32(10-i-5) {
+			t.Errorf("live%d: remaining %d, want at most %d", i, r.Remaining, 10-i-5)
 		}
 	}
-	if n := m.Len(); n != 4 {
-		t.Errorf("%d keys held, want 4", n)
+	if n := m.Len(); n > 4 {
+		t.Errorf("%d keys held, want at most 4", n)
 	}
-	// Overflowed keys are still limited: one key's hits are counted
-	// (with whatever shares its slot), never admitted beyond its limit.
-	admitted := 0
-	for range 20 {
-		if decideOne(t, m, t0, Check{Key: "hot", Limit: hour, Cap: 10, Hits: 1}).Allowed {
-			admitted++
-		}
+	st := memStatsOf(m)
+	if st.evictedCold == 0 || st.evictedHot == 0 {
+		t.Errorf("evictions %+v, want cold and hot ones", st)
 	}
-	if admitted > 10 {
-		t.Errorf("an overflowed key admitted %d hits, want at most its limit of 10", admitted)
-	}
-	// Once the live keys expire, new keys are held again.
+	// Once the keys expire, new keys start afresh.
 	later := t0.Add(2 * time.Hour)
 	decideOne(t, m, later, Check{Key: "fresh", Limit: hour, Cap: 10, Hits: 3})
 	if r := decideOne(t, m, later, Check{Key: "fresh", Limit: hour, Cap: 10}); r.Remaining != 7 {
 		t.Errorf("fresh key after expiry: remaining %d, want 7", r.Remaining)
 	}
+	if r := decideOne(t, m, later, Check{Key: "live3", Limit: hour, Cap: 10, Hits: 10}); !r.Allowed {
+		t.Errorf("live3 in a new window: %+v, want admitted", r)
+	}
+}
+
+// Keys that are hot whenever evicted are never admitted beyond their
+// limit, however often they go through the sketch, in a store far too
+// small for them (and a sketch of colliding cells).
+func TestMemoryHotKeysNeverBeyondLimit(t *testing.T) {
+	for _, l := range []Limit{{FixedWindow, 10, Hour, 0}, {SlidingWindow, 10, Hour, 0},
+		{SlidingLog, 10, Hour, 0}, {TokenBucket, 10, Hour, 10}} {
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			m, err := NewMemory(MemoryConfig{Shards: 1, MaxKeys: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(l.Algorithm)))
+			admitted := map[int]uint32{}
+			for range 20_000 {
+				k := rng.IntN(300)
+				hits := uint32(1)
+				if _, seen := admitted[k]; !seen {
+					hits = 5 // hot from its first decision
+				}
+				r := decideOne(t, m, t0, Check{Key: "k" + strconv.Itoa(k), Limit: l, Cap: 10, Hits: hits})
+				if r.Allowed {
+					admitted[k] += hits
+				} else if _, seen := admitted[k]; !seen {
+					admitted[k] = 0
+				}
+				if admitted[k] > 10 {
+					t.Fatalf("key %d admitted %d hits, want at most 10", k, admitted[k])
+				}
+			}
+			if st := memStatsOf(m); st.evictedHot == 0 {
+				t.Errorf("evictions %+v, want hot ones", st)
+			}
+		})
+	}
+}
+
+// memStatsOf sums the shards' counters.
+func memStatsOf(m *Memory) memStats {
+	var st memStats
+	for i := range m.shards {
+		sh := &m.shards[i]
+		sh.mu.Lock()
+		st.evictedFull += sh.stats.evictedFull
+		st.evictedCold += sh.stats.evictedCold
+		st.evictedHot += sh.stats.evictedHot
+		st.overflowed += sh.stats.overflowed
+		sh.mu.Unlock()
+	}
+	return st
 }
 
 // Sweep drops every expired key, and only those; the background sweep
@@ -204,9 +265,11 @@ func TestMemorySweepAndMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	want := `
-# HELP ratelimit_memory_evictions_total Expired keys (holding no usage) dropped by the memory store, by reason: full (to make room for a new key) or sweep (the background sweep).
+# HELP ratelimit_memory_evictions_total Keys dropped by the memory store, by reason: full (expired, to make room for a new key), sweep (expired, by the background sweep), cold (holding under half its limit, forgotten to make room for a new key) or hot (holding at least half its limit, folded into the store's sketch to make room).
 # TYPE ratelimit_memory_evictions_total counter
+ratelimit_memory_evictions_total{reason="cold"} 0
 ratelimit_memory_evictions_total{reason="full"} 0
+ratelimit_memory_evictions_total{reason="hot"} 0
 ratelimit_memory_evictions_total{reason="sweep"} 100
 # HELP ratelimit_memory_keys Keys held by the memory store (bounded by ratelimit.memory.max_keys).
 # TYPE ratelimit_memory_keys gauge
@@ -214,5 +277,43 @@ ratelimit_memory_keys 100
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_memory_keys", "ratelimit_memory_evictions_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// The same across windows: fixed-window keys, hot whenever evicted, over
+// three hours, never get more than their limit in any window, though the
+// sketch holds states of several windows.
+func TestMemoryHotKeysNeverBeyondLimitAcrossWindows(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{Shards: 1, MaxKeys: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Limit{FixedWindow, 10, Hour, 0}
+	rng := rand.New(rand.NewPCG(2, 3))
+	type kw struct{ key, window int64 }
+	admitted := map[kw]uint32{}
+	now := t0
+	for range 20_000 {
+		now = now.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		k := int64(rng.IntN(300))
+		w := now.Unix() / 3600
+		hits := uint32(1)
+		if _, seen := admitted[kw{k, w}]; !seen {
+			hits = 5
+		}
+		if decideOne(t, m, now, Check{Key: "k" + strconv.FormatInt(k, 10), Limit: l, Cap: 10, Hits: hits}).Allowed {
+			admitted[kw{k, w}] += hits
+		} else if _, seen := admitted[kw{k, w}]; !seen {
+			admitted[kw{k, w}] = 0
+		}
+		if n := admitted[kw{k, w}]; n > 10 {
+			t.Fatalf("key %d admitted %d hits in window %d, want at most 10", k, n, w)
+		}
+	}
+	if now.Sub(t0) < 2*time.Hour {
+		t.Fatalf("the test spans %v, want several windows", now.Sub(t0))
+	}
+	if st := memStatsOf(m); st.evictedHot == 0 {
+		t.Errorf("evictions %+v, want hot ones", st)
 	}
 }

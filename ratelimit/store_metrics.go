@@ -35,9 +35,9 @@ var (
 	memoryBytesDesc = prometheus.NewDesc("ratelimit_memory_bytes",
 		"Accounted bytes of the keys held by the memory store (bounded by ratelimit.memory.max_bytes).", nil, nil)
 	memoryEvictionsDesc = prometheus.NewDesc("ratelimit_memory_evictions_total",
-		"Expired keys (holding no usage) dropped by the memory store, by reason: full (to make room for a new key) or sweep (the background sweep).", []string{"reason"}, nil)
+		"Keys dropped by the memory store, by reason: full (expired, to make room for a new key), sweep (expired, by the background sweep), cold (holding under half its limit, forgotten to make room for a new key) or hot (holding at least half its limit, folded into the store's sketch to make room).", []string{"reason"}, nil)
 	memoryOverflowDesc = prometheus.NewDesc("ratelimit_memory_overflow_total",
-		"Checks of new keys that found the memory store full of keys holding usage, counted approximately in its shared overflow slots.", nil, nil)
+		"Checks of new keys that found the memory store full and could not make room, counted approximately in its sketch.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -60,6 +60,8 @@ func (m *Memory) Collect(ch chan<- prometheus.Metric) {
 		bytes += sh.bytes
 		st.evictedFull += sh.stats.evictedFull
 		st.evictedSweep += sh.stats.evictedSweep
+		st.evictedCold += sh.stats.evictedCold
+		st.evictedHot += sh.stats.evictedHot
 		st.overflowed += sh.stats.overflowed
 		sh.mu.Unlock()
 	}
@@ -67,5 +69,7 @@ func (m *Memory) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(memoryBytesDesc, prometheus.GaugeValue, float64(bytes))
 	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedFull), "full")
 	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedSweep), "sweep")
+	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedCold), "cold")
+	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(st.evictedHot), "hot")
 	ch <- prometheus.MustNewConstMetric(memoryOverflowDesc, prometheus.CounterValue, float64(st.overflowed))
 }

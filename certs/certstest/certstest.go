@@ -52,6 +52,9 @@ type Leaf struct {
 	IPs    []net.IP
 	Client bool // client authentication
 	Server bool // server authentication
+	// NotBefore and NotAfter bound its validity; zero: an hour ago and
+	// in a day.
+	NotBefore, NotAfter time.Time
 }
 
 // Cert is an issued certificate and its key.
@@ -72,6 +75,12 @@ func (ca *CA) Issue(t testing.TB, l Leaf) *Cert {
 		SerialNumber: serial(t), Subject: pkix.Name{CommonName: first(l.DNS, "leaf")},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, DNSNames: l.DNS, IPAddresses: l.IPs,
+	}
+	if !l.NotBefore.IsZero() {
+		tmpl.NotBefore = l.NotBefore
+	}
+	if !l.NotAfter.IsZero() {
+		tmpl.NotAfter = l.NotAfter
 	}
 	for _, u := range l.URIs {
 		pu, err := url.Parse(u)
@@ -101,6 +110,12 @@ func (ca *CA) Issue(t testing.TB, l Leaf) *Cert {
 // Localhost issues a server certificate for 127.0.0.1, ::1 and localhost.
 func (ca *CA) Localhost(t testing.TB) *Cert {
 	return ca.Issue(t, Leaf{DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, Server: true})
+}
+
+// LocalhostValid is Localhost valid from notBefore to notAfter.
+func (ca *CA) LocalhostValid(t testing.TB, notBefore, notAfter time.Time) *Cert {
+	return ca.Issue(t, Leaf{DNS: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, Server: true,
+		NotBefore: notBefore, NotAfter: notAfter})
 }
 
 // Pool is a pool holding the CA alone.

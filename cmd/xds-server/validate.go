@@ -28,6 +28,7 @@ func validate(cfg config.Config, errs config.Errors, output string, stdout, stde
 	}) {
 		errs = append(errs, checkCatalog(cfg, cfg.UnknownRouteServices())...).Sorted()
 	}
+	errs = append(errs, checkCertificates(cfg, errs, time.Now())...).Sorted()
 	if output == "json" {
 		fmt.Fprintf(stdout, "%s\n", errs.JSON())
 	} else {
