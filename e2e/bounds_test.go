@@ -81,6 +81,10 @@ func flood(t *testing.T, addr string, n int) []net.Conn {
 	return conns
 }
 
+// rlsHandshakeTimeout is how long the rate-limit listener waits for a new
+// connection's HTTP/2 preface (h2rpc's handshakeTimeout).
+const rlsHandshakeTimeout = 10 * time.Second
+
 // TestIdleRLSConnectionsStarveNothing reproduces the finding: 20,400 idle
 // TCP connections to the rate-limit port exhausted the process's file
 // descriptors and stalled xDS, RLS and admin. With ratelimit.max_connections
@@ -107,9 +111,22 @@ func TestIdleRLSConnectionsStarveNothing(t *testing.T) {
 		t.Fatalf("ratelimit cap %d for a flood of %d", capacity, n)
 	}
 
+	began := time.Now()
 	flood(t, srv.RateLimitAddr, n)
-	awaitMetric(t, srv, `listener_open_connections{listener="ratelimit"} `+strconv.Itoa(capacity))
-	awaitMetric(t, srv, `listener_connections_refused_total{listener="ratelimit"} `+strconv.Itoa(n-capacity))
+	if took := time.Since(began); took < rlsHandshakeTimeout-time.Second {
+		awaitMetric(t, srv, `listener_open_connections{listener="ratelimit"} `+strconv.Itoa(capacity))
+		awaitMetric(t, srv, `listener_connections_refused_total{listener="ratelimit"} `+strconv.Itoa(n-capacity))
+	} else {
+		// A flood slower than the handshake timeout (a busy machine): the
+		// server closed the first idle connections, which made room for
+		// later ones, so fewer were refused; never more than the cap open.
+		t.Logf("the flood took %v: idle connections timed out meanwhile", took.Round(time.Millisecond))
+		open := int(metricValue(t, srv, "", `listener_open_connections{listener="ratelimit"}`))
+		refused := int(metricValue(t, srv, "", `listener_connections_refused_total{listener="ratelimit"}`))
+		if open > capacity || refused < (n-capacity)/2 {
+			t.Fatalf("%d open (cap %d), %d refused of a flood of %d", open, capacity, refused, n)
+		}
+	}
 
 	resp, err := http.Get("http://" + srv.AdminAddr + "/healthz")
 	if err != nil {

@@ -192,6 +192,7 @@ func callFor(t *testing.T, call callFunc, victim string, d time.Duration) time.T
 	var lastHit time.Time
 	start := time.Now()
 	okTail, failures := 0, 0
+	var firstErr error
 	for time.Since(start) < d {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		id, err := call(ctx)
@@ -199,6 +200,9 @@ func callFor(t *testing.T, call callFunc, victim string, d time.Duration) time.T
 		switch {
 		case err != nil:
 			failures++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%v after the change: %w", time.Since(start).Round(time.Millisecond), err)
+			}
 		case id == victim:
 			lastHit = time.Now()
 		case time.Since(start) > d-time.Second:
@@ -206,7 +210,7 @@ func callFor(t *testing.T, call callFunc, victim string, d time.Duration) time.T
 		}
 	}
 	if failures > 0 {
-		t.Errorf("%d RPCs failed while a backend was unhealthy (the others were healthy)", failures)
+		t.Errorf("%d RPCs failed while a backend was unhealthy (the others were healthy); the first: %v", failures, firstErr)
 	}
 	if okTail == 0 {
 		t.Errorf("no successful RPC in the last second")
