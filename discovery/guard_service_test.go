@@ -98,3 +98,55 @@ func sameAs(t *testing.T, s, from Snapshot, name string, ids ...string) {
 		}
 	}
 }
+
+// TestGuardServiceDeadlines runs two service holds through the Guard
+// shell with an injected clock: its timer is set to the earliest
+// deadline, moves to the next when the first hold is cancelled, and the
+// tick at a deadline applies that service's removals only.
+func TestGuardServiceDeadlines(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	now := t0
+	var emitted []Snapshot
+	m := NewMetrics(nil)
+	g, err := NewGuard(GuardConfig{Fraction: 0.5, Hold: 30 * time.Second, Metrics: m,
+		Emit: func(s Snapshot) { emitted = append(emitted, s) }, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	timer := func() (time.Time, uint64) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.timerAt, g.timerN
+	}
+	count := func(name string) int {
+		svc, _ := emitted[len(emitted)-1].Service(name)
+		return len(svc.Endpoints)
+	}
+	g.Observe(snapOf("a", 4, "b", 4, "c", 8))
+	now = t0.Add(time.Second)
+	g.Observe(snapOf("a", 1, "b", 4, "c", 8)) // a held until 31s
+	now = t0.Add(5 * time.Second)
+	g.Observe(snapOf("a", 1, "b", 1, "c", 8)) // b held until 35s
+	if at, _ := timer(); !at.Equal(t0.Add(31*time.Second)) || metricValue(t, m.Held.WithLabelValues(ScopeService)) != 2 {
+		t.Fatalf("timer at %v, held %v; want 31s, 2", at.Sub(t0), metricValue(t, m.Held.WithLabelValues(ScopeService)))
+	}
+	now = t0.Add(6 * time.Second)
+	g.Observe(snapOf("a", 4, "b", 1, "c", 9)) // a is back: cancelled
+	if at, _ := timer(); !at.Equal(t0.Add(35*time.Second)) || count("a") != 4 || count("b") != 4 || count("c") != 9 {
+		t.Fatalf("timer at %v, a %d b %d c %d; want 35s, 4 4 9", at.Sub(t0), count("a"), count("b"), count("c"))
+	}
+	at, n := timer()
+	now = at
+	g.tick(n - 1) // a stale timer's tick does nothing
+	if count("b") != 4 {
+		t.Fatal("a stale tick applied b's removals")
+	}
+	g.tick(n)
+	if at, _ := timer(); !at.IsZero() || count("b") != 1 || metricValue(t, m.Held.WithLabelValues(ScopeService)) != 0 {
+		t.Fatalf("after b's deadline: timer %v, b %d; want none, 1", at, count("b"))
+	}
+	if metricValue(t, m.Holds.WithLabelValues(ScopeService)) != 2 || metricValue(t, m.Holds.WithLabelValues(ScopeCatalog)) != 0 {
+		t.Fatal("holds not counted per service")
+	}
+}
