@@ -76,7 +76,7 @@ func guardFuzzSnap(op, ids byte) Snapshot {
 // at once; an applied snapshot holds every instance of the newest offered
 // one as offered (additions and health changes are never held), and any
 // other instance is one of a held service, as it was in the previous
-// applied snapshot; a service hold lasts the hold period, no longer
+// applied snapshot; a held service keeps every instance it had; a service hold lasts the hold period, no longer
 // (unless a whole hold outlasts it); and no service applied in full (not
 // held) has fewer than half of the most instances it had applied in full
 // within the window (a loss of one instance aside) unless its hold has
@@ -85,80 +85,84 @@ func FuzzRemovalGuard(f *testing.F) {
 	f.Add([]byte{10, 0, 10, 1, 0, 3, 200, 0, 0, 50})
 	f.Add([]byte{0x3c, 0, 0, 0x3b, 0, 2, 0x3a, 0, 2, 0x39, 0, 2, 0x38, 0, 2, 0x37, 0x10, 2, 0x36, 0, 2, 0x35, 0, 2, 0x80, 0, 255, 0x80, 0, 255})
 	f.Add([]byte{0x3c, 0, 0, 0x3c, 0x07, 8, 0x34, 0x27, 8, 0x0c, 0x17, 8, 0x80, 0, 255, 0x80, 0, 255})
+	f.Fuzz(guardFuzzRun)
+}
+
+// guardFuzzRun is the body of FuzzRemovalGuard.
+func guardFuzzRun(t *testing.T, steps []byte) {
 	const window, hold = 60 * time.Second, 30 * time.Second
-	f.Fuzz(func(t *testing.T, steps []byte) {
-		g := NewRemovalGuard(0.5, hold, window)
-		type applied struct {
-			at    time.Time
-			count int
+	g := NewRemovalGuard(0.5, hold, window)
+	type applied struct {
+		at    time.Time
+		count int
+	}
+	hist := map[string][]applied{} // per service, counts applied in full since its last hold ended
+	started := map[string]time.Time{}
+	var offered, last Snapshot
+	var now int64
+	for i := 0; i+2 < len(steps); i += 3 {
+		now += int64(steps[i+2]) * 1_000_000_000 / 8
+		at := timeAt(now)
+		var v Verdict
+		if steps[i]&0x80 != 0 {
+			v = g.Due(at)
+		} else {
+			offered = guardFuzzSnap(steps[i], steps[i+1])
+			v = g.Offer(offered, at)
 		}
-		hist := map[string][]applied{} // per service, counts applied in full since its last hold ended
-		started := map[string]time.Time{}
-		var offered, last Snapshot
-		var now int64
-		for i := 0; i+2 < len(steps); i += 3 {
-			now += int64(steps[i+2]) * 1_000_000_000 / 8
-			at := timeAt(now)
-			var v Verdict
-			if steps[i]&0x80 != 0 {
-				v = g.Due(at)
-			} else {
-				offered = guardFuzzSnap(steps[i], steps[i+1])
-				v = g.Offer(offered, at)
-			}
-			if v.Apply && v.Held {
-				t.Fatal("applied and held whole at once")
-			}
-			held := map[string]bool{}
-			for _, h := range v.Services {
-				switch h.Event {
-				case HoldStarted:
-					started[h.Name] = at
-					fallthrough
-				case HoldKept:
-					held[h.Name] = true
-					if !h.Until.Equal(started[h.Name].Add(hold)) || (!v.Held && !at.Before(h.Until)) {
-						t.Fatalf("%s held until %v, started %v, now %v", h.Name, h.Until, started[h.Name], at)
-					}
-				case HoldExpired:
-					delete(hist, h.Name)
+		if v.Apply && v.Held {
+			t.Fatal("applied and held whole at once")
+		}
+		held := map[string]bool{}
+		for _, h := range v.Services {
+			switch h.Event {
+			case HoldStarted:
+				started[h.Name] = at
+				fallthrough
+			case HoldKept:
+				held[h.Name] = true
+				if !h.Until.Equal(started[h.Name].Add(hold)) || (!v.Held && !at.Before(h.Until)) {
+					t.Fatalf("%s held until %v, started %v, now %v", h.Name, h.Until, started[h.Name], at)
 				}
+			case HoldExpired:
+				delete(hist, h.Name)
 			}
-			if !v.Apply {
+		}
+		if !v.Apply {
+			continue
+		}
+		guardFuzzKept(t, offered, last, v.Snapshot, held)
+		prev := last
+		last = v.Snapshot
+		if v.Expired {
+			clear(hist)
+		}
+		for _, name := range []string{"a", "b"} {
+			svc, _ := v.Snapshot.Service(name)
+			if held[name] {
 				continue
 			}
-			guardFuzzKept(t, offered, last, v.Snapshot, held)
-			prev := last
-			last = v.Snapshot
-			if v.Expired {
-				clear(hist)
-			}
-			for _, name := range []string{"a", "b"} {
-				svc, _ := v.Snapshot.Service(name)
-				if held[name] {
-					continue
-				}
-				count := len(svc.Endpoints)
-				if h := hist[name]; len(h) > 0 {
-					peak := h[len(h)-1].count
-					for _, e := range h {
-						if !e.at.Before(at.Add(-window)) {
-							peak = max(peak, e.count)
-						}
-					}
-					if lost := peak - count; lost >= 2 && 2*lost > peak && prev.EndpointCount() > 0 {
-						t.Fatalf("service %s: %d of a peak of %d removed at once (history %v)", name, lost, peak, h)
+			count := len(svc.Endpoints)
+			if h := hist[name]; len(h) > 0 {
+				peak := h[len(h)-1].count
+				for _, e := range h {
+					if !e.at.Before(at.Add(-window)) {
+						peak = max(peak, e.count)
 					}
 				}
-				hist[name] = append(hist[name], applied{at, count})
+				if lost := peak - count; lost >= 2 && 2*lost > peak && prev.EndpointCount() > 0 {
+					t.Fatalf("service %s: %d of a peak of %d removed at once (history %v)", name, lost, peak, h)
+				}
 			}
+			hist[name] = append(hist[name], applied{at, count})
 		}
-	})
+	}
 }
 
 // guardFuzzKept checks an applied snapshot: sorted, every instance of the
 // offered snapshot as offered, any other one of a held service as it was
-// in the last applied snapshot.
+// in the last applied snapshot, and no instance of a held service that
+// the last applied snapshot had removed.
 func guardFuzzKept(t *testing.T, offered, last, out Snapshot, held map[string]bool) {
 	t.Helper()
 	want, _ := instances(offered)
@@ -187,6 +191,13 @@ func guardFuzzKept(t *testing.T, offered, last, out Snapshot, held map[string]bo
 		for id := range ids {
 			if _, ok := got[name][id]; !ok {
 				t.Fatalf("%s/%s offered, not applied", name, id)
+			}
+		}
+	}
+	for name := range held {
+		for id := range before[name] {
+			if _, ok := got[name][id]; !ok {
+				t.Fatalf("%s/%s removed while %s is held", name, id, name)
 			}
 		}
 	}
