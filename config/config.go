@@ -94,8 +94,9 @@ type AdminConfig struct {
 // DiscoveryConfig selects and configures the discovery source.
 type DiscoveryConfig struct {
 	Source string `mapstructure:"source"` // static | consul
-	// MassRemovalGuard: an update removing more than this fraction of the
-	// instances is held, in (0, 1]; 1 is off.
+	// MassRemovalGuard: removals of more than this fraction of a service's
+	// instances are held (that service's only), and an update removing more
+	// than this fraction of all instances is held whole; in (0, 1]; 1 is off.
 	MassRemovalGuard float64       `mapstructure:"mass_removal_guard"`
 	MassRemovalHold  time.Duration `mapstructure:"mass_removal_hold"` // how long; 0 is off
 	Static           StaticConfig  `mapstructure:"static"`

@@ -3,6 +3,7 @@ package discovery
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -49,60 +50,155 @@ func FuzzParseStatic(f *testing.F) {
 	})
 }
 
-// FuzzRemovalGuard drives the guard with snapshots built from fuzz bytes:
-// a snapshot is never applied and held at once, and none applied before
-// its hold has passed leaves any service with less than half of the
-// largest count it had within the window (a loss of one instance aside),
-// checked against a history kept here.
-func FuzzRemovalGuard(f *testing.F) {
-	f.Add([]byte{10, 0, 10, 1, 3, 200, 0, 50})
-	f.Add([]byte{0x3c, 0, 0x3b, 2, 0x3a, 2, 0x39, 2, 0x38, 2, 0x37, 2, 0x36, 2, 0x35, 2, 0x80, 255})
-	const window = 60 * time.Second
-	f.Fuzz(func(t *testing.T, steps []byte) {
-		g := NewRemovalGuard(0.5, 30*time.Second, window)
-		type applied struct {
-			at     time.Time
-			counts [2]int
+// guardFuzzSnap builds the snapshot of one fuzz step: op's low nibble is
+// how many instances a has, bits 4-6 how many b has; ids' low nibble
+// shifts the ids of a (a-<shift+i>: a shift replaces instances), bit 4
+// marks a's instances unhealthy, bit 5 b's.
+func guardFuzzSnap(op, ids byte) Snapshot {
+	s := snapOf("a", int(op&0x0f), "b", int(op>>4&0x07))
+	for i := range s.Services[0].Endpoints {
+		ep := &s.Services[0].Endpoints[i]
+		ep.ID = fmt.Sprintf("a-%02d", int(ids&0x0f)+i)
+	}
+	for k, bit := range []byte{0x10, 0x20} {
+		for i := range s.Services[k].Endpoints {
+			if ids&bit != 0 {
+				s.Services[k].Endpoints[i].Health = HealthUnhealthy
+			}
 		}
-		var hist []applied // since the last hold ended
-		var now int64
-		for i := 0; i+1 < len(steps); i += 2 {
-			now += int64(steps[i+1]) * 1_000_000_000 / 8
-			at := timeAt(now)
-			var v Verdict
-			var counts [2]int
-			if steps[i]&0x80 != 0 {
-				v = g.Due(at)
-				a, _ := v.Snapshot.Service("a")
-				b, _ := v.Snapshot.Service("b")
-				counts = [2]int{len(a.Endpoints), len(b.Endpoints)}
-			} else {
-				counts = [2]int{int(steps[i] & 0x0f), int(steps[i] >> 4 & 0x07)}
-				v = g.Offer(snapOf("a", counts[0], "b", counts[1]), at)
+	}
+	return s
+}
+
+// FuzzRemovalGuard drives the guard with snapshots built from fuzz bytes
+// (three a step: op, ids, time; op with bit 7 set is a Due) and checks,
+// against a history kept here: a snapshot is never applied and held whole
+// at once; an applied snapshot holds every instance of the newest offered
+// one as offered (additions and health changes are never held), and any
+// other instance is one of a held service, as it was in the previous
+// applied snapshot; a held service keeps every instance it had; a service hold lasts the hold period, no longer
+// (unless a whole hold outlasts it); and no service applied in full (not
+// held) has fewer than half of the most instances it had applied in full
+// within the window (a loss of one instance aside) unless its hold has
+// just expired.
+func FuzzRemovalGuard(f *testing.F) {
+	f.Add([]byte{10, 0, 10, 1, 0, 3, 200, 0, 0, 50})
+	f.Add([]byte{0x3c, 0, 0, 0x3b, 0, 2, 0x3a, 0, 2, 0x39, 0, 2, 0x38, 0, 2, 0x37, 0x10, 2, 0x36, 0, 2, 0x35, 0, 2, 0x80, 0, 255, 0x80, 0, 255})
+	f.Add([]byte{0x3c, 0, 0, 0x3c, 0x07, 8, 0x34, 0x27, 8, 0x0c, 0x17, 8, 0x80, 0, 255, 0x80, 0, 255})
+	f.Fuzz(guardFuzzRun)
+}
+
+// guardFuzzRun is the body of FuzzRemovalGuard.
+func guardFuzzRun(t *testing.T, steps []byte) {
+	const window, hold = 60 * time.Second, 30 * time.Second
+	g := NewRemovalGuard(0.5, hold, window)
+	type applied struct {
+		at    time.Time
+		count int
+	}
+	hist := map[string][]applied{} // per service, counts applied in full since its last hold ended
+	started := map[string]time.Time{}
+	var offered, last Snapshot
+	var now int64
+	for i := 0; i+2 < len(steps); i += 3 {
+		now += int64(steps[i+2]) * 1_000_000_000 / 8
+		at := timeAt(now)
+		var v Verdict
+		if steps[i]&0x80 != 0 {
+			v = g.Due(at)
+		} else {
+			offered = guardFuzzSnap(steps[i], steps[i+1])
+			v = g.Offer(offered, at)
+		}
+		if v.Apply && v.Held {
+			t.Fatal("applied and held whole at once")
+		}
+		held := map[string]bool{}
+		for _, h := range v.Services {
+			switch h.Event {
+			case HoldStarted:
+				started[h.Name] = at
+				fallthrough
+			case HoldKept:
+				held[h.Name] = true
+				if !h.Until.Equal(started[h.Name].Add(hold)) || (!v.Held && !at.Before(h.Until)) {
+					t.Fatalf("%s held until %v, started %v, now %v", h.Name, h.Until, started[h.Name], at)
+				}
+			case HoldExpired:
+				delete(hist, h.Name)
 			}
-			if v.Apply && v.Held {
-				t.Fatal("applied and held at once")
-			}
-			if !v.Apply {
+		}
+		if !v.Apply {
+			continue
+		}
+		guardFuzzKept(t, offered, last, v.Snapshot, held)
+		prev := last
+		last = v.Snapshot
+		if v.Expired {
+			clear(hist)
+		}
+		for _, name := range []string{"a", "b"} {
+			svc, _ := v.Snapshot.Service(name)
+			if held[name] {
 				continue
 			}
-			if v.Expired {
-				hist = hist[:0]
-			}
-			if n := len(hist); !v.Expired && n > 0 && hist[n-1].counts != [2]int{} {
-				for s := range 2 {
-					peak := hist[n-1].counts[s]
-					for _, h := range hist {
-						if !h.at.Before(at.Add(-window)) {
-							peak = max(peak, h.counts[s])
-						}
-					}
-					if lost := peak - counts[s]; lost >= 2 && 2*lost > peak {
-						t.Fatalf("service %d: %d of a peak of %d removed at once (history %v)", s, lost, peak, hist)
+			count := len(svc.Endpoints)
+			if h := hist[name]; len(h) > 0 {
+				peak := h[len(h)-1].count
+				for _, e := range h {
+					if !e.at.Before(at.Add(-window)) {
+						peak = max(peak, e.count)
 					}
 				}
+				if lost := peak - count; lost >= 2 && 2*lost > peak && prev.EndpointCount() > 0 {
+					t.Fatalf("service %s: %d of a peak of %d removed at once (history %v)", name, lost, peak, h)
+				}
 			}
-			hist = append(hist, applied{at, counts})
+			hist[name] = append(hist[name], applied{at, count})
 		}
-	})
+	}
+}
+
+// guardFuzzKept checks an applied snapshot: sorted, every instance of the
+// offered snapshot as offered, any other one of a held service as it was
+// in the last applied snapshot, and no instance of a held service that
+// the last applied snapshot had removed.
+func guardFuzzKept(t *testing.T, offered, last, out Snapshot, held map[string]bool) {
+	t.Helper()
+	want, _ := instances(offered)
+	before, _ := instances(last)
+	got, _ := instances(out)
+	for i, svc := range out.Services {
+		if i > 0 && out.Services[i-1].Name >= svc.Name {
+			t.Fatalf("services not sorted: %q after %q", svc.Name, out.Services[i-1].Name)
+		}
+		for j, ep := range svc.Endpoints {
+			if j > 0 && svc.Endpoints[j-1].ID >= ep.ID {
+				t.Fatalf("%s: endpoints not sorted: %q after %q", svc.Name, ep.ID, svc.Endpoints[j-1].ID)
+			}
+			if o, ok := want[svc.Name][ep.ID]; ok {
+				if !o.Equal(ep) {
+					t.Fatalf("%s/%s applied as %+v, offered as %+v", svc.Name, ep.ID, ep, o)
+				}
+				continue
+			}
+			if b, ok := before[svc.Name][ep.ID]; !ok || !b.Equal(ep) || !held[svc.Name] {
+				t.Fatalf("%s/%s applied, not offered: held %v, before %+v (%v)", svc.Name, ep.ID, held[svc.Name], b, ok)
+			}
+		}
+	}
+	for name, ids := range want {
+		for id := range ids {
+			if _, ok := got[name][id]; !ok {
+				t.Fatalf("%s/%s offered, not applied", name, id)
+			}
+		}
+	}
+	for name := range held {
+		for id := range before[name] {
+			if _, ok := got[name][id]; !ok {
+				t.Fatalf("%s/%s removed while %s is held", name, id, name)
+			}
+		}
+	}
 }

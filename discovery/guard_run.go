@@ -13,10 +13,12 @@ import (
 
 // GuardConfig configures Guard.
 type GuardConfig struct {
-	// Fraction: a snapshot that removes more than this fraction of the
-	// instances of the last applied one is held; in (0, 1], 1 never holds.
+	// Fraction: removals of more than this fraction of a service's
+	// instances (at least 2) are held, and a snapshot that removes more
+	// than this fraction of all instances is held whole; in (0, 1], 1
+	// never holds.
 	Fraction float64
-	// Hold is how long such a snapshot is held; >= 0, 0 never holds.
+	// Hold is how long such removals are held; >= 0, 0 never holds.
 	Hold time.Duration
 	// Window is how long an applied snapshot's instance counts stay the
 	// measure of later removals (removals a few at a time add up within
@@ -51,17 +53,22 @@ func (c GuardConfig) Validate() error {
 
 // Guard is the shell around a RemovalGuard: it sits between a Source and
 // the consumer of its snapshots (Observe is the emit function given to
-// Source.Run), holds a snapshot that removes most instances for the hold
-// period (logged at WARN, xds_discovery_held set to 1), and applies the
-// newest held snapshot when the hold ends. Safe for concurrent use.
+// Source.Run). A service that loses most of its instances has its
+// removals held for the hold period while everything else is applied at
+// once (xds_discovery_held{scope="service"} counts such services); an
+// update that removes most of all instances is held whole
+// (xds_discovery_held{scope="catalog"} is 1). Each hold that begins or
+// ends is logged, naming the service. Safe for concurrent use.
 type Guard struct {
 	cfg GuardConfig
 	log *slog.Logger
 
-	mu     sync.Mutex
-	core   *RemovalGuard
-	timer  *time.Timer
-	closed bool
+	mu      sync.Mutex
+	core    *RemovalGuard
+	timer   *time.Timer
+	timerAt time.Time // when timer fires
+	timerN  uint64    // counts timers set; a tick of an older one does nothing
+	closed  bool
 }
 
 // NewGuard validates cfg and returns a Guard.
@@ -74,11 +81,12 @@ func NewGuard(cfg GuardConfig) (*Guard, error) {
 	}
 	g := &Guard{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "discovery.guard"),
 		core: NewRemovalGuard(cfg.Fraction, cfg.Hold, cfg.Window)}
-	g.setHeld(false)
+	g.setHeld(false, 0)
 	return g, nil
 }
 
-// Observe takes a snapshot from a source: it is emitted at once, or held.
+// Observe takes a snapshot from a source: it is emitted at once (with the
+// removals of held services held back), or held whole.
 func (g *Guard) Observe(s Snapshot) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -96,14 +104,14 @@ func (g *Guard) Close() {
 	g.stopTimer()
 }
 
-// tick runs when a hold should end.
-func (g *Guard) tick() {
+// tick runs when a hold should end; n is the timer's number.
+func (g *Guard) tick(n uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
+	if g.closed || n != g.timerN {
 		return
 	}
-	g.timer = nil
+	g.timer, g.timerAt = nil, time.Time{}
 	g.act(g.core.Due(g.cfg.Now()))
 }
 
@@ -111,47 +119,75 @@ func (g *Guard) tick() {
 func (g *Guard) act(v Verdict) {
 	switch {
 	case v.Started:
-		g.log.Warn("discovery update removes most instances; holding it", "removed", v.Removed, "instances", v.Total,
+		g.log.Warn("discovery update removes most of all instances; holding the whole update", "removed", v.Removed, "instances", v.Total,
 			"service", clipName(v.Service), "service_removed", v.ServiceRemoved, "service_instances", v.ServiceTotal,
 			"hold", g.cfg.Hold, "until", v.Until, "fraction", g.cfg.Fraction, "window", g.cfg.Window)
-		if m := g.cfg.Metrics; m != nil {
-			m.Holds.Inc()
-		}
+		g.countHold(ScopeCatalog)
 	case v.Cancelled:
-		g.log.Info("held discovery update superseded by one that keeps the instances; hold cancelled", "removed", v.Removed, "instances", v.Total)
+		g.log.Info("held discovery update superseded by one that keeps most instances; whole hold cancelled", "removed", v.Removed, "instances", v.Total)
 	case v.Expired:
 		g.log.Warn("held discovery update applied after the hold", "removed", v.Removed, "instances", v.Total, "hold", g.cfg.Hold)
 	}
-	g.setHeld(v.Held)
+	for _, h := range v.Services {
+		switch h.Event {
+		case HoldStarted:
+			g.log.Warn("discovery update removes most of a service's instances; holding its removals", "service", clipName(h.Name),
+				"removed", h.Removed, "instances", h.Total, "hold", g.cfg.Hold, "until", h.Until, "fraction", g.cfg.Fraction, "window", g.cfg.Window)
+			g.countHold(ScopeService)
+		case HoldCancelled:
+			g.log.Info("held removals of a service superseded by an update that keeps most of its instances; hold cancelled",
+				"service", clipName(h.Name), "removed", h.Removed, "instances", h.Total)
+		case HoldExpired:
+			g.log.Warn("held removals of a service applied after the hold", "service", clipName(h.Name),
+				"removed", h.Removed, "instances", h.Total, "hold", g.cfg.Hold)
+		}
+	}
+	g.setHeld(v.Held, v.HeldServices())
 	if v.Apply {
 		g.cfg.Emit(v.Snapshot)
 	}
-	if !v.Held {
+	g.schedule(v.Next)
+}
+
+// schedule sets the timer to call Due at next; zero next stops it.
+func (g *Guard) schedule(next time.Time) {
+	if next.IsZero() {
 		g.stopTimer()
 		return
 	}
-	if g.timer == nil {
-		g.timer = time.AfterFunc(max(v.Until.Sub(g.cfg.Now()), 0), g.tick)
+	if g.timer != nil && g.timerAt.Equal(next) {
+		return
 	}
+	g.stopTimer()
+	g.timerN++
+	n := g.timerN
+	g.timer, g.timerAt = time.AfterFunc(max(next.Sub(g.cfg.Now()), 0), func() { g.tick(n) }), next
 }
 
 func (g *Guard) stopTimer() {
 	if g.timer != nil {
 		g.timer.Stop()
-		g.timer = nil
+		g.timer, g.timerAt = nil, time.Time{}
 	}
 }
 
-func (g *Guard) setHeld(held bool) {
+func (g *Guard) countHold(scope string) {
+	if m := g.cfg.Metrics; m != nil {
+		m.Holds.WithLabelValues(scope).Inc()
+	}
+}
+
+func (g *Guard) setHeld(whole bool, services int) {
 	m := g.cfg.Metrics
 	if m == nil {
 		return
 	}
-	if held {
-		m.Held.Set(1)
-	} else {
-		m.Held.Set(0)
+	w := 0.0
+	if whole {
+		w = 1
 	}
+	m.Held.WithLabelValues(ScopeCatalog).Set(w)
+	m.Held.WithLabelValues(ScopeService).Set(float64(services))
 }
 
 // logNameBytes bounds a name from the catalog in a log line.

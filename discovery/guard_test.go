@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,10 +28,11 @@ type guardStep struct {
 	at   float64
 	snap *Snapshot
 	// what the call must return
-	apply, held, started, cancelled, expired bool
-	applied                                  int // endpoints of the applied snapshot, when apply
+	apply, held, started, cancelled, expired bool // held...expired: of the whole-update hold
+	applied                                  int  // endpoints of the applied snapshot, when apply
 	until                                    float64
 	removed                                  int
+	services                                 string // "name:event@until" of v.Services, space separated
 }
 
 func offer(at float64, s Snapshot) guardStep { return guardStep{at: at, snap: &s} }
@@ -45,6 +47,19 @@ func (s guardStep) starts() guardStep    { s.started = true; return s }
 func (s guardStep) cancels() guardStep   { s.cancelled = true; return s }
 func (s guardStep) expires() guardStep   { s.expired = true; return s }
 func (s guardStep) gone(n int) guardStep { s.removed = n; return s }
+
+// svc expects the service holds of the verdict, as "name:event@until"
+// (until in seconds after t0), space separated.
+func (s guardStep) svc(holds string) guardStep { s.services = holds; return s }
+
+// describeHolds renders v.Services as guardStep.services does.
+func describeHolds(v Verdict, t0 time.Time) string {
+	var parts []string
+	for _, h := range v.Services {
+		parts = append(parts, fmt.Sprintf("%s:%s@%g", h.Name, h.Event, h.Until.Sub(t0).Seconds()))
+	}
+	return strings.Join(parts, " ")
+}
 
 func TestRemovalGuard(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
@@ -64,22 +79,44 @@ func TestRemovalGuard(t *testing.T) {
 			offer(1, snapOf("a", 4, "b", 4, "c", 1)).applies(9).gone(1),
 			offer(2, snapOf("a", 4, "b", 4)).applies(8).gone(1), // the last one of c
 		}},
-		"a service that loses most of its own instances is held": {0.5, 30 * time.Second, []guardStep{
+		"a service that loses most of its own instances has its removals held, the rest is applied": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
-			offer(1, snapOf("a", 4, "b", 4)).holds(31).starts().gone(2),
+			offer(1, snapOf("a", 4, "b", 4)).applies(10).gone(2).svc("c:started@31"),
+			offer(2, snapOf("a", 4, "b", 5)).applies(11).gone(2).svc("c:kept@31"), // b's new instance at once
+			due(30.9).gone(2).svc("c:kept@31"),
+			due(31).applies(9).gone(2).svc("c:expired@31"),
+			due(32), // nothing held any more
+		}},
+		"a held service's hold is cancelled when its instances come back": {0.5, 30 * time.Second, []guardStep{
+			offer(0, full).applies(10),
+			offer(1, snapOf("a", 4, "b", 4)).applies(10).gone(2).svc("c:started@31"),
+			offer(5, snapOf("a", 4, "b", 4, "c", 1)).applies(9).gone(1).svc("c:cancelled@31"),
+			due(31),
+		}},
+		"several services are held at once, each until its own deadline": {0.5, 30 * time.Second, []guardStep{
+			offer(0, full).applies(10),
+			offer(1, snapOf("a", 4, "b", 4)).applies(10).gone(2).svc("c:started@31"),
+			offer(5, snapOf("a", 1, "b", 4)).applies(10).gone(5).svc("a:started@35 c:kept@31"),
+			due(31).applies(8).gone(5).svc("a:kept@35 c:expired@31"),
+			due(35).applies(5).gone(3).svc("a:expired@35"),
+		}},
+		"an offer after a service's deadline applies its removals": {0.5, 30 * time.Second, []guardStep{
+			offer(0, full).applies(10),
+			offer(1, snapOf("a", 4, "b", 4)).applies(10).gone(2).svc("c:started@31"),
+			offer(40, snapOf("a", 4, "b", 4)).applies(8).gone(2).svc("c:expired@31"),
 		}},
 		"exactly the fraction is not more than it": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
 			offer(1, snapOf("a", 2, "b", 2, "c", 1)).applies(5).gone(5),
 		}},
-		"an emptied catalog is held, then applied": {0.5, 30 * time.Second, []guardStep{
+		"an emptied catalog is held whole, then applied": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
 			offer(1, Snapshot{}).holds(31).starts().gone(10),
 			due(30.9).holds(31).gone(10),
 			due(31).applies(0).expires().gone(10),
 			offer(32, full).applies(10), // after an empty one, anything goes
 		}},
-		"more than the fraction gone is held": {0.5, 30 * time.Second, []guardStep{
+		"more than the fraction of all instances gone is held whole": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
 			offer(1, snapOf("a", 4)).holds(31).starts().gone(6),
 		}},
@@ -95,28 +132,42 @@ func TestRemovalGuard(t *testing.T) {
 			offer(0, snapOf("a", 4)).applies(4),
 			offer(1, snapOf("z", 4)).holds(31).starts().gone(4),
 		}},
-		"a restore during the hold cancels it": {0.5, 30 * time.Second, []guardStep{
+		"a restore during the whole hold cancels it": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
 			offer(1, Snapshot{}).holds(31).starts().gone(10),
 			offer(5, snapOf("a", 4, "b", 4, "c", 1)).applies(9).cancels().gone(1),
 			due(31), // nothing held any more
 		}},
-		"a mass removal during the hold keeps the clock": {0.5, 30 * time.Second, []guardStep{
+		"a mass removal during the whole hold keeps the clock": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
 			offer(1, Snapshot{}).holds(31).starts().gone(10),
 			offer(20, snapOf("a", 2)).holds(31).gone(8),
 			due(31).applies(2).expires().gone(8), // the newest held snapshot
 		}},
-		"an offer after the deadline applies at once": {0.5, 30 * time.Second, []guardStep{
+		"an offer after the whole deadline applies at once": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
 			offer(1, Snapshot{}).holds(31).starts().gone(10),
 			offer(40, snapOf("a", 1)).applies(1).expires().gone(9),
+		}},
+		"a whole hold during a service's hold: the service's ends with it": {0.5, 30 * time.Second, []guardStep{
+			offer(0, full).applies(10),
+			offer(1, snapOf("a", 4, "b", 4)).applies(10).gone(2).svc("c:started@31"),
+			offer(2, snapOf("b", 4)).holds(32).starts().gone(6).svc("c:kept@31"),
+			due(31).holds(32).gone(6).svc("c:kept@31"),
+			due(32).applies(4).expires().gone(6).svc("c:expired@31"),
+		}},
+		"a whole hold cancelled while a service is held: the service's hold goes on": {0.5, 30 * time.Second, []guardStep{
+			offer(0, full).applies(10),
+			offer(1, snapOf("a", 4, "b", 4)).applies(10).gone(2).svc("c:started@31"),
+			offer(2, snapOf("b", 4)).holds(32).starts().gone(6).svc("c:kept@31"),
+			offer(3, snapOf("a", 4, "b", 4)).applies(10).cancels().gone(2).svc("c:kept@31"),
+			due(31).applies(8).gone(2).svc("c:expired@31"),
 		}},
 		"without a window a removal is measured from the applied snapshot": {0.5, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
 			offer(1, snapOf("a", 4, "b", 2, "c", 1)).applies(7).gone(3),
 			offer(2, snapOf("a", 4, "b", 1, "c", 1)).applies(6).gone(1),
-			offer(3, snapOf("a", 1, "b", 1, "c", 1)).holds(33).starts().gone(3),
+			offer(3, snapOf("a", 1, "b", 1, "c", 1)).applies(6).gone(3).svc("a:started@33"),
 		}},
 		"fraction 1 never holds": {1, 30 * time.Second, []guardStep{
 			offer(0, full).applies(10),
@@ -124,7 +175,8 @@ func TestRemovalGuard(t *testing.T) {
 		}},
 		"hold 0 never holds": {0.5, 0, []guardStep{
 			offer(0, full).applies(10),
-			offer(1, Snapshot{}).applies(0).gone(10),
+			offer(1, snapOf("a", 4, "b", 4)).applies(8).gone(2),
+			offer(2, Snapshot{}).applies(0).gone(8),
 		}},
 		"a small fraction holds smaller removals": {0.1, 10 * time.Second, []guardStep{
 			offer(0, full).applies(10),
@@ -144,9 +196,10 @@ func TestRemovalGuard(t *testing.T) {
 				type flags struct {
 					apply, held, started, cancelled, expired bool
 					removed                                  int
+					services                                 string
 				}
-				want := flags{st.apply, st.held, st.started, st.cancelled, st.expired, st.removed}
-				got := flags{v.Apply, v.Held, v.Started, v.Cancelled, v.Expired, v.Removed}
+				want := flags{st.apply, st.held, st.started, st.cancelled, st.expired, st.removed, st.services}
+				got := flags{v.Apply, v.Held, v.Started, v.Cancelled, v.Expired, v.Removed, describeHolds(v, t0)}
 				if got != want {
 					t.Fatalf("step %d: got %+v, want %+v", i, got, want)
 				}

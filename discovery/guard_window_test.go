@@ -58,49 +58,64 @@ func upTo(n int) []int {
 // core with an injected clock: 12 instances of web deregistered one every
 // 300 ms. Without a window each step removes one instance of the last
 // applied snapshot and passes; with one, the removals add up against the
-// peak of 12, so the 7th is held and at most 6 leave before the hold ends.
+// peak of 12, so from the 7th web's removals are held (and api's changes
+// still applied) and web never has fewer than 6 instances until the hold
+// ends. When web is most of the catalog, the removals are also a
+// catalog-wide one from the 9th, and the whole update is held.
 func TestRemovalGuardSlicing(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	full := snapOf("web", 12, "api", 4)
 	for name, tc := range map[string]struct {
+		others      int // instances of api
 		window      time.Duration
-		wantApplied int // removals applied before the first hold
+		leastWeb    int // fewest web instances applied before a hold ended
+		webHeldAt   int // the removal (1-based) from which web's removals are held; 0: never
+		wholeHeldAt int // the removal from which the whole update is held; 0: never
 	}{
-		"no window: every removal passes":               {0, 12},
-		"a window of 1m: six pass, the seventh is held": {time.Minute, 6},
+		"no window: every removal passes":                              {12, 0, 0, 0, 0},
+		"a window of 1m: six pass, web's are held from the seventh":    {12, time.Minute, 6, 7, 0},
+		"web most of the catalog: the whole is held from the ninth on": {4, time.Minute, 6, 7, 9},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewRemovalGuard(0.5, 30*time.Second, tc.window)
+			full := snapOf("api", tc.others, "web", 12)
 			if v := g.Offer(full, t0); !v.Apply {
 				t.Fatal("first snapshot not applied")
 			}
-			applied, held := 0, false
+			least, webHeldAt, wholeHeldAt := 12, 0, 0
 			var v Verdict
 			for i := range 12 {
 				at := t0.Add(time.Duration(i+1) * 300 * time.Millisecond)
 				v = g.Offer(without(full, "web", upTo(i+1)...), at)
-				if v.Apply && !held {
-					applied = i + 1
+				if v.Apply {
+					web, _ := v.Snapshot.Service("web")
+					least = min(least, len(web.Endpoints))
 				}
-				held = held || v.Held
+				if v.HeldServices() > 0 && webHeldAt == 0 {
+					webHeldAt = i + 1
+				}
+				if v.Held && wholeHeldAt == 0 {
+					wholeHeldAt = i + 1
+				}
 			}
-			if applied != tc.wantApplied {
-				t.Fatalf("%d removals applied before a hold, want %d", applied, tc.wantApplied)
+			if least != tc.leastWeb || webHeldAt != tc.webHeldAt || wholeHeldAt != tc.wholeHeldAt {
+				t.Fatalf("least web instances applied %d, web held from removal %d, the whole from %d; want %d, %d, %d",
+					least, webHeldAt, wholeHeldAt, tc.leastWeb, tc.webHeldAt, tc.wholeHeldAt)
 			}
-			if applied == 12 {
+			if tc.webHeldAt == 0 {
 				return
 			}
-			if !v.Held || v.Service != "web" || v.ServiceRemoved != 12 || v.ServiceTotal != 12 {
-				t.Fatalf("last verdict %+v: want held, web losing 12 of 12", v)
+			if len(v.Services) != 1 || v.Services[0].Name != "web" || v.Services[0].Removed != 12 || v.Services[0].Total != 12 {
+				t.Fatalf("last verdict %+v: want web held, losing 12 of 12", v)
 			}
-			if v := g.Due(v.Until); !v.Apply || !v.Expired || v.Snapshot.EndpointCount() != 4 {
+			end := v.Next
+			if v = g.Due(end); !v.Apply || v.Snapshot.EndpointCount() != tc.others || !v.Next.IsZero() {
 				t.Fatalf("at the end of the hold: %+v", v)
 			}
 			// the window starts afresh from the applied snapshot: web is back
 			// and then loses one instance, applied at once
-			back := g.Offer(full, v.Until.Add(time.Second))
-			one := g.Offer(without(full, "web", 3), v.Until.Add(2*time.Second))
-			if !back.Apply || !one.Apply || one.Held {
+			back := g.Offer(full, end.Add(time.Second))
+			one := g.Offer(without(full, "web", 3), end.Add(2*time.Second))
+			if !back.Apply || !one.Apply || one.Held || one.HeldServices() != 0 {
 				t.Fatalf("after the hold: %+v then %+v", back, one)
 			}
 		})
@@ -163,27 +178,57 @@ func TestRemovalGuardWindow(t *testing.T) {
 
 // TestGuardSlicingClock runs the slicing attack through the Guard shell
 // with an injected clock: what it emits never has fewer than 6 of web's
-// 12 instances until the hold ends.
+// 12 instances until the hold ends, while api's new instance, arriving
+// during web's hold, is emitted at once; the metrics say one service is
+// held and nothing is held whole; the hold's timer applies web's
+// removals.
 func TestGuardSlicingClock(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	var emitted []Snapshot
-	g, err := NewGuard(GuardConfig{Fraction: 0.5, Hold: time.Hour, Window: time.Minute,
+	m := NewMetrics(nil)
+	g, err := NewGuard(GuardConfig{Fraction: 0.5, Hold: time.Hour, Window: time.Minute, Metrics: m,
 		Emit: func(s Snapshot) { emitted = append(emitted, s) }, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	full := snapOf("web", 12)
+	full := snapOf("api", 12, "web", 12)
 	g.Observe(full)
 	for i := range 12 {
 		now = now.Add(300 * time.Millisecond)
-		g.Observe(without(full, "web", upTo(i+1)...))
+		s := without(full, "web", upTo(i+1)...)
+		if i >= 8 {
+			s = snapOf("api", 13) // api scales up during web's hold
+			s.Services = append(s.Services, Service{Name: "web", Endpoints: without(full, "web", upTo(i+1)...).Services[1].Endpoints})
+		}
+		g.Observe(s)
+		if i == 8 {
+			if api, _ := emitted[len(emitted)-1].Service("api"); len(api.Endpoints) != 13 {
+				t.Fatalf("api's new instance not emitted at once during web's hold: %d instances", len(api.Endpoints))
+			}
+		}
 	}
 	least := 12
 	for _, s := range emitted {
-		least = min(least, s.EndpointCount())
+		web, _ := s.Service("web")
+		least = min(least, len(web.Endpoints))
 	}
-	if least != 6 || len(emitted) != 7 {
-		t.Fatalf("emitted %d snapshots, the smallest with %d instances; want 7, 6", len(emitted), least)
+	if least != 6 || len(emitted) != 13 {
+		t.Fatalf("emitted %d snapshots, the fewest web instances %d; want 13, 6", len(emitted), least)
+	}
+	held := func(scope string) float64 { return metricValue(t, m.Held.WithLabelValues(scope)) }
+	holds := func(scope string) float64 { return metricValue(t, m.Holds.WithLabelValues(scope)) }
+	if held(ScopeService) != 1 || held(ScopeCatalog) != 0 || holds(ScopeService) != 1 || holds(ScopeCatalog) != 0 {
+		t.Fatalf("held service %v catalog %v, holds service %v catalog %v; want 1 0 1 0",
+			held(ScopeService), held(ScopeCatalog), holds(ScopeService), holds(ScopeCatalog))
+	}
+	// the hold's timer fires (run here, at the deadline)
+	g.mu.Lock()
+	now, n := g.timerAt, g.timerN
+	g.mu.Unlock()
+	g.tick(n)
+	last := emitted[len(emitted)-1]
+	if web, _ := last.Service("web"); len(web.Endpoints) != 0 || last.EndpointCount() != 13 || held(ScopeService) != 0 {
+		t.Fatalf("after the hold: %d web instances, %d in all, held %v; want 0, 13, 0", len(web.Endpoints), last.EndpointCount(), held(ScopeService))
 	}
 }

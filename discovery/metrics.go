@@ -13,9 +13,16 @@ type Metrics struct {
 	Snapshots    *prometheus.CounterVec // snapshots emitted, by source
 	Reloads      *prometheus.CounterVec // static file reloads, by result (ok|error)
 	BlockingReqs *prometheus.CounterVec // Consul blocking queries, by kind (catalog|health)
-	Held         prometheus.Gauge       // 1 while a mass removal is held (Guard)
-	Holds        prometheus.Counter     // mass removals held (Guard)
+	Held         *prometheus.GaugeVec   // by scope: catalog, 1 while a whole update is held; service, services whose removals are held (Guard)
+	Holds        *prometheus.CounterVec // holds begun, by scope (catalog, service) (Guard)
 }
+
+// Scopes of a mass-removal hold, the label of xds_discovery_held and
+// xds_discovery_holds_total.
+const (
+	ScopeCatalog = "catalog" // the whole update: more than the fraction of all instances removed
+	ScopeService = "service" // one service's removals
+)
 
 // NewMetrics creates the discovery collectors and registers them with reg
 // (nil reg: not registered).
@@ -49,14 +56,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "xds_discovery_consul_queries_total",
 			Help: "Consul blocking queries issued, by kind (catalog or health).",
 		}, []string{"kind"}),
-		Held: prometheus.NewGauge(prometheus.GaugeOpts{
+		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_discovery_held",
-			Help: "1 while a discovery update that removes most instances is held (discovery.mass_removal_guard, discovery.mass_removal_hold).",
-		}),
-		Holds: prometheus.NewCounter(prometheus.CounterOpts{
+			Help: "Mass removals held (discovery.mass_removal_guard, discovery.mass_removal_hold): scope=catalog is 1 while a whole update is held, scope=service the number of services whose removals are held.",
+		}, []string{"scope"}),
+		Holds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "xds_discovery_holds_total",
-			Help: "Discovery updates held because they removed most instances.",
-		}),
+			Help: "Mass removals held, by scope: catalog (a whole update), service (one service's removals).",
+		}, []string{"scope"}),
+	}
+	for _, scope := range []string{ScopeCatalog, ScopeService} {
+		m.Held.WithLabelValues(scope)
+		m.Holds.WithLabelValues(scope)
 	}
 	if reg != nil {
 		reg.MustRegister(m.Skipped, m.Errors, m.Stale, m.LastUpdate, m.Snapshots, m.Reloads, m.BlockingReqs, m.Held, m.Holds)

@@ -26,10 +26,7 @@ import (
 func kvRegister(t *testing.T, consul *harness.ConsulAgent, name string, n, base int) {
 	t.Helper()
 	for i := range n {
-		if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
-			ID: fmt.Sprintf("%s-%d", name, i), Name: name, Port: base + i, Address: "127.0.0.1"}); err != nil {
-			t.Fatal(err)
-		}
+		kvRegister1(t, consul, name, i, base)
 	}
 }
 
@@ -70,13 +67,16 @@ func kvMetric(t *testing.T, srv *harness.Server, series string) float64 {
 // deregistered one every 300 ms. Without a window (the old guard's
 // measure) every removal passes and all 12 go DRAINING at once; with
 // discovery.mass_removal_window the removals add up per service: 6 pass,
-// the 7th starts a hold, and nothing more reaches the nodes until the
-// hold ends.
+// the 7th starts a hold of web's removals, and no more of web's removals
+// reach the nodes until the hold ends. Only web is held: api's new
+// instance, registered during web's hold, reaches the node at once.
+// (api has as many instances as web, so web's loss stays a service's,
+// not more than half of the catalog, which would hold the whole update.)
 func TestHardeningKVMassRemovalSliced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	const hold = 10 * time.Second // longer than the slicing (12 x 300 ms) on a busy machine
+	const hold = 15 * time.Second // longer than the slicing (12 x 300 ms) and a registration on a busy machine
 	for _, tc := range []struct {
 		window      string
 		wantDrained int // web endpoints DRAINING while the removals arrive
@@ -84,11 +84,11 @@ func TestHardeningKVMassRemovalSliced(t *testing.T) {
 		t.Run("window="+tc.window, func(t *testing.T) {
 			consul := harness.Consul(t)
 			kvRegister(t, consul, "web", 12, 9300)
-			kvRegister(t, consul, "api", 4, 9400)
+			kvRegister(t, consul, "api", 12, 9400)
 			srv := startServer(t, consul, "--discovery.mass_removal_hold", hold.String(),
 				"--discovery.mass_removal_window", tc.window, "--drain.window", "5m")
 			obs := startFleetObserver(t, srv.XDSAddr)
-			obs.await(t, "16 HEALTHY endpoints", 20*time.Second, healthyCount(16))
+			obs.await(t, "24 HEALTHY endpoints", 20*time.Second, healthyCount(24))
 			start := time.Now()
 			for i := range 12 {
 				if err := consul.Client().Agent().ServiceDeregister(fmt.Sprintf("web-%d", i)); err != nil {
@@ -99,17 +99,29 @@ func TestHardeningKVMassRemovalSliced(t *testing.T) {
 			sliced := time.Since(start)
 			if tc.wantDrained == 12 {
 				obs.await(t, "all 12 DRAINING, no hold", 20*time.Second, kvCount("web", 12, 12))
-				if n := kvMetric(t, srv, "xds_discovery_holds_total"); n != 0 {
-					t.Errorf("holds %v, want 0", n)
+				for _, scope := range []string{"service", "catalog"} {
+					if n := kvMetric(t, srv, `xds_discovery_holds_total{scope="`+scope+`"}`); n != 0 {
+						t.Errorf("%s holds %v, want 0", scope, n)
+					}
 				}
 				t.Logf("window 0: 12 of 12 removals applied as they came, in %v", sliced.Round(time.Millisecond))
 				return
 			}
-			awaitMetric(t, srv, "xds_discovery_holds_total 1")
-			if kvMetric(t, srv, "xds_discovery_held") != 1 {
-				t.Fatalf("the hold ended before the last removal arrived (%v of slicing, hold %v)", sliced, hold)
+			awaitMetric(t, srv, `xds_discovery_holds_total{scope="service"} 1`)
+			if kvMetric(t, srv, `xds_discovery_held{scope="service"}`) != 1 {
+				t.Fatalf("web's hold ended before the last removal arrived (%v of slicing, hold %v)", sliced, hold)
 			}
 			obs.await(t, "6 DRAINING during the hold", 5*time.Second, kvCount("web", 12, 6))
+
+			// another service's new instance during web's hold: at once
+			registered := time.Now()
+			kvRegister1(t, consul, "api", 12, 9400)
+			got := obs.await(t, "api's new instance during web's hold", 10*time.Second, func(eps map[string]map[string]corev3.HealthStatus) bool {
+				return kvCount("api", 13, 0)(eps) && kvCount("web", 12, 6)(eps)
+			})
+			if kvMetric(t, srv, `xds_discovery_held{scope="service"}`) != 1 || kvMetric(t, srv, `xds_discovery_held{scope="catalog"}`) != 0 {
+				t.Fatalf("web's hold ended before api's new instance was seen (hold %v)", hold)
+			}
 			held := 0
 			for d := range obs.everDrained() {
 				if strings.HasPrefix(d, "web ") {
@@ -120,12 +132,25 @@ func TestHardeningKVMassRemovalSliced(t *testing.T) {
 				t.Fatalf("%d web endpoints ever DRAINING during the hold, want 6", held)
 			}
 			at := obs.await(t, "all 12 DRAINING once the hold ends", hold+20*time.Second, kvCount("web", 12, 12))
-			if !strings.Contains(srv.Logs(), "service=web service_removed=") {
+			if !strings.Contains(srv.Logs(), "holding its removals") || !strings.Contains(srv.Logs(), "service=web removed=") {
 				t.Error("the hold's WARN line does not name the service")
 			}
-			t.Logf("window 1m: 6 of 12 removals applied, the rest held %v (applied %v after the first removal)",
-				hold, at.Sub(start).Round(time.Millisecond))
+			if n := kvMetric(t, srv, `xds_discovery_holds_total{scope="catalog"}`); n != 0 {
+				t.Errorf("whole updates held: %v, want 0", n)
+			}
+			t.Logf("window 1m: 6 of 12 removals applied, the rest held %v (applied %v after the first removal); "+
+				"api's new instance reached the node %v after its registration, during web's hold",
+				hold, at.Sub(start).Round(time.Millisecond), got.Sub(registered).Round(time.Millisecond))
 		})
+	}
+}
+
+// kvRegister1 registers instance <name>-<i> of service name on port base+i.
+func kvRegister1(t *testing.T, consul *harness.ConsulAgent, name string, i, base int) {
+	t.Helper()
+	if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: fmt.Sprintf("%s-%d", name, i), Name: name, Port: base + i, Address: "127.0.0.1"}); err != nil {
+		t.Fatal(err)
 	}
 }
 
