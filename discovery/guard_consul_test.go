@@ -62,7 +62,7 @@ func endpoints(n int) func(Snapshot) bool {
 // once; an agent restarted with an empty catalog (reset index) is held,
 // and re-registering the services within the hold cancels it, so the
 // empty catalog is never applied; deregistering every service is held
-// for the hold period (xds_discovery_held{scope="catalog"} = 1), then applied.
+// for the hold period (xds_discovery_held = 1), then applied.
 func TestGuardConsulEmptiedCatalog(t *testing.T) {
 	const hold = 3 * time.Second
 	a := harness.Consul(t)
@@ -70,7 +70,7 @@ func TestGuardConsulEmptiedCatalog(t *testing.T) {
 	registerAll(t, a, map[string]string{"web-1": "web", "web-2": "web", "api-1": "api", "db-1": "db"})
 	h := runGuarded(t, a.Addr(), hold)
 	h.out.await(t, "the first snapshot, 4 instances", endpoints(4), nil)
-	held := func() float64 { return metricValue(t, h.metrics.Held.WithLabelValues(ScopeCatalog)) }
+	held := func() float64 { return metricValue(t, h.metrics.Held) }
 
 	// A lone service leaves: 1 of 4, applied at once.
 	start := time.Now()
@@ -96,8 +96,8 @@ func TestGuardConsulEmptiedCatalog(t *testing.T) {
 	// the empty catalog never applied.
 	registerAll(t, a, services)
 	h.out.await(t, "the restored instances", endpoints(3), func(s Snapshot) bool { return s.EndpointCount() > 0 })
-	if held() != 0 || metricValue(t, h.metrics.Holds.WithLabelValues(ScopeCatalog)) != 1 {
-		t.Fatalf("after the restore: held = %v, holds = %v; want 0 and 1", held(), metricValue(t, h.metrics.Holds.WithLabelValues(ScopeCatalog)))
+	if held() != 0 || metricValue(t, h.metrics.Holds) != 1 {
+		t.Fatalf("after the restore: held = %v, holds = %v; want 0 and 1", held(), metricValue(t, h.metrics.Holds))
 	}
 
 	// Every service deregistered: held for the hold, then applied.

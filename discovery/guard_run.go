@@ -55,9 +55,9 @@ func (c GuardConfig) Validate() error {
 // the consumer of its snapshots (Observe is the emit function given to
 // Source.Run). A service that loses most of its instances has its
 // removals held for the hold period while everything else is applied at
-// once (xds_discovery_held{scope="service"} counts such services); an
+// once (xds_discovery_held_services counts such services); an
 // update that removes most of all instances is held whole
-// (xds_discovery_held{scope="catalog"} is 1). Each hold that begins or
+// (xds_discovery_held is 1). Each hold that begins or
 // ends is logged, naming the service. Safe for concurrent use.
 type Guard struct {
 	cfg GuardConfig
@@ -122,7 +122,7 @@ func (g *Guard) act(v Verdict) {
 		g.log.Warn("discovery update removes most of all instances; holding the whole update", "removed", v.Removed, "instances", v.Total,
 			"service", clipName(v.Service), "service_removed", v.ServiceRemoved, "service_instances", v.ServiceTotal,
 			"hold", g.cfg.Hold, "until", v.Until, "fraction", g.cfg.Fraction, "window", g.cfg.Window)
-		g.countHold(ScopeCatalog)
+		g.countHold(true)
 	case v.Cancelled:
 		g.log.Info("held discovery update superseded by one that keeps most instances; whole hold cancelled", "removed", v.Removed, "instances", v.Total)
 	case v.Expired:
@@ -133,7 +133,7 @@ func (g *Guard) act(v Verdict) {
 		case HoldStarted:
 			g.log.Warn("discovery update removes most of a service's instances; holding its removals", "service", clipName(h.Name),
 				"removed", h.Removed, "instances", h.Total, "hold", g.cfg.Hold, "until", h.Until, "fraction", g.cfg.Fraction, "window", g.cfg.Window)
-			g.countHold(ScopeService)
+			g.countHold(false)
 		case HoldCancelled:
 			g.log.Info("held removals of a service superseded by an update that keeps most of its instances; hold cancelled",
 				"service", clipName(h.Name), "removed", h.Removed, "instances", h.Total)
@@ -171,9 +171,15 @@ func (g *Guard) stopTimer() {
 	}
 }
 
-func (g *Guard) countHold(scope string) {
-	if m := g.cfg.Metrics; m != nil {
-		m.Holds.WithLabelValues(scope).Inc()
+// countHold counts a hold begun: of a whole update, or of one service's
+// removals.
+func (g *Guard) countHold(whole bool) {
+	switch m := g.cfg.Metrics; {
+	case m == nil:
+	case whole:
+		m.Holds.Inc()
+	default:
+		m.ServiceHolds.Inc()
 	}
 }
 
@@ -186,8 +192,8 @@ func (g *Guard) setHeld(whole bool, services int) {
 	if whole {
 		w = 1
 	}
-	m.Held.WithLabelValues(ScopeCatalog).Set(w)
-	m.Held.WithLabelValues(ScopeService).Set(float64(services))
+	m.Held.Set(w)
+	m.HeldServices.Set(float64(services))
 }
 
 // logNameBytes bounds a name from the catalog in a log line.

@@ -128,8 +128,8 @@ func TestGuardServiceDeadlines(t *testing.T) {
 	g.Observe(snapOf("a", 1, "b", 4, "c", 8)) // a held until 31s
 	now = t0.Add(5 * time.Second)
 	g.Observe(snapOf("a", 1, "b", 1, "c", 8)) // b held until 35s
-	if at, _ := timer(); !at.Equal(t0.Add(31*time.Second)) || metricValue(t, m.Held.WithLabelValues(ScopeService)) != 2 {
-		t.Fatalf("timer at %v, held %v; want 31s, 2", at.Sub(t0), metricValue(t, m.Held.WithLabelValues(ScopeService)))
+	if at, _ := timer(); !at.Equal(t0.Add(31*time.Second)) || metricValue(t, m.HeldServices) != 2 {
+		t.Fatalf("timer at %v, held %v; want 31s, 2", at.Sub(t0), metricValue(t, m.HeldServices))
 	}
 	now = t0.Add(6 * time.Second)
 	g.Observe(snapOf("a", 4, "b", 1, "c", 9)) // a is back: cancelled
@@ -143,10 +143,10 @@ func TestGuardServiceDeadlines(t *testing.T) {
 		t.Fatal("a stale tick applied b's removals")
 	}
 	g.tick(n)
-	if at, _ := timer(); !at.IsZero() || count("b") != 1 || metricValue(t, m.Held.WithLabelValues(ScopeService)) != 0 {
+	if at, _ := timer(); !at.IsZero() || count("b") != 1 || metricValue(t, m.HeldServices) != 0 {
 		t.Fatalf("after b's deadline: timer %v, b %d; want none, 1", at, count("b"))
 	}
-	if metricValue(t, m.Holds.WithLabelValues(ScopeService)) != 2 || metricValue(t, m.Holds.WithLabelValues(ScopeCatalog)) != 0 {
+	if metricValue(t, m.ServiceHolds) != 2 || metricValue(t, m.Holds) != 0 {
 		t.Fatal("holds not counted per service")
 	}
 }

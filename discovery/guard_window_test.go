@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // without returns s with the endpoints of service name whose index
@@ -216,11 +218,15 @@ func TestGuardSlicingClock(t *testing.T) {
 	if least != 6 || len(emitted) != 13 {
 		t.Fatalf("emitted %d snapshots, the fewest web instances %d; want 13, 6", len(emitted), least)
 	}
-	held := func(scope string) float64 { return metricValue(t, m.Held.WithLabelValues(scope)) }
-	holds := func(scope string) float64 { return metricValue(t, m.Holds.WithLabelValues(scope)) }
-	if held(ScopeService) != 1 || held(ScopeCatalog) != 0 || holds(ScopeService) != 1 || holds(ScopeCatalog) != 0 {
+	held := func(scope string) float64 {
+		return metricValue(t, map[string]prometheus.Gauge{"service": m.HeldServices, "catalog": m.Held}[scope])
+	}
+	holds := func(scope string) float64 {
+		return metricValue(t, map[string]prometheus.Counter{"service": m.ServiceHolds, "catalog": m.Holds}[scope])
+	}
+	if held("service") != 1 || held("catalog") != 0 || holds("service") != 1 || holds("catalog") != 0 {
 		t.Fatalf("held service %v catalog %v, holds service %v catalog %v; want 1 0 1 0",
-			held(ScopeService), held(ScopeCatalog), holds(ScopeService), holds(ScopeCatalog))
+			held("service"), held("catalog"), holds("service"), holds("catalog"))
 	}
 	// the hold's timer fires (run here, at the deadline)
 	g.mu.Lock()
@@ -228,7 +234,7 @@ func TestGuardSlicingClock(t *testing.T) {
 	g.mu.Unlock()
 	g.tick(n)
 	last := emitted[len(emitted)-1]
-	if web, _ := last.Service("web"); len(web.Endpoints) != 0 || last.EndpointCount() != 13 || held(ScopeService) != 0 {
-		t.Fatalf("after the hold: %d web instances, %d in all, held %v; want 0, 13, 0", len(web.Endpoints), last.EndpointCount(), held(ScopeService))
+	if web, _ := last.Service("web"); len(web.Endpoints) != 0 || last.EndpointCount() != 13 || held("service") != 0 {
+		t.Fatalf("after the hold: %d web instances, %d in all, held %v; want 0, 13, 0", len(web.Endpoints), last.EndpointCount(), held("service"))
 	}
 }

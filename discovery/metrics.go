@@ -13,16 +13,11 @@ type Metrics struct {
 	Snapshots    *prometheus.CounterVec // snapshots emitted, by source
 	Reloads      *prometheus.CounterVec // static file reloads, by result (ok|error)
 	BlockingReqs *prometheus.CounterVec // Consul blocking queries, by kind (catalog|health)
-	Held         *prometheus.GaugeVec   // by scope: catalog, 1 while a whole update is held; service, services whose removals are held (Guard)
-	Holds        *prometheus.CounterVec // holds begun, by scope (catalog, service) (Guard)
+	Held         prometheus.Gauge       // 1 while a whole update is held (Guard)
+	Holds        prometheus.Counter     // whole-update holds begun (Guard)
+	HeldServices prometheus.Gauge       // services whose removals are held (Guard)
+	ServiceHolds prometheus.Counter     // service holds begun, one per service (Guard)
 }
-
-// Scopes of a mass-removal hold, the label of xds_discovery_held and
-// xds_discovery_holds_total.
-const (
-	ScopeCatalog = "catalog" // the whole update: more than the fraction of all instances removed
-	ScopeService = "service" // one service's removals
-)
 
 // NewMetrics creates the discovery collectors and registers them with reg
 // (nil reg: not registered).
@@ -56,21 +51,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "xds_discovery_consul_queries_total",
 			Help: "Consul blocking queries issued, by kind (catalog or health).",
 		}, []string{"kind"}),
-		Held: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Held: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "xds_discovery_held",
-			Help: "Mass removals held (discovery.mass_removal_guard, discovery.mass_removal_hold): scope=catalog is 1 while a whole update is held, scope=service the number of services whose removals are held.",
-		}, []string{"scope"}),
-		Holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Help: "1 while a whole discovery update is held because it removes more than discovery.mass_removal_guard of all instances (discovery.mass_removal_hold).",
+		}),
+		Holds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "xds_discovery_holds_total",
-			Help: "Mass removals held, by scope: catalog (a whole update), service (one service's removals).",
-		}, []string{"scope"}),
-	}
-	for _, scope := range []string{ScopeCatalog, ScopeService} {
-		m.Held.WithLabelValues(scope)
-		m.Holds.WithLabelValues(scope)
+			Help: "Whole discovery updates held by the mass-removal guard.",
+		}),
+		HeldServices: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "xds_discovery_held_services",
+			Help: "Services whose removals are held because they lose more than discovery.mass_removal_guard of their instances (the rest of each update is applied).",
+		}),
+		ServiceHolds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "xds_discovery_service_holds_total",
+			Help: "Holds of one service's removals begun by the mass-removal guard.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Skipped, m.Errors, m.Stale, m.LastUpdate, m.Snapshots, m.Reloads, m.BlockingReqs, m.Held, m.Holds)
+		reg.MustRegister(m.Skipped, m.Errors, m.Stale, m.LastUpdate, m.Snapshots, m.Reloads, m.BlockingReqs, m.Held, m.Holds,
+			m.HeldServices, m.ServiceHolds)
 	}
 	return m
 }

@@ -186,7 +186,7 @@ func TestStaticFileTruncatedNoDrain(t *testing.T) {
 
 // TestConsulEmptiedCatalogNoDrain: a real Consul agent restarted with an
 // empty catalog is held for discovery.mass_removal_hold (endpoints stay
-// HEALTHY, xds_discovery_held{scope="catalog"} 1, no deregistration window starts), then
+// HEALTHY, xds_discovery_held 1, no deregistration window starts), then
 // applied (DRAINING for drain.window); a lone service that leaves before
 // is applied at once.
 func TestConsulEmptiedCatalogNoDrain(t *testing.T) {
@@ -219,7 +219,7 @@ func TestConsulEmptiedCatalogNoDrain(t *testing.T) {
 	if d := at.Sub(start); d >= hold {
 		t.Fatalf("a lone service leaving reached EDS after %v, want it at once (before the hold, %v)", d, hold)
 	}
-	awaitMetric(t, srv, `xds_discovery_held{scope="catalog"} 0`)
+	awaitMetric(t, srv, `xds_discovery_held 0`)
 
 	// The agent restarts with an empty catalog (its services were
 	// registered through the API, which a dev agent forgets): one update
@@ -227,7 +227,7 @@ func TestConsulEmptiedCatalogNoDrain(t *testing.T) {
 	consul.Stop()
 	start = time.Now()
 	consul.Start()
-	awaitMetric(t, srv, `xds_discovery_held{scope="catalog"} 1`)
+	awaitMetric(t, srv, `xds_discovery_held 1`)
 	if d := drainedOutside(obs.everDrained(), "db "); len(d) != 0 {
 		t.Fatalf("endpoints DRAINING while the removal is held: %v", d)
 	}
@@ -243,8 +243,8 @@ func TestConsulEmptiedCatalogNoDrain(t *testing.T) {
 			t.Errorf("%s DRAINING %v after the restart, before the hold (%v) ended", d, first.Sub(start), hold)
 		}
 	}
-	awaitMetric(t, srv, `xds_discovery_held{scope="catalog"} 0`)
-	awaitMetric(t, srv, `xds_discovery_holds_total{scope="catalog"} 1`)
+	awaitMetric(t, srv, `xds_discovery_held 0`)
+	awaitMetric(t, srv, `xds_discovery_holds_total 1`)
 	t.Logf("lone service: applied at once; empty catalog of the restarted agent: applied %v after the restart (hold %v)", at.Sub(start).Round(time.Millisecond), hold)
 }
 

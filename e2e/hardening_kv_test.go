@@ -99,16 +99,16 @@ func TestHardeningKVMassRemovalSliced(t *testing.T) {
 			sliced := time.Since(start)
 			if tc.wantDrained == 12 {
 				obs.await(t, "all 12 DRAINING, no hold", 20*time.Second, kvCount("web", 12, 12))
-				for _, scope := range []string{"service", "catalog"} {
-					if n := kvMetric(t, srv, `xds_discovery_holds_total{scope="`+scope+`"}`); n != 0 {
-						t.Errorf("%s holds %v, want 0", scope, n)
+				for _, series := range []string{"xds_discovery_service_holds_total", "xds_discovery_holds_total"} {
+					if n := kvMetric(t, srv, series); n != 0 {
+						t.Errorf("%s %v, want 0", series, n)
 					}
 				}
 				t.Logf("window 0: 12 of 12 removals applied as they came, in %v", sliced.Round(time.Millisecond))
 				return
 			}
-			awaitMetric(t, srv, `xds_discovery_holds_total{scope="service"} 1`)
-			if kvMetric(t, srv, `xds_discovery_held{scope="service"}`) != 1 {
+			awaitMetric(t, srv, `xds_discovery_service_holds_total 1`)
+			if kvMetric(t, srv, `xds_discovery_held_services`) != 1 {
 				t.Fatalf("web's hold ended before the last removal arrived (%v of slicing, hold %v)", sliced, hold)
 			}
 			obs.await(t, "6 DRAINING during the hold", 5*time.Second, kvCount("web", 12, 6))
@@ -119,7 +119,7 @@ func TestHardeningKVMassRemovalSliced(t *testing.T) {
 			got := obs.await(t, "api's new instance during web's hold", 10*time.Second, func(eps map[string]map[string]corev3.HealthStatus) bool {
 				return kvCount("api", 13, 0)(eps) && kvCount("web", 12, 6)(eps)
 			})
-			if kvMetric(t, srv, `xds_discovery_held{scope="service"}`) != 1 || kvMetric(t, srv, `xds_discovery_held{scope="catalog"}`) != 0 {
+			if kvMetric(t, srv, `xds_discovery_held_services`) != 1 || kvMetric(t, srv, `xds_discovery_held`) != 0 {
 				t.Fatalf("web's hold ended before api's new instance was seen (hold %v)", hold)
 			}
 			held := 0
@@ -135,7 +135,7 @@ func TestHardeningKVMassRemovalSliced(t *testing.T) {
 			if !strings.Contains(srv.Logs(), "holding its removals") || !strings.Contains(srv.Logs(), "service=web removed=") {
 				t.Error("the hold's WARN line does not name the service")
 			}
-			if n := kvMetric(t, srv, `xds_discovery_holds_total{scope="catalog"}`); n != 0 {
+			if n := kvMetric(t, srv, `xds_discovery_holds_total`); n != 0 {
 				t.Errorf("whole updates held: %v, want 0", n)
 			}
 			t.Logf("window 1m: 6 of 12 removals applied, the rest held %v (applied %v after the first removal); "+
