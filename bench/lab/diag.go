@@ -147,6 +147,52 @@ func envoyHostStats(admin, cluster string, index map[string]int) ([]envoyHostSam
 	return nil, fmt.Errorf("no cluster %s", cluster)
 }
 
+// serverSample is xds-server's view at second At of the run: its weight
+// table's rows (capacity, qps, utilization, weight) and, per node, the
+// rate it measured and the weights it last planned (/debug/weights).
+type serverSample struct {
+	At    int                      `json:"at"`
+	Table []map[string]any         `json:"table"`
+	Nodes map[int]serverNodeSample `json:"nodes"`
+}
+
+// serverNodeSample is one node's entry of /debug/weights?node=.
+type serverNodeSample struct {
+	Rate      float64          `json:"rate"`
+	Global    bool             `json:"global_fallback"`
+	Endpoints []map[string]any `json:"endpoints"`
+}
+
+// watchServer reads xds-server's /debug/weights (the table and every
+// client node's plan) once a second until ctx ends.
+func watchServer(ctx context.Context, admin string, clients int, t0 time.Time) []serverSample {
+	var out []serverSample
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+		s := serverSample{At: int(time.Since(t0) / time.Second), Nodes: map[int]serverNodeSample{}}
+		var tab struct {
+			Endpoints []map[string]any `json:"endpoints"`
+		}
+		if b, err := envoyAdminGet(admin, "/debug/weights?service="+service); err == nil && json.Unmarshal(b, &tab) == nil {
+			s.Table = tab.Endpoints
+		}
+		for i := range clients {
+			var n serverNodeSample
+			b, err := envoyAdminGet(admin, fmt.Sprintf("/debug/weights?service=%s&node=lab-client-%d", service, i))
+			if err == nil && json.Unmarshal(b, &n) == nil {
+				s.Nodes[i] = n
+			}
+		}
+		out = append(out, s)
+	}
+}
+
 // diagnostics is what the lab writes per policy run to
 // <dir>/diag-<slug>-run<N>.json: failed requests by client and by the
 // second they were sent in, slow ones (over a second) likewise, each
@@ -160,6 +206,7 @@ type diagnostics struct {
 	Util     [][]float64            `json:"util_by_backend_second"`
 	Subsets  map[int][]int          `json:"subsets"` // by client
 	Envoys   []envoySample          `json:"envoys,omitempty"`
+	Server   []serverSample         `json:"server,omitempty"`
 	Codes    map[int]map[string]int `json:"codes_by_client,omitempty"`
 	Requests map[int]int64          `json:"requests_by_client"`
 }

@@ -166,6 +166,10 @@ func (e *env) runPolicy(ctx context.Context, p policy, run int, rates []float64,
 		wg.Go(func() { c.run(rctx, newArrivals(o.seed, run, c.index, c.rate), o.timeout) })
 	}
 	var envoySamples []envoySample
+	var serverSamples []serverSample
+	if p.weights {
+		wg.Go(func() { serverSamples = watchServer(rctx, srv.admin, len(cs), t0) })
+	}
 	if e.envoys != nil {
 		f := e.envoys
 		wg.Go(func() { envoySamples = watchEnvoys(rctx, f, e.backends, t0) })
@@ -189,7 +193,9 @@ func (e *env) runPolicy(ctx context.Context, p policy, run int, rates []float64,
 		return result{}, err
 	}
 	e.measure(&r, cs, t0)
-	e.writeDiagnostics(e.diagnose(r, cs, envoySamples), p.slug())
+	d := e.diagnose(r, cs, envoySamples)
+	d.Server = serverSamples
+	e.writeDiagnostics(d, p.slug())
 	return r, nil
 }
 
