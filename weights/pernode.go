@@ -43,21 +43,32 @@ func NewPerNode(cfg SolveConfig, minChange float64) (*PerNode, error) {
 // (node -> endpoint id -> weight), leaving out nodes whose rate is unknown
 // (they get the global weights), and whether any node's weights differ
 // from what Plan returned last time.
+//
+// While no endpoint of svc has its own weight (all in blackout, say), no
+// capacity is known and every node keeps the global weights. A node
+// damps from the weights it has: those Plan last sent it, else its
+// subset's global weights (Row.Weight), so that the first per-node
+// weights, and those after a fallback, move only Damping of the way too.
 func (p *PerNode) Plan(svc ServiceTable, subsets map[string][]string, rates map[string]map[string]float64) (map[string]map[string]uint32, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev := p.sent[svc.Name]
+	known := slices.ContainsFunc(svc.Rows, func(r Row) bool { return r.Reason.Own() })
 	nodes := make([]NodeLoad, 0, len(subsets))
 	for _, node := range slices.Sorted(maps.Keys(subsets)) {
 		sub := subsets[node]
 		if len(sub) == 0 {
 			continue
 		}
-		n := NodeLoad{Node: node, Subset: sub, Rates: rates[node]}
-		if old := prev[node]; old != nil {
-			n.Previous = make([]float64, len(sub))
-			for k, id := range sub {
+		n := NodeLoad{Node: node, Subset: sub, Previous: make([]float64, len(sub))}
+		if known {
+			n.Rates = rates[node]
+		}
+		for k, id := range sub {
+			if old := prev[node]; old != nil {
 				n.Previous[k] = float64(old[id])
+			} else if row, ok := svc.Row(id); ok {
+				n.Previous[k] = float64(row.Weight)
 			}
 		}
 		nodes = append(nodes, n)

@@ -1,0 +1,115 @@
+package weights
+
+import (
+	"testing"
+)
+
+// share is endpoint id's fraction of node weights w.
+func share(w map[string]uint32, id string) float64 {
+	sum := 0.0
+	for _, v := range w {
+		sum += float64(v)
+	}
+	return float64(w[id]) / sum
+}
+
+// TestPerNodeIgnoresBlackoutCapacity is the load lab's failure through
+// real Envoys: a backend's first ORCA report (44 requests/s at
+// utilization 0.004) gave it a capacity of 10,000 requests/s while it was
+// still in blackout; the per-node solver believed it and sent every node
+// of its subset 97% of its rate there (weights 10000:100:100:100), 1.47
+// times the backend's real capacity, and its queue passed the clients' 5 s
+// deadline. An endpoint without its own weight has no known capacity: the
+// solver fills in the others' mean, as global balancing already did.
+func TestPerNodeIgnoresBlackoutCapacity(t *testing.T) {
+	p, err := NewPerNode(SolveConfig{Damping: 1, MaxRatio: 100, MaxSweeps: 100, Tolerance: 1e-4}, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pernodeTable()
+	st.Rows[0].Capacity, st.Rows[0].Reason = 10000, ReasonBlackout // a: one bogus first measurement
+	subsets := map[string][]string{"n1": {"a", "b"}, "n2": {"a", "c"}}
+	rates := map[string]map[string]float64{"n1": {"a": 30, "b": 30}, "n2": {"a": 30, "c": 30}}
+	got, _, err := p.Plan(st, subsets, rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Equal capacities: 120 requests/s over three endpoints, 40 each, so
+	// each node sends a third of its rate to a.
+	offered := 60*share(got["n1"], "a") + 60*share(got["n2"], "a")
+	for _, n := range []string{"n1", "n2"} {
+		if s := share(got[n], "a"); s < 0.25 || s > 0.42 {
+			t.Errorf("%s sends %.2f of its rate to a (weights %v), want about 1/3", n, s, got[n])
+		}
+	}
+	if offered > 50 {
+		t.Errorf("a (real capacity 100) offered %.0f requests/s, want about 40", offered)
+	}
+}
+
+// TestPerNodeWaitsForCapacities: while no endpoint has its own weight
+// (the whole service in blackout), no capacity is known: every node keeps
+// the global weights, however confident the first measurements look.
+func TestPerNodeWaitsForCapacities(t *testing.T) {
+	p, err := NewPerNode(DefaultSolveConfig(), 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := pernodeTable()
+	for i := range st.Rows {
+		st.Rows[i].Reason = ReasonBlackout
+	}
+	st.Rows[0].Capacity = 10000
+	subsets := map[string][]string{"n1": {"a", "b"}, "n2": {"b", "c"}}
+	rates := map[string]map[string]float64{"n1": {"a": 30, "b": 30}, "n2": {"b": 5, "c": 5}}
+	got, changed, err := p.Plan(st, subsets, rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 || changed {
+		t.Errorf("in blackout: per-node weights %v (changed %v), want none: the global weights", got, changed)
+	}
+	if d, ok := p.Debug("api", "n1"); !ok || !d.Global {
+		t.Errorf("Debug(n1) = %+v, %v; want the global fallback", d, ok)
+	}
+	// Once the endpoints have their own weights, the nodes get theirs.
+	for i := range st.Rows {
+		st.Rows[i].Reason = ReasonReported
+	}
+	st.Rows[0].Capacity = 100
+	if got, changed, err = p.Plan(st, subsets, rates); err != nil || !changed || len(got) != 2 {
+		t.Errorf("out of blackout: %v, changed %v, err %v; want both nodes weighted", got, changed, err)
+	}
+}
+
+// TestPerNodeFirstPlanDamped: a node's first per-node weights move only
+// Damping of the way from the global weights it has, as every later plan
+// moves from the last: no jump to the optimum's extremes (up to MaxRatio)
+// on the first rates and capacities.
+func TestPerNodeFirstPlanDamped(t *testing.T) {
+	p, err := NewPerNode(SolveConfig{Damping: 0.5, MaxRatio: 100, MaxSweeps: 100, Tolerance: 1e-4}, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As in TestPerNodePlan: undamped, light sends (almost) everything to
+	// c. From the global weights (equal: half each), half way is about
+	// three quarters.
+	subsets := map[string][]string{"heavy": {"a", "b"}, "light": {"b", "c"}}
+	rates := map[string]map[string]float64{"heavy": {"a": 45, "b": 45}, "light": {"b": 5, "c": 5}}
+	got, _, err := p.Plan(pernodeTable(), subsets, rates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := share(got["light"], "c"); s < 0.65 || s > 0.8 {
+		t.Errorf("light's first share of c %.3f (weights %v), want about 0.75: half way from 0.5 to 1", s, got["light"])
+	}
+	// The next plans go on toward the optimum.
+	for range 6 {
+		if got, _, err = p.Plan(pernodeTable(), subsets, rates); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := share(got["light"], "c"); s < 0.95 {
+		t.Errorf("light's share of c %.3f after 7 plans (weights %v), want the optimum's (> 0.95)", s, got["light"])
+	}
+}
