@@ -147,10 +147,8 @@
 //
 // Across solves, each node's split moves only Damping (default 0.5) of the
 // way from the weights last sent to it (NodeLoad.Previous) toward the
-// optimum, so noisy capacities cannot make the fleet swing; a node never
-// sent per-node weights damps from the global weights of its subset, which
-// it has. Nodes whose rates are unknown get the global weights of their
-// subset. An endpoint without its own weight (blackout, expired) has no
+// optimum, so noisy capacities cannot make the fleet swing. Nodes whose
+// rates are unknown get the global weights of their subset. An endpoint without its own weight (blackout, expired) has no
 // known capacity (the first measurements are what the blackout distrusts);
 // while no endpoint of the service has one, every node keeps the global
 // weights (PerNode.Plan).

@@ -45,10 +45,7 @@ func NewPerNode(cfg SolveConfig, minChange float64) (*PerNode, error) {
 // from what Plan returned last time.
 //
 // While no endpoint of svc has its own weight (all in blackout, say), no
-// capacity is known and every node keeps the global weights. A node
-// damps from the weights it has: those Plan last sent it, else its
-// subset's global weights (Row.Weight), so that the first per-node
-// weights, and those after a fallback, move only Damping of the way too.
+// capacity is known and every node keeps the global weights.
 func (p *PerNode) Plan(svc ServiceTable, subsets map[string][]string, rates map[string]map[string]float64) (map[string]map[string]uint32, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -60,15 +57,14 @@ func (p *PerNode) Plan(svc ServiceTable, subsets map[string][]string, rates map[
 		if len(sub) == 0 {
 			continue
 		}
-		n := NodeLoad{Node: node, Subset: sub, Previous: make([]float64, len(sub))}
+		n := NodeLoad{Node: node, Subset: sub}
 		if known {
 			n.Rates = rates[node]
 		}
-		for k, id := range sub {
-			if old := prev[node]; old != nil {
+		if old := prev[node]; old != nil {
+			n.Previous = make([]float64, len(sub))
+			for k, id := range sub {
 				n.Previous[k] = float64(old[id])
-			} else if row, ok := svc.Row(id); ok {
-				n.Previous[k] = float64(row.Weight)
 			}
 		}
 		nodes = append(nodes, n)

@@ -81,35 +81,3 @@ func TestPerNodeWaitsForCapacities(t *testing.T) {
 		t.Errorf("out of blackout: %v, changed %v, err %v; want both nodes weighted", got, changed, err)
 	}
 }
-
-// TestPerNodeFirstPlanDamped: a node's first per-node weights move only
-// Damping of the way from the global weights it has, as every later plan
-// moves from the last: no jump to the optimum's extremes (up to MaxRatio)
-// on the first rates and capacities.
-func TestPerNodeFirstPlanDamped(t *testing.T) {
-	p, err := NewPerNode(SolveConfig{Damping: 0.5, MaxRatio: 100, MaxSweeps: 100, Tolerance: 1e-4}, 0.05)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As in TestPerNodePlan: undamped, light sends (almost) everything to
-	// c. From the global weights (equal: half each), half way is about
-	// three quarters.
-	subsets := map[string][]string{"heavy": {"a", "b"}, "light": {"b", "c"}}
-	rates := map[string]map[string]float64{"heavy": {"a": 45, "b": 45}, "light": {"b": 5, "c": 5}}
-	got, _, err := p.Plan(pernodeTable(), subsets, rates)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := share(got["light"], "c"); s < 0.65 || s > 0.8 {
-		t.Errorf("light's first share of c %.3f (weights %v), want about 0.75: half way from 0.5 to 1", s, got["light"])
-	}
-	// The next plans go on toward the optimum.
-	for range 6 {
-		if got, _, err = p.Plan(pernodeTable(), subsets, rates); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if s := share(got["light"], "c"); s < 0.95 {
-		t.Errorf("light's share of c %.3f after 7 plans (weights %v), want the optimum's (> 0.95)", s, got["light"])
-	}
-}
