@@ -98,6 +98,12 @@ func envoyHostStats(admin, cluster string, index map[string]int) ([]envoyHostSam
 	if err != nil {
 		return nil, err
 	}
+	return parseHostStats(b, cluster, index)
+}
+
+// parseHostStats reads cluster's hosts and their stats from the JSON of
+// Envoy's /clusters?format=json.
+func parseHostStats(b []byte, cluster string, index map[string]int) ([]envoyHostSample, error) {
 	var cs struct {
 		ClusterStatuses []struct {
 			Name         string `json:"name"`
