@@ -150,8 +150,8 @@
 // optimum, so noisy capacities cannot make the fleet swing. Nodes whose
 // rates are unknown get the global weights of their subset. An endpoint without its own weight (blackout, expired) has no
 // known capacity (the first measurements are what the blackout distrusts);
-// while no endpoint of the service has one, every node keeps the global
-// weights (PerNode.Plan).
+// while endpoints are in blackout and none has its own weight yet, every
+// node keeps the global weights (PerNode.Plan).
 //
 // Reference instance (design guide §6; 100 backends of capacity 1-2x, 300
 // clients, lognormal rates with sigma 1, random subsets of 10): round

@@ -47,9 +47,11 @@ func TestPerNodeIgnoresBlackoutCapacity(t *testing.T) {
 	}
 }
 
-// TestPerNodeWaitsForCapacities: while no endpoint has its own weight
-// (the whole service in blackout), no capacity is known: every node keeps
-// the global weights, however confident the first measurements look.
+// TestPerNodeWaitsForCapacities: while the endpoints are in blackout and
+// none has its own weight, the capacities are not yet trusted: every node
+// keeps the global weights, however confident the first measurements
+// look. Without any utilization source (reasons incomplete: LRS only),
+// capacities stay unknown, equal, and the nodes are planned at once.
 func TestPerNodeWaitsForCapacities(t *testing.T) {
 	p, err := NewPerNode(DefaultSolveConfig(), 0.05)
 	if err != nil {
@@ -71,6 +73,18 @@ func TestPerNodeWaitsForCapacities(t *testing.T) {
 	}
 	if d, ok := p.Debug("api", "n1"); !ok || !d.Global {
 		t.Errorf("Debug(n1) = %+v, %v; want the global fallback", d, ok)
+	}
+	// No utilization source: nothing to wait for.
+	lrsOnly := pernodeTable()
+	for i := range lrsOnly.Rows {
+		lrsOnly.Rows[i].Capacity, lrsOnly.Rows[i].Reason = 0, ReasonIncomplete
+	}
+	q, err := NewPerNode(DefaultSolveConfig(), 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := q.Plan(lrsOnly, subsets, rates); err != nil || len(got) != 2 {
+		t.Errorf("LRS only: %v, err %v; want both nodes weighted over equal capacities", got, err)
 	}
 	// Once the endpoints have their own weights, the nodes get theirs.
 	for i := range st.Rows {
