@@ -60,7 +60,10 @@
 //
 // Smoothing is an EWMA with factor Smoothing, one step per Update that has
 // seen a new report of the endpoint (so its time constant is in report
-// intervals, not in Update calls).
+// intervals, not in Update calls). During the blackout it starts over at
+// each measurement: a first measurement far off (a utilization near 0
+// makes a weight near infinite) is forgotten when the blackout ends,
+// instead of halving per report from there.
 //
 // # Overload guard
 //
