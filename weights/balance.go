@@ -202,12 +202,7 @@ func BalanceService(st ServiceTable, subsets map[string][]string, rates map[stri
 	if !anyRate {
 		return st, false, nil
 	}
-	p := NewProblem(st, nodes)
-	for i, r := range st.Rows {
-		if !r.Reason.Own() {
-			p.Endpoints[i].Capacity = 0 // blackout, expired, ...: keeps its fallback weight
-		}
-	}
+	p := NewProblem(st, nodes) // blackout, expired, ...: capacity unknown, keeps its fallback weight
 	b, err := Balance(p, cfg)
 	if err != nil {
 		return st, false, err

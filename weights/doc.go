@@ -60,7 +60,10 @@
 //
 // Smoothing is an EWMA with factor Smoothing, one step per Update that has
 // seen a new report of the endpoint (so its time constant is in report
-// intervals, not in Update calls).
+// intervals, not in Update calls). During the blackout it starts over at
+// each measurement: a first measurement far off (a utilization near 0
+// makes a weight near infinite) is forgotten when the blackout ends,
+// instead of halving per report from there.
 //
 // # Overload guard
 //
@@ -148,7 +151,10 @@
 // Across solves, each node's split moves only Damping (default 0.5) of the
 // way from the weights last sent to it (NodeLoad.Previous) toward the
 // optimum, so noisy capacities cannot make the fleet swing. Nodes whose
-// rates are unknown get the global weights of their subset.
+// rates are unknown get the global weights of their subset. An endpoint without its own weight (blackout, expired) has no
+// known capacity (the first measurements are what the blackout distrusts);
+// while endpoints are in blackout and none has its own weight yet, every
+// node keeps the global weights (PerNode.Plan).
 //
 // Reference instance (design guide §6; 100 backends of capacity 1-2x, 300
 // clients, lognormal rates with sigma 1, random subsets of 10): round

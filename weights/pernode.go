@@ -43,17 +43,27 @@ func NewPerNode(cfg SolveConfig, minChange float64) (*PerNode, error) {
 // (node -> endpoint id -> weight), leaving out nodes whose rate is unknown
 // (they get the global weights), and whether any node's weights differ
 // from what Plan returned last time.
+//
+// While endpoints of svc are in blackout and none has its own weight yet,
+// the capacities are coming but not yet trusted: every node keeps the
+// global weights. (Without any utilization source, capacities stay
+// unknown, hence equal, and the nodes are planned.)
 func (p *PerNode) Plan(svc ServiceTable, subsets map[string][]string, rates map[string]map[string]float64) (map[string]map[string]uint32, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev := p.sent[svc.Name]
+	warming := slices.ContainsFunc(svc.Rows, func(r Row) bool { return r.Reason == ReasonBlackout }) &&
+		!slices.ContainsFunc(svc.Rows, func(r Row) bool { return r.Reason.Own() })
 	nodes := make([]NodeLoad, 0, len(subsets))
 	for _, node := range slices.Sorted(maps.Keys(subsets)) {
 		sub := subsets[node]
 		if len(sub) == 0 {
 			continue
 		}
-		n := NodeLoad{Node: node, Subset: sub, Rates: rates[node]}
+		n := NodeLoad{Node: node, Subset: sub}
+		if !warming {
+			n.Rates = rates[node]
+		}
 		if old := prev[node]; old != nil {
 			n.Previous = make([]float64, len(sub))
 			for k, id := range sub {

@@ -108,7 +108,7 @@ func (t *Tracker) step(id string, e *endpoint, now time.Time) Row {
 		return row
 	}
 	if dirty && m.ok {
-		t.smooth(e, m)
+		t.smooth(e, m, now.Sub(e.validSince) < t.cfg.BlackoutPeriod)
 		t.guardStep(e, m.util, now)
 	}
 	row.Capacity, row.Guard = e.capacity, e.guard
@@ -124,9 +124,15 @@ func (t *Tracker) step(id string, e *endpoint, now time.Time) Row {
 	return row
 }
 
-// smooth takes one EWMA step toward the measurement m (usable).
-func (t *Tracker) smooth(e *endpoint, m measurement) {
-	if e.smoothed == 0 {
+// smooth takes one EWMA step toward the measurement m (usable). In
+// blackout it starts the average over at m: a first measurement far off
+// (an example backend's first ORCA report, 28 requests/s at utilization
+// 0.000017: a capacity of 1.6 million requests/s for 170) would otherwise
+// still weigh 10 times too much when the blackout ends, as the average
+// only halves its excess per report (smoothing 0.5); the blackout is the
+// time to forget it.
+func (t *Tracker) smooth(e *endpoint, m measurement, blackout bool) {
+	if e.smoothed == 0 || blackout {
 		e.smoothed, e.capacity = m.weight, m.capacity
 		return
 	}

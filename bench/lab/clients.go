@@ -51,7 +51,15 @@ type client struct {
 	codes     map[codes.Code]int64 // of the failed requests
 	errors    atomic.Int64
 	sent      atomic.Int64
+
+	t0     time.Time // the run's start (diagnostics)
+	errAt  timeline  // failed requests by the second they were sent in
+	slowAt timeline  // requests over slowCall, likewise
 }
+
+// slowCall is the latency over which a successful call counts as slow in
+// the diagnostics.
+const slowCall = time.Second
 
 // bootstrap is the gRPC xDS bootstrap of client i: node lab-client-<i> in
 // cluster lab, with its subset index in its metadata (subsetting.
@@ -157,7 +165,11 @@ func (c *client) call(timeout time.Duration) {
 		}
 		c.codes[status.Code(err)]++
 		c.mu.Unlock()
+		c.errAt.add(c.t0, start)
 		return
+	}
+	if time.Since(start) > slowCall {
+		c.slowAt.add(c.t0, start)
 	}
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	c.mu.Lock()

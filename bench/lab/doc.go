@@ -38,5 +38,13 @@
 // SVG chart per policy from its median run (utilization per backend over
 // time, --charts) and, with --json, the figures in the shape of issue 18.
 //
+// Every policy run also leaves diag-<policy>-run<N>.json in the lab's
+// directory (diag.go): failed and slow (over 1 s) requests by client and
+// by the second they were sent in, each backend's utilization by second,
+// xds-server's weight table and every node's plan (/debug/weights) every
+// second, and with Envoys each one's hosts (weight, rq_active, rq_timeout)
+// every second: where and when a run's errors came from, and which
+// weights offered a backend more than its capacity.
+//
 // lab must not import cmd or e2e: it starts the binaries as a user would.
 package main

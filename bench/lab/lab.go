@@ -162,7 +162,17 @@ func (e *env) runPolicy(ctx context.Context, p policy, run int, rates []float64,
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, c := range cs {
+		c.t0 = t0
 		wg.Go(func() { c.run(rctx, newArrivals(o.seed, run, c.index, c.rate), o.timeout) })
+	}
+	var envoySamples []envoySample
+	var serverSamples []serverSample
+	if p.weights {
+		wg.Go(func() { serverSamples = watchServer(rctx, srv.admin, len(cs), t0) })
+	}
+	if e.envoys != nil {
+		f := e.envoys
+		wg.Go(func() { envoySamples = watchEnvoys(rctx, f, e.backends, t0) })
 	}
 	select {
 	case <-ctx.Done():
@@ -183,6 +193,9 @@ func (e *env) runPolicy(ctx context.Context, p policy, run int, rates []float64,
 		return result{}, err
 	}
 	e.measure(&r, cs, t0)
+	d := e.diagnose(r, cs, envoySamples)
+	d.Server = serverSamples
+	e.writeDiagnostics(d, p.slug())
 	return r, nil
 }
 
@@ -216,6 +229,35 @@ func (e *env) measure(r *result, cs []*client, t0 time.Time) {
 	if len(lat) > 0 {
 		r.p50, r.p99 = bench.Percentile(lat, 50), bench.Percentile(lat, 99)
 	}
+}
+
+// diagnose gathers the run's diagnostics (diagnostics).
+func (e *env) diagnose(r result, cs []*client, es []envoySample) diagnostics {
+	d := diagnostics{Policy: r.policy.label(e.o.backends), Run: r.run + 1, Util: r.util, Envoys: es,
+		Errors: map[int]map[int]int64{}, Slow: map[int]map[int]int64{}, Subsets: map[int][]int{},
+		Codes: map[int]map[string]int{}, Requests: map[int]int64{}}
+	subs := e.sims[cmpOr(r.policy.subset, e.o.backends)].Fleet.Subsets
+	for _, c := range cs {
+		if m := c.errAt.snapshot(); len(m) > 0 {
+			d.Errors[c.index] = m
+		}
+		if m := c.slowAt.snapshot(); len(m) > 0 {
+			d.Slow[c.index] = m
+		}
+		if c.index < len(subs) {
+			d.Subsets[c.index] = subs[c.index]
+		}
+		d.Requests[c.index] = c.sent.Load()
+		c.mu.Lock()
+		for code, n := range c.codes {
+			if d.Codes[c.index] == nil {
+				d.Codes[c.index] = map[string]int{}
+			}
+			d.Codes[c.index][code.String()] += int(n)
+		}
+		c.mu.Unlock()
+	}
+	return d
 }
 
 // loadCPU is the CPU time so far of the backends, of this process (the
