@@ -152,8 +152,10 @@ func TestEnvoyMutualTLS(t *testing.T) {
 		t.Logf("edge-2: clusters %v, connected_state %d, cds.update_success %d, lds.update_success %d, listeners %d",
 			names, st["control_plane.connected_state"], st["cluster_manager.cds.update_success"],
 			st["listener_manager.lds.update_success"], st["listener_manager.total_listeners_active"])
-		if len(names) != 1 || names[0] != "xds-server" || st["control_plane.connected_state"] != 0 ||
-			st["cluster_manager.cds.update_success"] != 0 || st["listener_manager.total_listeners_active"] != 0 {
+		// connected_state is not judged: it is 1 for the moment each retried
+		// stream is open, before the server refuses it.
+		if len(names) != 1 || names[0] != "xds-server" || st["cluster_manager.cds.update_success"] != 0 ||
+			st["listener_manager.lds.update_success"] != 0 || st["listener_manager.total_listeners_active"] != 0 {
 			t.Errorf("the Envoy no rule allows got something: clusters %v, stats above", names)
 		}
 	})
