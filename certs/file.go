@@ -2,6 +2,7 @@ package certs
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"sync"
@@ -13,18 +14,34 @@ import (
 // time (on the next handshake or read after it).
 const DefaultCheckEvery = time.Second
 
-// stamp identifies a version of a file: its modification time and size.
+// stamp identifies a version of a file: its modification time, size and
+// content hash. The hash is needed: the kernel stamps a write with a
+// coarse clock (a few ms), so a file rewritten at once with content of the
+// same size (a rotated PEM) keeps its time and size.
 type stamp struct {
 	mod  time.Time
 	size int64
+	sum  [sha256.Size]byte
 }
+
+// maxStampBytes bounds what stampOf reads: certificate, key and token
+// files are a few KiB; past it only time and size tell versions apart.
+const maxStampBytes = 1 << 20
 
 func stampOf(path string) (stamp, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return stamp{}, err
 	}
-	return stamp{mod: fi.ModTime(), size: fi.Size()}, nil
+	st := stamp{mod: fi.ModTime(), size: fi.Size()}
+	if fi.Size() <= maxStampBytes {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return stamp{}, err
+		}
+		st.sum = sha256.Sum256(data)
+	}
+	return st, nil
 }
 
 // File is a small secret file (a bearer token), read again when it
