@@ -142,11 +142,18 @@ func (b *browser) poll(t *testing.T, expr string, limit time.Duration) {
 
 func (b *browser) text(t *testing.T, sel string) string {
 	t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
-	if err != nil {
-		t.Fatal(err)
+	for try := 1; ; try++ {
+		s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+		switch {
+		case err == nil:
+			return s
+		case try < 5 && strings.Contains(err.Error(), "No node with given id"):
+			// The page re-rendered between finding the node and reading it
+			// (the console refreshes every second): find it again.
+		default:
+			t.Fatal(err)
+		}
 	}
-	return s
 }
 
 func (b *browser) count(t *testing.T, sel string) int {
