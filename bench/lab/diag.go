@@ -104,53 +104,35 @@ func envoyHostStats(admin, cluster string, index map[string]int) ([]envoyHostSam
 // parseHostStats reads cluster's hosts and their stats from the JSON of
 // Envoy's /clusters?format=json.
 func parseHostStats(b []byte, cluster string, index map[string]int) ([]envoyHostSample, error) {
-	var cs struct {
-		ClusterStatuses []struct {
-			Name         string `json:"name"`
-			HostStatuses []struct {
-				Address envoySocket `json:"address"`
-				Weight  int         `json:"weight"`
-				Stats   []struct {
-					Name  string `json:"name"`
-					Value string `json:"value"`
-				} `json:"stats"`
-			} `json:"host_statuses"`
-		} `json:"cluster_statuses"`
+	hosts, err := clusterHosts(b, cluster)
+	if err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(b, &cs); err != nil {
-		return nil, fmt.Errorf("envoy /clusters: %w", err)
-	}
-	for _, c := range cs.ClusterStatuses {
-		if c.Name != cluster {
-			continue
+	var out []envoyHostSample
+	for _, h := range hosts {
+		j, ok := index[h.Address.hostPort()]
+		if !ok {
+			j = -1
 		}
-		var out []envoyHostSample
-		for _, h := range c.HostStatuses {
-			j, ok := index[h.Address.hostPort()]
-			if !ok {
-				j = -1
+		hs := envoyHostSample{Backend: j, Weight: h.Weight}
+		for _, st := range h.Stats {
+			v, _ := strconv.ParseInt(st.Value, 10, 64)
+			switch st.Name {
+			case "rq_active":
+				hs.RqActive = v
+			case "rq_total":
+				hs.RqTotal = v
+			case "rq_error":
+				hs.RqError = v
+			case "rq_timeout":
+				hs.RqTimeout = v
+			case "cx_active":
+				hs.CxActive = v
 			}
-			hs := envoyHostSample{Backend: j, Weight: h.Weight}
-			for _, st := range h.Stats {
-				v, _ := strconv.ParseInt(st.Value, 10, 64)
-				switch st.Name {
-				case "rq_active":
-					hs.RqActive = v
-				case "rq_total":
-					hs.RqTotal = v
-				case "rq_error":
-					hs.RqError = v
-				case "rq_timeout":
-					hs.RqTimeout = v
-				case "cx_active":
-					hs.CxActive = v
-				}
-			}
-			out = append(out, hs)
 		}
-		return out, nil
+		out = append(out, hs)
 	}
-	return nil, fmt.Errorf("no cluster %s", cluster)
+	return out, nil
 }
 
 // serverSample is xds-server's view at second At of the run: its weight

@@ -93,27 +93,43 @@ func envoyHosts(admin, cluster string) ([]envoyHost, error) {
 // parseHosts reads cluster's hosts from the JSON of Envoy's
 // /clusters?format=json; a cluster Envoy does not have is an error.
 func parseHosts(b []byte, cluster string) ([]envoyHost, error) {
+	hosts, err := clusterHosts(b, cluster)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]envoyHost, 0, len(hosts))
+	for _, h := range hosts {
+		out = append(out, envoyHost{addr: h.Address.hostPort(), weight: h.Weight})
+	}
+	return out, nil
+}
+
+// hostStatus is one host of a cluster in Envoy's /clusters?format=json.
+type hostStatus struct {
+	Address envoySocket `json:"address"`
+	Weight  int         `json:"weight"`
+	Stats   []struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	} `json:"stats"`
+}
+
+// clusterHosts decodes the hosts of cluster from the JSON of Envoy's
+// /clusters?format=json; a cluster Envoy does not have is an error.
+func clusterHosts(b []byte, cluster string) ([]hostStatus, error) {
 	var cs struct {
 		ClusterStatuses []struct {
-			Name         string `json:"name"`
-			HostStatuses []struct {
-				Address envoySocket `json:"address"`
-				Weight  int         `json:"weight"`
-			} `json:"host_statuses"`
+			Name         string       `json:"name"`
+			HostStatuses []hostStatus `json:"host_statuses"`
 		} `json:"cluster_statuses"`
 	}
 	if err := json.Unmarshal(b, &cs); err != nil {
 		return nil, fmt.Errorf("envoy /clusters: %w", err)
 	}
 	for _, c := range cs.ClusterStatuses {
-		if c.Name != cluster {
-			continue
+		if c.Name == cluster {
+			return c.HostStatuses, nil
 		}
-		out := make([]envoyHost, 0, len(c.HostStatuses))
-		for _, h := range c.HostStatuses {
-			out = append(out, envoyHost{addr: h.Address.hostPort(), weight: h.Weight})
-		}
-		return out, nil
 	}
 	return nil, fmt.Errorf("no cluster %s", cluster)
 }
