@@ -12,7 +12,7 @@ import (
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/examples"
-	"github.com/xds-server/xds-server/xds"
+	"github.com/xds-server/xds-server/translate"
 )
 
 // ListenerConfig is one entry of the listeners: section (file only):
@@ -130,16 +130,16 @@ func (r RateLimitSection) Advertised() string {
 
 // XDSListeners converts the listeners: section for the xds package,
 // recording every problem of a listener alone in p.
-func (c Config) XDSListeners(p *problems) []xds.Listener {
-	out := make([]xds.Listener, 0, len(c.Listeners))
+func (c Config) XDSListeners(p *problems) []translate.Listener {
+	out := make([]translate.Listener, 0, len(c.Listeners))
 	for i, lc := range c.Listeners {
 		at := fmt.Sprintf("listeners[%d]", i)
-		l := xds.Listener{Nodes: lc.Nodes, HTTPListener: envoy.HTTPListener{Name: lc.Name, Address: lc.Address}}
+		l := translate.Listener{Nodes: lc.Nodes, HTTPListener: envoy.HTTPListener{Name: lc.Name, Address: lc.Address}}
 		if len(l.Nodes) == 0 {
 			l.Nodes = []string{"*"}
 		}
 		for j, g := range l.Nodes {
-			if _, err := xds.ParseGlob(g); err != nil {
+			if _, err := translate.ParseGlob(g); err != nil {
 				p.bad(fmt.Sprintf("%s.nodes[%d]", at, j), g, err.Error())
 			}
 		}
@@ -257,7 +257,7 @@ func (c Config) validateListeners(p *problems) {
 	if err != nil {
 		p.bad("discovery.static.file", c.Discovery.Static.File, err.Error()+" (needed to check the services of listeners' routes)")
 	}
-	if slices.ContainsFunc(ls, func(l xds.Listener) bool { return l.RateLimit != nil && l.RateLimit.Cluster == "" }) {
+	if slices.ContainsFunc(ls, func(l translate.Listener) bool { return l.RateLimit != nil && l.RateLimit.Cluster == "" }) {
 		if _, port, err := net.SplitHostPort(c.RateLimit.Advertised()); err == nil && (port == "0" || port == "") {
 			p.bad("ratelimit.advertise_address", c.RateLimit.AdvertiseAddress, "a listener's ratelimit uses the generated xds-server-ratelimit cluster, "+
 				fmt.Sprintf("which needs a port: set ratelimit.advertise_address (ratelimit.address %q has none)", c.RateLimit.Address))

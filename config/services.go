@@ -7,7 +7,7 @@ import (
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/subsetting"
-	"github.com/xds-server/xds-server/xds"
+	"github.com/xds-server/xds-server/translate"
 )
 
 // ServiceConfig are a service's effective settings: the built-in
@@ -99,10 +99,10 @@ func (c Config) Service(name string) ServiceConfig {
 }
 
 // ServiceSettings converts a service's settings for the xds package.
-func (c Config) ServiceSettings(name string) xds.ServiceSettings {
+func (c Config) ServiceSettings(name string) translate.ServiceSettings {
 	s := c.Service(name)
 	p, _ := envoy.ParseLBPolicy(s.LBPolicy)
-	return xds.ServiceSettings{LBPolicy: p, ConnectTimeout: s.ConnectTimeout, Subsetting: subsetting.Algorithm(s.Subsetting),
+	return translate.ServiceSettings{LBPolicy: p, ConnectTimeout: s.ConnectTimeout, Subsetting: subsetting.Algorithm(s.Subsetting),
 		SubsetSize: int(s.SubsetSize), Cluster: s.clusterOptions()}
 }
 

@@ -13,6 +13,8 @@ import (
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // callbacks feed go-control-plane's stream events into the registry, the
@@ -283,7 +285,7 @@ func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDi
 
 func (c *callbacks) responded(stream int64, typeURL, nonce string) {
 	c.reg.responded(stream, typeURL, nonce)
-	c.m.pushes.WithLabelValues(typeName(typeURL)).Inc()
+	c.m.pushes.WithLabelValues(xdscache.TypeName(typeURL)).Inc()
 	id := c.reg.nodeOf(stream)
 	if id != "" {
 		c.rec.pushed(id, typeURL)
@@ -303,7 +305,7 @@ func (c *callbacks) OnFetchResponse(_ *discoverygrpc.DiscoveryRequest, _ *discov
 func knownType(url string) string {
 	switch url {
 	case resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType:
-		return typeName(url)
+		return xdscache.TypeName(url)
 	}
 	return "other"
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // Nodes returns every known node (connected, or gone within the grace
@@ -43,7 +45,7 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 	if !ok {
 		return out, true, nil
 	}
-	for _, kind := range kinds {
+	for _, kind := range xdscache.Kinds {
 		url, _ := cache.GetResponseTypeURL(kind)
 		res := snap.Resources[kind]
 		names := make([]string, 0, len(res.Items))
@@ -53,7 +55,7 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 		slices.Sort(names)
 		tc := TypeConfig{Version: res.Version, Versions: make(map[string]string, len(names)), Resources: make([]json.RawMessage, 0, len(names))}
 		for _, n := range names {
-			m, err := decode(res.Items[n].Resource)
+			m, err := xdscache.Decode(res.Items[n].Resource)
 			if err != nil {
 				return NodeConfig{}, true, err
 			}
@@ -64,7 +66,7 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 			tc.Resources = append(tc.Resources, b)
 			tc.Versions[n] = snap.VersionMap[url][n]
 		}
-		out.Resources[typeName(url)] = tc
+		out.Resources[xdscache.TypeName(url)] = tc
 	}
 	return out, true, nil
 }

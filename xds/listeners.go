@@ -4,73 +4,23 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
+
 	"strconv"
 	"strings"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
 )
-
-// Listener is an HTTP listener from configuration and the nodes it is
-// served to.
-type Listener struct {
-	envoy.HTTPListener
-	// Nodes are globs (see ParseGlob) matched against a node's id and its
-	// cluster; the listener goes to the nodes that match any of them.
-	// Empty means every node.
-	Nodes []string
-}
-
-// ParseGlob compiles a node glob: "*" matches any run of characters
-// ("/" included), "?" any one character, "[...]" a character class
-// ("[!...]" negated), and "\" escapes the next character; everything else
-// matches itself. The whole id (or cluster) must match.
-func ParseGlob(glob string) (*regexp.Regexp, error) {
-	var b strings.Builder
-	b.WriteString("^")
-	for i := 0; i < len(glob); i++ {
-		switch c := glob[i]; c {
-		case '*':
-			b.WriteString(".*")
-		case '?':
-			b.WriteString(".")
-		case '\\':
-			if i+1 == len(glob) {
-				return nil, fmt.Errorf("xds: glob %q ends with an escape", glob)
-			}
-			i++
-			b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
-		case '[':
-			end := strings.IndexByte(glob[i+1:], ']')
-			if end <= 0 {
-				return nil, fmt.Errorf("xds: glob %q has an unterminated or empty [ ]", glob)
-			}
-			class := glob[i+1 : i+1+end]
-			if neg, ok := strings.CutPrefix(class, "!"); ok {
-				class = "^" + neg
-			}
-			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
-			i += end + 1
-		default:
-			b.WriteString(regexp.QuoteMeta(glob[i : i+1]))
-		}
-	}
-	b.WriteString("$")
-	re, err := regexp.Compile(b.String())
-	if err != nil {
-		return nil, fmt.Errorf("xds: glob %q: %w", glob, err)
-	}
-	return re, nil
-}
 
 // builtListener is one configured listener, translated.
 type builtListener struct {
 	globs    []*regexp.Regexp // nil: every node
-	envoyL   item             // Envoy's listener, bound to its address
-	apiL     item             // proxyless gRPC's api_listener
-	route    item             // the RouteConfiguration both use
+	envoyL   xdscache.Item    // Envoy's listener, bound to its address
+	apiL     xdscache.Item    // proxyless gRPC's api_listener
+	route    xdscache.Item    // the RouteConfiguration both use
 	needsRLS bool             // its rate-limit filter uses the generated RLS cluster
 }
 
@@ -78,14 +28,14 @@ type builtListener struct {
 // listeners are static configuration.
 type listenerSet struct {
 	ls      []builtListener
-	rls     *item          // the RLS cluster; nil when no listener uses it
+	rls     *xdscache.Item // the RLS cluster; nil when no listener uses it
 	targets map[string]int // service routed to -> number of routes to it
 }
 
 // newListenerSet translates the listeners; rlsAddress is where Envoy
 // reaches xds-server's RLS, needed when a rate limit names no cluster, and
 // rlsTLS, when not nil, says that the RLS serves TLS.
-func newListenerSet(cfg []Listener, rlsAddress string, rlsTLS *envoy.RateLimitTLS) (*listenerSet, error) {
+func newListenerSet(cfg []translate.Listener, rlsAddress string, rlsTLS *envoy.RateLimitTLS) (*listenerSet, error) {
 	s := &listenerSet{}
 	var errs []error
 	names := map[string]bool{}
@@ -107,15 +57,12 @@ func newListenerSet(cfg []Listener, rlsAddress string, rlsTLS *envoy.RateLimitTL
 			s.targets[r.Service]++
 		}
 		if b.needsRLS && s.rls == nil {
-			c, err := envoy.RateLimitCluster(rlsAddress)
-			if rlsTLS != nil {
-				c, err = envoy.SecureRateLimitCluster(rlsAddress, *rlsTLS)
-			}
+			c, err := translate.RateLimitCluster(rlsAddress, rlsTLS)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("xds: listener %q: %w", l.Name, err))
 				continue
 			}
-			it, err := newItem(c.GetName(), c)
+			it, err := xdscache.NewItem(c.GetName(), c)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -126,27 +73,20 @@ func newListenerSet(cfg []Listener, rlsAddress string, rlsTLS *envoy.RateLimitTL
 	return s, errors.Join(errs...)
 }
 
-func buildListener(l Listener) (builtListener, error) {
+func buildListener(l translate.Listener) (builtListener, error) {
 	var b builtListener
-	for _, g := range l.Nodes {
-		re, err := ParseGlob(g)
-		if err != nil {
-			return b, fmt.Errorf("xds: listener %q: %w", l.Name, err)
-		}
-		b.globs = append(b.globs, re)
-	}
-	res, err := envoy.BuildHTTPListener(l.HTTPListener)
+	t, err := translate.BuildListener(l)
 	if err != nil {
 		return b, err
 	}
-	b.needsRLS = l.RateLimit != nil && l.RateLimit.Cluster == ""
-	if b.envoyL, err = newItem(l.Name, res.Listener); err != nil {
+	b.globs, b.needsRLS = t.Globs, t.NeedsRLS
+	if b.envoyL, err = xdscache.NewItem(l.Name, t.Envoy); err != nil {
 		return b, err
 	}
-	if b.apiL, err = newItem(l.Name, res.APIListener); err != nil {
+	if b.apiL, err = xdscache.NewItem(l.Name, t.API); err != nil {
 		return b, err
 	}
-	if b.route, err = newItem(l.Name, res.Route); err != nil {
+	if b.route, err = xdscache.NewItem(l.Name, t.Route); err != nil {
 		return b, err
 	}
 	return b, nil
@@ -154,12 +94,7 @@ func buildListener(l Listener) (builtListener, error) {
 
 // matches reports whether listener b goes to node n.
 func (b builtListener) matches(n Node) bool {
-	if b.globs == nil {
-		return true
-	}
-	return slices.ContainsFunc(b.globs, func(re *regexp.Regexp) bool {
-		return re.MatchString(n.ID) || (n.Cluster != "" && re.MatchString(n.Cluster))
-	})
+	return translate.Matches(b.globs, n.ID, n.Cluster)
 }
 
 // assemblyKey groups nodes that receive identical resources: the kind of
@@ -191,21 +126,17 @@ func (s *listenerSet) assemblyKey(n Node) string {
 	return b.String()
 }
 
-// extras are the resources a snapshot carries besides the services', per
-// kind (in kinds order).
-type extras [len(kinds)][]item
-
 // forKey returns what nodes of an assembly key get besides the services':
 // Envoy nodes their listeners, the listeners' routes and the RLS cluster
 // if one of them uses it; proxyless nodes the api_listeners and routes.
 // It also returns how many kinds of the services' resources they get.
-func (s *listenerSet) forKey(key string) (extras, int, error) {
-	var ex extras
+func (s *listenerSet) forKey(key string) (xdscache.Extras, int, error) {
+	var ex xdscache.Extras
 	base, list, _ := strings.Cut(key, ":")
 	envoyNode := base == keyEnvoy
-	n := len(kinds)
+	n := len(xdscache.Kinds)
 	if envoyNode {
-		n = ldsKind // Envoy takes api_listeners only from its bootstrap
+		n = xdscache.LDS // Envoy takes api_listeners only from its bootstrap
 	}
 	if list == "" {
 		return ex, n, nil
@@ -218,24 +149,42 @@ func (s *listenerSet) forKey(key string) (extras, int, error) {
 		}
 		l := s.ls[i]
 		if envoyNode {
-			ex[ldsKind] = append(ex[ldsKind], l.envoyL)
+			ex[xdscache.LDS] = append(ex[xdscache.LDS], l.envoyL)
 			rls = rls || l.needsRLS
 		} else {
-			ex[ldsKind] = append(ex[ldsKind], l.apiL)
+			ex[xdscache.LDS] = append(ex[xdscache.LDS], l.apiL)
 		}
-		ex[rdsKind] = append(ex[rdsKind], l.route)
+		ex[xdscache.RDS] = append(ex[xdscache.RDS], l.route)
 	}
 	if rls && s.rls != nil {
-		ex[cdsKind] = append(ex[cdsKind], *s.rls)
+		ex[xdscache.CDS] = append(ex[xdscache.CDS], *s.rls)
 	}
 	return ex, n, nil
 }
 
 // base builds the shared snapshot of an assembly key from the services' items.
-func (s *listenerSet) base(key string, items []serviceItems) (*cache.Snapshot, error) {
+func (s *listenerSet) base(key string, items []xdscache.ServiceItems) (*cache.Snapshot, error) {
 	ex, n, err := s.forKey(key)
 	if err != nil {
 		return nil, err
 	}
-	return newSnapshot(items, n, &ex)
+	return xdscache.NewSnapshot(items, n, &ex)
 }
+
+// Assembly keys: nodes with the same key receive identical resources and
+// share one cache snapshot (per-node subsets and weights refine them, see
+// variants.go). A key is the node's kind, followed by the positions of the
+// configured listeners it gets: "envoy:0,2" (see listenerSet.assemblyKey).
+const (
+	// keyProxyless: proxyless gRPC (and any other non-Envoy client) gets
+	// clusters, endpoints, and an api_listener with its route per service,
+	// plus an api_listener and route per configured listener it matches.
+	keyProxyless = "proxyless"
+	// keyEnvoy: Envoy gets clusters and endpoints (it accepts
+	// api_listeners only from its bootstrap), plus the configured
+	// listeners it matches, their routes and the RLS cluster they use.
+	keyEnvoy = "envoy"
+)
+
+// isEnvoy reports whether the node is an Envoy proxy (user_agent_name "envoy").
+func isEnvoy(n Node) bool { return xdscache.IsEnvoyAgent(n.UserAgent) }

@@ -16,6 +16,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 func TestParseGlob(t *testing.T) {
@@ -30,7 +32,7 @@ func TestParseGlob(t *testing.T) {
 		`a\*b`:       {[]string{"a*b"}, []string{"axb"}},
 		"a.b":        {[]string{"a.b"}, []string{"axb"}},
 	} {
-		re, err := ParseGlob(glob)
+		re, err := translate.ParseGlob(glob)
 		if err != nil {
 			t.Fatalf("ParseGlob(%q): %v", glob, err)
 		}
@@ -46,7 +48,7 @@ func TestParseGlob(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"[", "a[]", `a\`, "[z-a]"} {
-		if _, err := ParseGlob(bad); err == nil {
+		if _, err := translate.ParseGlob(bad); err == nil {
 			t.Errorf("ParseGlob(%q): no error", bad)
 		}
 	}
@@ -54,8 +56,8 @@ func TestParseGlob(t *testing.T) {
 
 // testListeners: "ingress" for edge-* nodes (with a rate limit on the
 // generated RLS cluster), "internal" for nodes of cluster "mesh".
-func testListeners() []Listener {
-	return []Listener{
+func testListeners() []translate.Listener {
+	return []translate.Listener{
 		{Nodes: []string{"edge-*"}, HTTPListener: envoy.HTTPListener{
 			Name: "ingress", Address: "0.0.0.0:10000",
 			Routes: []envoy.Route{
@@ -99,10 +101,10 @@ func checkConsistent(t *testing.T, s *Server, node string) *cache.Snapshot {
 	t.Helper()
 	snap, _ := s.rec.snapshotOf(node)
 	decoded := map[string][]types.Resource{}
-	for _, kind := range kinds {
+	for _, kind := range xdscache.Kinds {
 		url, _ := cache.GetResponseTypeURL(kind)
 		for _, r := range snap.Resources[kind].Items {
-			m, err := decode(r.Resource)
+			m, err := xdscache.Decode(r.Resource)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +115,7 @@ func checkConsistent(t *testing.T, s *Server, node string) *cache.Snapshot {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := consistent(built); err != nil {
+	if err := xdscache.Consistent(built); err != nil {
 		t.Errorf("node %s: snapshot not consistent: %v", node, err)
 	}
 	if len(decoded[resource.ListenerType]) > 0 && isEnvoyID(node) {
@@ -179,7 +181,7 @@ func TestListenersServed(t *testing.T) {
 	}
 	a, _ := s.rec.snapshotOf("other-envoy")
 	b, _ := s.rec.snapshotOf("edge-envoy")
-	if a == b || sameVersions(a, b) {
+	if a == b || xdscache.SameVersions(a, b) {
 		t.Error("Envoy nodes with different listener sets share a snapshot")
 	}
 	// A node connecting after the pass, with a listener set no node had,
@@ -190,7 +192,7 @@ func TestListenersServed(t *testing.T) {
 		t.Errorf("late mesh node listeners %v", got)
 	}
 	late, _ := s.rec.snapshotOf("edge-late")
-	if !sameVersions(late, b) {
+	if !xdscache.SameVersions(late, b) {
 		t.Error("late edge node does not get the edge snapshot")
 	}
 }
@@ -236,6 +238,6 @@ func TestNamedRequestsAnswered(t *testing.T) {
 			t.Errorf("returned %v, want svc-001 only", got)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("a named CDS request of a proxyless node was not answered")
+		t.Fatal("a named xdscache.CDS request of a proxyless node was not answered")
 	}
 }

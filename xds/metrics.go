@@ -71,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "xds_subset_index_errors_total", Help: "Client index table operations that failed, by op (acquire or release); a failed acquire falls back to this process's table.",
 		}, []string{"op"}),
 		weightUpdates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_weight_updates_total", Help: "Sets of EDS weights from utilization reports handed to the reconcile loop (each may cause pushes).",
+			Name: "xds_weight_updates_total", Help: "Sets of xdscache.EDS weights from utilization reports handed to the reconcile loop (each may cause pushes).",
 		}),
 		unknownRoute: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_route_unknown_service",

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // NodeWeights are per-node EDS weights: service -> node id -> endpoint id
@@ -23,7 +24,7 @@ type weightedEDS struct {
 	src  string            // what it weights: the choice's id, or the shared load assignment's hash
 	w    map[string]uint32 // the weights it was built with
 	id   uint64            // unique across passes: names the variants that use it
-	eds  item
+	eds  xdscache.Item
 	used bool // by a node this pass
 }
 
@@ -32,7 +33,7 @@ type weightedEDS struct {
 func (v *subsets) nodeServices(node string) []int {
 	var out []int
 	for pos, it := range v.items {
-		if v.nodeW[it[edsKind].name][node] != nil {
+		if v.nodeW[it[xdscache.EDS].Name][node] != nil {
 			out = append(out, pos)
 		}
 	}
@@ -44,7 +45,7 @@ func (v *subsets) nodeServices(node string) []int {
 // subsets), identified by src, with node's weights w. It is translated
 // again only when src or the weights changed.
 func (v *subsets) weighted(pos int, node, src string, eps []envoy.Endpoint, w map[string]uint32) (*weightedEDS, error) {
-	name := v.items[pos][edsKind].name
+	name := v.items[pos][xdscache.EDS].Name
 	byNode := v.perNode[name]
 	if byNode == nil {
 		byNode = map[string]*weightedEDS{}
@@ -62,7 +63,7 @@ func (v *subsets) weighted(pos int, node, src string, eps []envoy.Endpoint, w ma
 		}
 		svc.Endpoints[k] = ep
 	}
-	eds, err := translateEDS(svc)
+	eds, err := encodeEDS(svc)
 	if err != nil {
 		return nil, err
 	}

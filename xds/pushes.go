@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // pushTimes keeps, per node and type, when a change the node has not been
@@ -18,8 +20,8 @@ type pushTimes struct {
 // nodePushes is one node's awaited changes.
 type nodePushes struct {
 	mu    sync.Mutex
-	snap  *cache.Snapshot       // the latest snapshot the node was given
-	since [len(kinds)]time.Time // per kind, when the oldest change not sent yet came; zero: none
+	snap  *cache.Snapshot                // the latest snapshot the node was given
+	since [len(xdscache.Kinds)]time.Time // per kind, when the oldest change not sent yet came; zero: none
 }
 
 // set records that node was given snap, with the kinds whose version
@@ -40,7 +42,7 @@ func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Tim
 	if changedAt.IsZero() || old == nil {
 		return
 	}
-	for k, kind := range kinds {
+	for k, kind := range xdscache.Kinds {
 		if old.Resources[kind].Version != snap.Resources[kind].Version && n.since[k].IsZero() {
 			n.since[k] = changedAt
 		}
@@ -86,7 +88,7 @@ func (p *pushTimes) forget(id string) { p.nodes.Delete(id) }
 
 // kindIndex is the position of typeURL in kinds, or -1.
 func kindIndex(typeURL string) int {
-	for k, kind := range kinds {
+	for k, kind := range xdscache.Kinds {
 		if url, _ := cache.GetResponseTypeURL(kind); url == typeURL {
 			return k
 		}

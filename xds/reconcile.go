@@ -12,13 +12,15 @@ import (
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // memoEntry is the translation of one service, kept while its input is unchanged.
 type memoEntry struct {
 	src   discovery.Service
-	set   ServiceSettings
-	items serviceItems
+	set   translate.ServiceSettings
+	items xdscache.ServiceItems
 	plan  *servicePlan      // nil when the service is not subset
 	w     map[string]uint32 // the weights it was translated with
 	in    envoy.Service     // the translation input
@@ -28,11 +30,11 @@ type memoEntry struct {
 // Update and kick may be called from any goroutine; rebuilds happen on the
 // loop goroutine, debounced.
 type reconciler struct {
-	cache    *nodeCache
+	cache    *xdscache.Cache
 	reg      *registry
 	m        *metrics
 	log      *slog.Logger
-	settings SettingsFunc
+	settings translate.SettingsFunc
 	lis      *listenerSet // configured listeners; nil when there are none
 	now      func() time.Time
 	debounce time.Duration
@@ -62,7 +64,7 @@ type reconciler struct {
 	pushes pushTimes // changes awaiting their push, for the latency metric
 }
 
-func newReconciler(c *nodeCache, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
+func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
 	r := &reconciler{
 		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, lis: lis, now: cfg.Now,
 		debounce: cfg.Debounce, maxDelay: cfg.MaxDelay,
@@ -72,7 +74,7 @@ func newReconciler(c *nodeCache, reg *registry, m *metrics, cfg Config, lis *lis
 		sub:      newSubsets(m, cfg.Logger),
 		nodeSnap: map[string]*cache.Snapshot{},
 	}
-	c.upToDate = r.pushes.upToDate
+	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
 	r.sub.build = func(key string) (*cache.Snapshot, error) { return lis.base(key, r.sub.items) }
 	return r
@@ -188,7 +190,7 @@ func (r *reconciler) reconcile() {
 // bases builds the shared snapshot of every assembly key a registered
 // node has, and of the plain Envoy and proxyless keys. A node connecting
 // later with another key gets its base built then (see subsets.build).
-func (r *reconciler) bases(items []serviceItems) (map[string]*cache.Snapshot, error) {
+func (r *reconciler) bases(items []xdscache.ServiceItems) (map[string]*cache.Snapshot, error) {
 	keys := map[string]bool{keyProxyless: true, keyEnvoy: true}
 	if r.lis != nil {
 		for _, id := range r.reg.ids() {
@@ -210,9 +212,9 @@ func (r *reconciler) bases(items []serviceItems) (map[string]*cache.Snapshot, er
 
 // translateAll returns the items of every service, reusing the memo for
 // services whose input and settings did not change.
-func (r *reconciler) translateAll(in discovery.Snapshot, weights map[string]map[string]uint32) []serviceItems {
+func (r *reconciler) translateAll(in discovery.Snapshot, weights map[string]map[string]uint32) []xdscache.ServiceItems {
 	next := make(map[string]memoEntry, len(in.Services))
-	items := make([]serviceItems, 0, len(in.Services))
+	items := make([]xdscache.ServiceItems, 0, len(in.Services))
 	slotted := map[string]bool{} // steady subset services: their endpoints hold slots
 	for _, svc := range in.Services {
 		set := r.settings(svc.Name)
@@ -241,14 +243,14 @@ func (r *reconciler) translateAll(in discovery.Snapshot, weights map[string]map[
 	}
 	r.slots.retain(slotted)
 	r.memo = next
-	sortedByName(items)
+	xdscache.SortByName(items)
 	return items
 }
 
 // translateService translates a service and plans its subsets.
-func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings, w map[string]uint32, slotted bool) (memoEntry, error) {
-	in := Service(svc, set, w)
-	it, err := translate(in)
+func (r *reconciler) translateService(svc discovery.Service, set translate.ServiceSettings, w map[string]uint32, slotted bool) (memoEntry, error) {
+	in := translate.Service(svc, set, w)
+	it, err := encodeService(in)
 	if err != nil {
 		return memoEntry{}, err
 	}
@@ -269,7 +271,7 @@ func (r *reconciler) translateService(svc discovery.Service, set ServiceSettings
 
 // usesSlots reports whether a service's endpoints get stable slots: steady
 // subsetting of a service with more endpoints than the subset size.
-func usesSlots(set ServiceSettings, endpoints int) bool {
+func usesSlots(set translate.ServiceSettings, endpoints int) bool {
 	return set.SubsetSize > 0 && set.SubsetSize < endpoints &&
 		(set.Subsetting == "" || set.Subsetting == subsetting.Steady)
 }
@@ -286,10 +288,10 @@ func (r *reconciler) inputs(nodeW NodeWeights) map[string]envoy.Service {
 }
 
 // plans lists the subset services among items (sorted by name).
-func (r *reconciler) plans(items []serviceItems) []planned {
+func (r *reconciler) plans(items []xdscache.ServiceItems) []planned {
 	var out []planned
 	for pos, it := range items {
-		if sp := r.memo[it[0].name].plan; sp != nil {
+		if sp := r.memo[it[0].Name].plan; sp != nil {
 			out = append(out, planned{pos: pos, sp: sp})
 		}
 	}
@@ -305,12 +307,12 @@ func (r *reconciler) setLocked(node Node, changedAt time.Time) {
 		return
 	}
 	old := r.nodeSnap[node.ID]
-	if sameVersions(old, snap) {
+	if xdscache.SameVersions(old, snap) {
 		return
 	}
 	r.pushes.set(node.ID, old, snap, changedAt)
 	r.nodeSnap[node.ID] = snap
-	if err := r.cache.setSnapshot(node, snap); err != nil {
+	if err := r.cache.SetSnapshot(node.ID, snap); err != nil {
 		r.log.Error("set snapshot", "node", node.ID, "error", err)
 		return
 	}
@@ -336,14 +338,14 @@ func (r *reconciler) forget(id string) {
 	r.mu.Lock()
 	delete(r.nodeSnap, id)
 	r.mu.Unlock()
-	r.cache.clear(id)
+	r.cache.Clear(id)
 	r.pushes.forget(id)
 }
 
 // pushed records the latency of a change reaching a node.
 func (r *reconciler) pushed(id, typeURL string) {
 	if t, ok := r.pushes.sent(id, typeURL); ok {
-		r.m.pushLatency.WithLabelValues(typeName(typeURL)).Observe(r.now().Sub(t).Seconds())
+		r.m.pushLatency.WithLabelValues(xdscache.TypeName(typeURL)).Observe(r.now().Sub(t).Seconds())
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -60,7 +62,7 @@ func versions(t testing.TB, s *Server, node string) map[types.ResponseType]strin
 		t.Fatalf("node %s has no snapshot", node)
 	}
 	out := map[types.ResponseType]string{}
-	for _, k := range kinds {
+	for _, k := range xdscache.Kinds {
 		out[k] = snap.Resources[k].Version
 	}
 	return out
@@ -88,7 +90,7 @@ func TestVersionsFollowContent(t *testing.T) {
 		t.Errorf("unchanged content re-set the snapshot (%v -> %v sets)", sets, got)
 	}
 	if v := versions(t, a, "n1"); v[types.Endpoint] != va[types.Endpoint] {
-		t.Errorf("unchanged content changed the EDS version")
+		t.Errorf("unchanged content changed the xdscache.EDS version")
 	}
 
 	w := world(3, 4)
@@ -97,7 +99,7 @@ func TestVersionsFollowContent(t *testing.T) {
 	a.rec.reconcile()
 	vc := versions(t, a, "n1")
 	if vc[types.Endpoint] == va[types.Endpoint] {
-		t.Error("a health change did not change the EDS version")
+		t.Error("a health change did not change the xdscache.EDS version")
 	}
 	for _, k := range []types.ResponseType{types.Cluster, types.Listener, types.Route} {
 		if vc[k] != va[k] {
@@ -116,7 +118,7 @@ func TestOnlyChangedServicesAreRetranslated(t *testing.T) {
 	s.Update(w)
 	s.rec.reconcile()
 	for name, e := range s.rec.memo {
-		same := e.items[0].res == before[name].items[0].res
+		same := e.items[0].Res == before[name].items[0].Res
 		if name == "svc-003" && same {
 			t.Errorf("%s changed but was not retranslated", name)
 		}
@@ -201,7 +203,7 @@ func TestNodeExpiry(t *testing.T) {
 func countEndpoints(snap *cache.Snapshot) int {
 	n := 0
 	for _, r := range snap.Resources[types.Endpoint].Items {
-		m, err := decode(r.Resource)
+		m, err := xdscache.Decode(r.Resource)
 		if err != nil {
 			panic(err)
 		}
@@ -215,25 +217,25 @@ func countEndpoints(snap *cache.Snapshot) int {
 // TestServedResourcesAreTheBuiltOnes checks that what the cache serves (the
 // pre-marshaled wire form) is byte for byte the built resource, and valid.
 func TestServedResourcesAreTheBuiltOnes(t *testing.T) {
-	items, err := translate(Service(world(1, 5).Services[0], ServiceSettings{}, nil))
+	items, err := encodeService(translate.Service(world(1, 5).Services[0], translate.ServiceSettings{}, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
-		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(it.res)
-		got, err := cache.MarshalResource(it.wire)
+		want, _ := proto.MarshalOptions{Deterministic: true}.Marshal(it.Res)
+		got, err := cache.MarshalResource(it.Wire)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("%T: wire form marshals to different bytes (%v)", it.res, err)
+			t.Errorf("%T: wire form marshals to different bytes (%v)", it.Res, err)
 		}
-		back, err := decode(it.wire)
-		if err != nil || !proto.Equal(back, it.res) {
-			t.Errorf("%T: decoded wire form differs (%v)", it.res, err)
+		back, err := xdscache.Decode(it.Wire)
+		if err != nil || !proto.Equal(back, it.Res) {
+			t.Errorf("%T: decoded wire form differs (%v)", it.Res, err)
 		}
 		if err := back.(interface{ ValidateAll() error }).ValidateAll(); err != nil {
-			t.Errorf("%T: %v", it.res, err)
+			t.Errorf("%T: %v", it.Res, err)
 		}
-		if it.hash != cache.HashResource(want) {
-			t.Errorf("%T: hash is not go-control-plane's resource hash", it.res)
+		if it.Hash != cache.HashResource(want) {
+			t.Errorf("%T: hash is not go-control-plane's resource hash", it.Res)
 		}
 	}
 }

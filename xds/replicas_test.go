@@ -22,6 +22,7 @@ import (
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/nodeindex"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xds"
 )
 
@@ -63,20 +64,20 @@ func haWorld(shuffle *rand.Rand, extra bool) discovery.Snapshot {
 
 // haSettings: steady subsets of svc-0, classic of svc-1, ring_hash with
 // whole membership for svc-2, defaults for svc-3.
-func haSettings(name string) xds.ServiceSettings {
+func haSettings(name string) translate.ServiceSettings {
 	switch name {
 	case "svc-0":
-		return xds.ServiceSettings{SubsetSize: 3}
+		return translate.ServiceSettings{SubsetSize: 3}
 	case "svc-1":
-		return xds.ServiceSettings{SubsetSize: 3, Subsetting: subsetting.Classic}
+		return translate.ServiceSettings{SubsetSize: 3, Subsetting: subsetting.Classic}
 	case "svc-2":
-		return xds.ServiceSettings{LBPolicy: envoy.RingHash}
+		return translate.ServiceSettings{LBPolicy: envoy.RingHash}
 	}
-	return xds.ServiceSettings{}
+	return translate.ServiceSettings{}
 }
 
-func haListeners() []xds.Listener {
-	return []xds.Listener{
+func haListeners() []translate.Listener {
+	return []translate.Listener{
 		{Nodes: []string{"edge-*"}, HTTPListener: envoy.HTTPListener{
 			Name: "ingress", Address: "0.0.0.0:10000",
 			Routes: []envoy.Route{

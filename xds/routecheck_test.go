@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // TestRouteToUnknownService: a route whose service has no instances is
@@ -56,7 +57,7 @@ func TestRoutedServiceKeepsItsCluster(t *testing.T) {
 			t.Fatalf("routed svc-002: cluster served %v, load assignment served %v", ok, ok2)
 		}
 		checkConsistent(t, s, "mesh-envoy")
-		m, err := decode(a.Resource)
+		m, err := xdscache.Decode(a.Resource)
 		if err != nil {
 			t.Fatal(err)
 		}

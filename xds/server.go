@@ -24,6 +24,8 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // Keepalive holds the gRPC keepalive settings of the xDS listener.
@@ -70,12 +72,12 @@ type Config struct {
 	// that changed, as the xDS spec allows (see cache_sotw.go); clusters
 	// and listeners are always full state.
 	SotWFullState bool
-	Settings      SettingsFunc // per-service settings; nil means defaults for all
-	Subsetting    SubsetConfig // client indices for subsetting
+	Settings      translate.SettingsFunc // per-service settings; nil means defaults for all
+	Subsetting    SubsetConfig           // client indices for subsetting
 	// Listeners are HTTP listeners from configuration: Envoy nodes they
 	// match get them (with their routes), proxyless gRPC nodes get them
 	// as api_listeners. Validated by New.
-	Listeners []Listener
+	Listeners []translate.Listener
 	// RateLimitAddress is the host:port where Envoy reaches xds-server's
 	// rate-limit service: the address of the envoy.RateLimitClusterName
 	// cluster, needed when a listener's rate limit names no cluster.
@@ -148,7 +150,7 @@ func (c Config) withDefaults() Config {
 	c.MaxStreams = cmp.Or(c.MaxStreams, 1000)
 	c.Buffers.Write = cmp.Or(c.Buffers.Write, 32<<10)
 	if c.Settings == nil {
-		c.Settings = func(string) ServiceSettings { return ServiceSettings{} }
+		c.Settings = func(string) translate.ServiceSettings { return translate.ServiceSettings{} }
 	}
 	c.Logger = cmp.Or(c.Logger, slog.Default()).With("component", "xds")
 	if c.Now == nil {
@@ -161,7 +163,7 @@ func (c Config) withDefaults() Config {
 // per-type discovery services) backed by a per-node snapshot cache.
 type Server struct {
 	cfg    Config
-	cache  *nodeCache
+	cache  *xdscache.Cache
 	reg    *registry
 	rec    *reconciler
 	idx    *indexer
@@ -192,7 +194,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.cache = newNodeCache(cfg.SotWFullState)
+	s.cache = xdscache.New(cfg.SotWFullState)
 	s.rec = newReconciler(s.cache, s.reg, s.m, cfg, lis)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)
@@ -203,8 +205,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.logs = newLogLimiter(logEvery)
 	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs,
-		conns: newConnLog(), names: newNameBook(cfg.Names), snapshot: s.cache.snapshot, evicted: s.forget, maxKnown: cfg.MaxKnownNodes}
-	s.cache.subscribed = s.cb.subscribed
+		conns: newConnLog(), names: newNameBook(cfg.Names), snapshot: s.cache.Current, evicted: s.forget, maxKnown: cfg.MaxKnownNodes}
+	s.cache.Subscribed = s.cb.subscribed
 	var cb serverv3.Callbacks = s.cb
 	if len(cfg.Authorization) > 0 {
 		cb = newAuthz(cb, cfg.Authorization, cfg.Registerer, cfg.Logger)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // fleetNode is one node of a random fleet and what makes its inputs.
@@ -24,9 +26,9 @@ type fleetNode struct {
 // randomFleet draws a catalog (health, subset sizes and algorithms per
 // service), nodes (kind, cluster, client index: few indices, so nodes share
 // them) and per-node weights for some of them.
-func randomFleet(rng *rand.Rand) (discovery.Snapshot, map[string]ServiceSettings, []fleetNode, NodeWeights) {
+func randomFleet(rng *rand.Rand) (discovery.Snapshot, map[string]translate.ServiceSettings, []fleetNode, NodeWeights) {
 	snap := world(3+rng.IntN(3), 4+rng.IntN(8))
-	settings := map[string]ServiceSettings{}
+	settings := map[string]translate.ServiceSettings{}
 	for i, svc := range snap.Services {
 		for j := range svc.Endpoints {
 			switch rng.IntN(8) {
@@ -40,7 +42,7 @@ func randomFleet(rng *rand.Rand) (discovery.Snapshot, map[string]ServiceSettings
 		if rng.IntN(3) == 0 {
 			alg = subsetting.Classic
 		}
-		settings[svc.Name] = ServiceSettings{SubsetSize: rng.IntN(len(svc.Endpoints)), Subsetting: alg}
+		settings[svc.Name] = translate.ServiceSettings{SubsetSize: rng.IntN(len(svc.Endpoints)), Subsetting: alg}
 	}
 	var nodes []fleetNode
 	weights := NodeWeights{}
@@ -65,11 +67,11 @@ func randomFleet(rng *rand.Rand) (discovery.Snapshot, map[string]ServiceSettings
 }
 
 // sharingServer serves a random fleet's catalog and weights to nodes.
-func sharingServer(t *testing.T, snap discovery.Snapshot, settings map[string]ServiceSettings, weights NodeWeights, nodes []fleetNode) *Server {
+func sharingServer(t *testing.T, snap discovery.Snapshot, settings map[string]translate.ServiceSettings, weights NodeWeights, nodes []fleetNode) *Server {
 	t.Helper()
 	s := newTestServer(t, Config{
 		Listeners: testListeners(), RateLimitAddress: "127.0.0.1:18081",
-		Settings:   func(name string) ServiceSettings { return settings[name] },
+		Settings:   func(name string) translate.ServiceSettings { return settings[name] },
 		Subsetting: SubsetConfig{IndexSource: IndexMetadata},
 	})
 	for i, n := range nodes {
@@ -94,7 +96,7 @@ func servedBytes(t *testing.T, s *Server, node string) map[types.ResponseType]ma
 		t.Fatalf("node %s has no snapshot", node)
 	}
 	out := map[types.ResponseType]map[string]string{}
-	for _, k := range kinds {
+	for _, k := range xdscache.Kinds {
 		out[k] = map[string]string{"(version)": snap.Resources[k].Version}
 		for name, r := range snap.Resources[k].Items {
 			b, err := cache.MarshalResource(r.Resource)
@@ -124,14 +126,14 @@ func TestSharingNeverMixesNodes(t *testing.T) {
 			got := servedBytes(t, fleet, n.id)
 			alone := sharingServer(t, snap, settings, weights, []fleetNode{n})
 			want := servedBytes(t, alone, n.id)
-			for _, k := range kinds {
+			for _, k := range xdscache.Kinds {
 				if !maps.Equal(got[k], want[k]) {
 					t.Errorf("seed %d: node %s (%s, %s, index %d): type %d served in the fleet differs from alone",
 						seed, n.id, n.cluster, n.agent, n.index, k)
 				}
 			}
 			built := checkConsistent(t, fleet, n.id)
-			for _, k := range kinds {
+			for _, k := range xdscache.Kinds {
 				for name, r := range built.Resources[k].Items {
 					if err := r.Resource.(interface{ ValidateAll() error }).ValidateAll(); err != nil {
 						t.Errorf("seed %d: node %s: %s: %v", seed, n.id, name, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // servicePlan is the subsetting of one service as of one discovery
@@ -50,7 +51,7 @@ type choice struct {
 	id      uint64 // unique across plans, so variants keyed by ids outlive a plan
 	key     string // members, comma separated
 	members []int  // plan indices, ascending
-	eds     item
+	eds     xdscache.Item
 }
 
 // newServicePlan plans a service with subsetting on, or returns nil when
@@ -202,7 +203,7 @@ func (sp *servicePlan) choice(order []int) (*choice, error) {
 	for k, m := range members {
 		sub.Endpoints[k] = sp.svc.Endpoints[m]
 	}
-	eds, err := translateEDS(sub)
+	eds, err := encodeEDS(sub)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
 )
 
 // BenchmarkSubsetReconcile measures one reconcile pass with subsetting:
@@ -34,8 +35,10 @@ func BenchmarkSubsetReconcile(b *testing.B) {
 
 func benchSubsetReconcile(b *testing.B, alg subsetting.Algorithm, nodes, endpoints, size, groups int) {
 	s, err := New(Config{
-		Settings: func(string) ServiceSettings { return ServiceSettings{SubsetSize: size, Subsetting: alg} },
-		Logger:   quietLogger(),
+		Settings: func(string) translate.ServiceSettings {
+			return translate.ServiceSettings{SubsetSize: size, Subsetting: alg}
+		},
+		Logger: quietLogger(),
 	})
 	if err != nil {
 		b.Fatal(err)

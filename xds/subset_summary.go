@@ -2,6 +2,8 @@ package xds
 
 import (
 	"slices"
+
+	"github.com/xds-server/xds-server/translate"
 )
 
 // MaxSummaryNodes bounds SubsetSummary.Nodes.
@@ -187,7 +189,7 @@ func memoEndpoints(e memoEntry) ([]string, []bool) {
 	srv := make([]bool, 0, len(e.src.Endpoints))
 	for _, ep := range e.src.Endpoints {
 		ids = append(ids, ep.ID)
-		srv = append(srv, serving(healthStatus(ep.Health)))
+		srv = append(srv, serving(translate.HealthStatus(ep.Health)))
 	}
 	return ids, srv
 }

@@ -7,6 +7,7 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
 )
 
 // BenchmarkConsoleSubsets measures what the console's service page asks
@@ -18,8 +19,10 @@ import (
 //	go test ./xds -run '^$' -bench ConsoleSubsets -benchmem
 func BenchmarkConsoleSubsets(b *testing.B) {
 	s, err := New(Config{
-		Settings: func(string) ServiceSettings { return ServiceSettings{SubsetSize: 20, Subsetting: subsetting.Steady} },
-		Logger:   quietLogger(),
+		Settings: func(string) translate.ServiceSettings {
+			return translate.ServiceSettings{SubsetSize: 20, Subsetting: subsetting.Steady}
+		},
+		Logger: quietLogger(),
 	})
 	if err != nil {
 		b.Fatal(err)

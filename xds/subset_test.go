@@ -16,13 +16,17 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // subsetServer serves every service with the given subset size and algorithm.
 func subsetServer(t *testing.T, size int, alg subsetting.Algorithm) *Server {
 	t.Helper()
 	return newTestServer(t, Config{
-		Settings:   func(string) ServiceSettings { return ServiceSettings{SubsetSize: size, Subsetting: alg} },
+		Settings: func(string) translate.ServiceSettings {
+			return translate.ServiceSettings{SubsetSize: size, Subsetting: alg}
+		},
 		Registerer: prometheus.NewRegistry(),
 	})
 }
@@ -38,7 +42,7 @@ func endpointsOf(t *testing.T, s *Server, node, service string) map[string]core.
 	if !ok {
 		t.Fatalf("node %s has no load assignment for %s", node, service)
 	}
-	m, err := decode(res.Resource)
+	m, err := xdscache.Decode(res.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +182,7 @@ func TestNodesWithEqualSubsetsShareSnapshots(t *testing.T) {
 			t.Errorf("type %d: a variant must share the base snapshot's map", k)
 		}
 	}
-	if err := consistent(decodedSnapshot(t, sa)); err != nil {
+	if err := xdscache.Consistent(decodedSnapshot(t, sa)); err != nil {
 		t.Errorf("variant snapshot is not consistent: %v", err)
 	}
 }
@@ -203,7 +207,9 @@ func TestSubsetSizeAtLeastEndpointsServesAll(t *testing.T) {
 func TestSubsetMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s := newTestServer(t, Config{
-		Settings:   func(string) ServiceSettings { return ServiceSettings{SubsetSize: 3, Subsetting: subsetting.Classic} },
+		Settings: func(string) translate.ServiceSettings {
+			return translate.ServiceSettings{SubsetSize: 3, Subsetting: subsetting.Classic}
+		},
 		Registerer: reg,
 	})
 	for i := range 3 {
@@ -238,10 +244,10 @@ func TestSubsetMetrics(t *testing.T) {
 func decodedSnapshot(t *testing.T, s *cache.Snapshot) *cache.Snapshot {
 	t.Helper()
 	out := &cache.Snapshot{}
-	for _, k := range kinds {
+	for _, k := range xdscache.Kinds {
 		var items []types.Resource
 		for _, r := range s.Resources[k].Items {
-			m, err := decode(r.Resource)
+			m, err := xdscache.Decode(r.Resource)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,11 +259,11 @@ func decodedSnapshot(t *testing.T, s *cache.Snapshot) *cache.Snapshot {
 }
 
 func TestVariantsCarryOverOnlyWhatIsUnchanged(t *testing.T) {
-	s := newTestServer(t, Config{Settings: func(name string) ServiceSettings {
+	s := newTestServer(t, Config{Settings: func(name string) translate.ServiceSettings {
 		if name == "svc-000" {
-			return ServiceSettings{SubsetSize: 2, Subsetting: subsetting.Steady}
+			return translate.ServiceSettings{SubsetSize: 2, Subsetting: subsetting.Steady}
 		}
-		return ServiceSettings{} // svc-001: every node gets every endpoint
+		return translate.ServiceSettings{} // svc-001: every node gets every endpoint
 	}})
 	for i := range 4 {
 		connect(s, int64(i+1), fmt.Sprintf("n%d", i))
@@ -308,7 +314,7 @@ func TestVariantsCarryOverOnlyWhatIsUnchanged(t *testing.T) {
 func TestSteadyUsesStableEndpointSlots(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
 	s := newTestServer(t, Config{
-		Settings:   func(string) ServiceSettings { return ServiceSettings{SubsetSize: 10} }, // steady by default
+		Settings:   func(string) translate.ServiceSettings { return translate.ServiceSettings{SubsetSize: 10} }, // steady by default
 		Subsetting: SubsetConfig{IndexTTL: time.Minute},
 		Now:        clock.now,
 	})

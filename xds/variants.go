@@ -12,6 +12,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // planned is a subset service and its position in the items.
@@ -48,7 +49,7 @@ type subsets struct {
 
 	choiceIDs uint64 // numbers choices across plans
 
-	items    []serviceItems             // every service's items, sorted by name
+	items    []xdscache.ServiceItems    // every service's items, sorted by name
 	planned  []planned                  // the subset services among them
 	shared   map[string]*cache.Snapshot // assembly key -> base snapshot
 	sigs     map[string]string          // assembly key -> baseSig of its base
@@ -70,7 +71,7 @@ func newSubsets(m *metrics, log *slog.Logger) *subsets {
 // rebase starts a reconcile pass over new items, plans and bases, with the
 // per-node weights nodeW of services whose inputs are given; variants
 // whose base changed outside the subset load assignments are dropped.
-func (v *subsets) rebase(items []serviceItems, plans []planned, shared map[string]*cache.Snapshot, nodeW NodeWeights, inputs map[string]envoy.Service) {
+func (v *subsets) rebase(items []xdscache.ServiceItems, plans []planned, shared map[string]*cache.Snapshot, nodeW NodeWeights, inputs map[string]envoy.Service) {
 	v.items, v.planned, v.shared = items, plans, shared
 	v.nodeW, v.inputs = nodeW, inputs
 	v.byIndex, v.ownLive = map[indexKey]variantRef{}, map[string]bool{}
@@ -110,7 +111,7 @@ func (v *subsets) settle() {
 // subsetting.
 func (v *subsets) baseSig(base *cache.Snapshot) string {
 	h := sha256.New()
-	for _, k := range kinds {
+	for _, k := range xdscache.Kinds {
 		if k != types.Endpoint {
 			h.Write([]byte(base.Resources[k].Version))
 			h.Write([]byte{0})
@@ -118,13 +119,13 @@ func (v *subsets) baseSig(base *cache.Snapshot) string {
 	}
 	next := 0
 	for pos, it := range v.items {
-		h.Write([]byte(it[edsKind].name))
+		h.Write([]byte(it[xdscache.EDS].Name))
 		h.Write([]byte{0})
 		if next < len(v.planned) && v.planned[next].pos == pos {
 			next++
 			continue
 		}
-		h.Write([]byte(it[edsKind].hash))
+		h.Write([]byte(it[xdscache.EDS].Hash))
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -150,7 +151,7 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 	}
 	var key strings.Builder
 	key.WriteString(ik.assembly)
-	repl := make(map[int]item, len(v.planned)+len(own))
+	repl := make(map[int]xdscache.Item, len(v.planned)+len(own))
 	if subset {
 		v.replaceSubsets(node, repl, &key)
 	}
@@ -158,8 +159,8 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 		if _, done := repl[pos]; done {
 			continue
 		}
-		name := v.items[pos][edsKind].name
-		we, err := v.weighted(pos, node.ID, v.items[pos][edsKind].hash, v.inputs[name].Endpoints, v.nodeW[name][node.ID])
+		name := v.items[pos][xdscache.EDS].Name
+		we, err := v.weighted(pos, node.ID, v.items[pos][xdscache.EDS].Hash, v.inputs[name].Endpoints, v.nodeW[name][node.ID])
 		if err != nil {
 			v.translateFailed(name, node.ID, err)
 			continue
@@ -170,7 +171,7 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 	k := key.String()
 	s, ok := v.variants[k]
 	if !ok {
-		s = variant(base, v.items, repl)
+		s = xdscache.Variant(base, v.items, repl)
 		v.variants[k] = s
 	}
 	if len(own) == 0 {
@@ -201,7 +202,7 @@ func (v *subsets) base(key string) *cache.Snapshot {
 
 // replaceSubsets puts node's pick of every subset service into repl, with
 // the node's own weights where it has them, and their ids into key.
-func (v *subsets) replaceSubsets(node Node, repl map[int]item, key *strings.Builder) {
+func (v *subsets) replaceSubsets(node Node, repl map[int]xdscache.Item, key *strings.Builder) {
 	for _, p := range v.planned {
 		c, err := p.sp.choose(node.Index)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/weights"
 )
 
@@ -44,7 +45,7 @@ const (
 func simulatePushes(b *testing.B, perNode bool) (time.Duration, float64) {
 	b.Helper()
 	s, err := New(Config{Logger: quietLogger(), Registerer: prometheus.NewRegistry(),
-		Settings: func(string) ServiceSettings { return ServiceSettings{SubsetSize: 20} }})
+		Settings: func(string) translate.ServiceSettings { return translate.ServiceSettings{SubsetSize: 20} }})
 	if err != nil {
 		b.Fatal(err)
 	}

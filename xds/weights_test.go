@@ -10,13 +10,14 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // weightsOf returns endpoint id -> EDS weight of a service in a node's snapshot.
 func weightsOf(t *testing.T, s *Server, node, service string) map[string]uint32 {
 	t.Helper()
 	snap, _ := s.rec.snapshotOf(node)
-	m, err := decode(snap.Resources[types.Endpoint].Items[service].Resource)
+	m, err := xdscache.Decode(snap.Resources[types.Endpoint].Items[service].Resource)
 	if err != nil {
 		t.Fatal(err)
 	}

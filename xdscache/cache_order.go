@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -39,7 +39,7 @@ func routing(kind types.ResponseType) bool {
 // clustersInPlace reports whether the node's streams have every cluster
 // and load assignment of its snapshot. A type the node never asked for
 // (a client of listeners and routes alone) is not waited for.
-func (c *nodeCache) clustersInPlace(st *nodeState) bool {
+func (c *Cache) clustersInPlace(st *nodeState) bool {
 	for _, kind := range [...]types.ResponseType{types.Cluster, types.Endpoint} {
 		url, _ := cache.GetResponseTypeURL(kind)
 		t := typeIn(st.snap, kind, url)
@@ -58,7 +58,7 @@ func (c *nodeCache) clustersInPlace(st *nodeState) bool {
 // it never asks for the load assignments of those it rejected: its load
 // assignments are in place when those it asks for are current, or when it
 // asks for none.
-func (c *nodeCache) streamHas(st *nodeState, kind types.ResponseType, t snapType) bool {
+func (c *Cache) streamHas(st *nodeState, kind types.ResponseType, t snapType) bool {
 	if kind == types.Cluster && st.cdsRejected {
 		return true
 	}
@@ -108,7 +108,7 @@ func (st *nodeState) noteRequest(kind types.ResponseType, nonce string, nack boo
 // releaseRouting answers the node's listener and route watches that were
 // held (see above) and can go now; called when a cluster or load
 // assignment watch of a node with a held answer opened with nothing to send.
-func (c *nodeCache) releaseRouting(id string, st *nodeState) {
+func (c *Cache) releaseRouting(id string, st *nodeState) {
 	if st.snap == nil {
 		return
 	}
@@ -132,4 +132,4 @@ func (c *nodeCache) releaseRouting(id string, st *nodeState) {
 }
 
 // isEnvoyDelta reports whether a delta watch is an Envoy node's.
-func isEnvoyDelta(w *deltaWatch) bool { return isEnvoyAgent(w.req.GetNode().GetUserAgentName()) }
+func isEnvoyDelta(w *deltaWatch) bool { return IsEnvoyAgent(w.req.GetNode().GetUserAgentName()) }

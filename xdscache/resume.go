@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"

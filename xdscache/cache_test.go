@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/translate"
 )
 
 // testSnapshot is the proxyless snapshot of services svc-000.. with one
@@ -35,9 +36,9 @@ func testSnapshot(t testing.TB, services int, down ...int) *cache.Snapshot {
 // snapshotOf is the proxyless snapshot of w.
 func snapshotOf(t testing.TB, w discovery.Snapshot) *cache.Snapshot {
 	t.Helper()
-	var items []serviceItems
+	var items []ServiceItems
 	for _, svc := range w.Services {
-		it, err := translate(Service(svc, ServiceSettings{}, nil))
+		it, err := encode(translate.Service(svc, translate.ServiceSettings{}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func sotwRequest(id, agent, typeURL string, names ...string) *discoverygrpc.Disc
 // their load assignments (it ACKed both): a route never reaches Envoy
 // before the cluster it names is warm (cache_order.go).
 func TestCacheADSOrder(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	out := make(chan cache.Response, 8) // one channel for every type, as ADS multiplexes them
 	subs := map[string]*stream.Subscription{}
 	for _, typeURL := range []string{resource.RouteType, resource.ListenerType, resource.EndpointType, resource.ClusterType} {
@@ -73,14 +74,14 @@ func TestCacheADSOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.setSnapshot(Node{ID: "edge"}, testSnapshot(t, 2)); err != nil {
+	if err := c.SetSnapshot("edge", testSnapshot(t, 2)); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	ack := func() {
 		r := <-out
 		typeURL := r.GetRequest().GetTypeUrl()
-		got = append(got, typeName(typeURL))
+		got = append(got, TypeName(typeURL))
 		subs[typeURL].SetReturnedResources(r.GetReturnedResources())
 		req := sotwRequest("edge", "envoy", typeURL)
 		req.ResourceNames, req.VersionInfo, req.ResponseNonce = r.GetRequest().GetResourceNames(), r.GetResponseVersion(), "n"
@@ -108,11 +109,11 @@ func TestCacheADSOrder(t *testing.T) {
 // responses to different nodes carry the same encoded resources (one
 // Any per resource for the fleet, none per node).
 func TestCacheSotWPartialAndShared(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	before, after := testSnapshot(t, 3), testSnapshot(t, 3, 1)
 	var got []*discoverygrpc.DiscoveryResponse
 	for _, id := range []string{"a", "b"} {
-		if err := c.setSnapshot(Node{ID: id}, before); err != nil {
+		if err := c.SetSnapshot(id, before); err != nil {
 			t.Fatal(err)
 		}
 		sub := stream.NewSotwSubscription(nil, true)
@@ -135,7 +136,7 @@ func TestCacheSotWPartialAndShared(t *testing.T) {
 			t.Fatalf("answered an ACK with nothing new: %v", r.GetReturnedResources())
 		default:
 		}
-		if err := c.setSnapshot(Node{ID: id}, after); err != nil {
+		if err := c.SetSnapshot(id, after); err != nil {
 			t.Fatal(err)
 		}
 		r := <-out
@@ -165,9 +166,9 @@ func TestCacheSotWPartialAndShared(t *testing.T) {
 // TestCacheDeltaUsesPrecomputedHashes: a delta resource's version is the
 // snapshot's precomputed hash, and its message is the shared one.
 func TestCacheDeltaUsesPrecomputedHashes(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	snap := testSnapshot(t, 2)
-	if err := c.setSnapshot(Node{ID: "d"}, snap); err != nil {
+	if err := c.SetSnapshot("d", snap); err != nil {
 		t.Fatal(err)
 	}
 	req := &discoverygrpc.DeltaDiscoveryRequest{Node: &core.Node{Id: "d"}, TypeUrl: resource.EndpointType}
@@ -195,10 +196,10 @@ func TestCacheDeltaUsesPrecomputedHashes(t *testing.T) {
 // TestCacheClear: clearing a node drops its snapshot; a node with an open
 // watch keeps it, and the next snapshot answers it.
 func TestCacheClear(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	snap := testSnapshot(t, 1)
 	for _, id := range []string{"idle", "watching"} {
-		if err := c.setSnapshot(Node{ID: id}, snap); err != nil {
+		if err := c.SetSnapshot(id, snap); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,8 +211,8 @@ func TestCacheClear(t *testing.T) {
 	if _, err := c.CreateWatch(req, sub, out); err != nil {
 		t.Fatal(err)
 	}
-	c.clear("idle")
-	c.clear("watching")
+	c.Clear("idle")
+	c.Clear("watching")
 	for _, id := range []string{"idle", "watching"} {
 		if _, err := c.GetSnapshot(id); err == nil {
 			t.Errorf("%s: snapshot kept after clear", id)
@@ -220,7 +221,7 @@ func TestCacheClear(t *testing.T) {
 	if _, ok := c.nodes.Load("idle"); ok {
 		t.Error("idle node kept after clear")
 	}
-	if err := c.setSnapshot(Node{ID: "watching"}, testSnapshot(t, 2)); err != nil {
+	if err := c.SetSnapshot("watching", testSnapshot(t, 2)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -233,9 +234,9 @@ func TestCacheClear(t *testing.T) {
 // TestCacheFetch: a fetch is answered with what it names, unless it has
 // the version.
 func TestCacheFetch(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	snap := testSnapshot(t, 3)
-	if err := c.setSnapshot(Node{ID: "f"}, snap); err != nil {
+	if err := c.SetSnapshot("f", snap); err != nil {
 		t.Fatal(err)
 	}
 	r, err := c.Fetch(context.Background(), sotwRequest("f", "", resource.ClusterType, "svc-002", "nope", "svc-000"))
@@ -269,7 +270,7 @@ func TestCacheFetch(t *testing.T) {
 // streams open, answer and cancel watches, concurrently (run with
 // -race): every stream ends with its node's latest snapshot.
 func TestCacheConcurrentNodes(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	snaps := []*cache.Snapshot{testSnapshot(t, 4), testSnapshot(t, 4, 0), testSnapshot(t, 4, 2)}
 	const nodes = 64
 	type streamState struct {
@@ -325,7 +326,7 @@ func TestCacheConcurrentNodes(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(s), 0))
 			for range 500 {
 				id := fmt.Sprintf("n%02d", rng.IntN(nodes))
-				if err := c.setSnapshot(Node{ID: id}, snaps[rng.IntN(len(snaps))]); err != nil {
+				if err := c.SetSnapshot(id, snaps[rng.IntN(len(snaps))]); err != nil {
 					t.Error(err)
 				}
 			}
@@ -356,34 +357,6 @@ func TestCacheConcurrentNodes(t *testing.T) {
 	wg.Wait()
 }
 
-// TestPushTimes: a change is measured when its response is sent, and
-// forgotten when the node turns out to have what it asks for already.
-func TestPushTimes(t *testing.T) {
-	var p pushTimes
-	s0, s1, s2 := testSnapshot(t, 2), testSnapshot(t, 2, 0), testSnapshot(t, 2, 1)
-	t0 := time.Unix(100, 0)
-	p.set("n", s0, s1, t0)
-	if at, ok := p.sent("n", resource.EndpointType); !ok || !at.Equal(t0) {
-		t.Fatalf("sent = %v, %v; want the change time", at, ok)
-	}
-	if _, ok := p.sent("n", resource.EndpointType); ok {
-		t.Fatal("a change measured twice")
-	}
-	p.set("n", s1, s2, t0.Add(time.Second))
-	p.upToDate("n", resource.EndpointType, s1) // an older snapshot: says nothing of s2
-	if _, ok := p.sent("n", resource.EndpointType); !ok {
-		t.Fatal("the awaited change was forgotten on an older snapshot's account")
-	}
-	p.set("n", s2, s1, t0.Add(2*time.Second))
-	p.upToDate("n", resource.EndpointType, s1)
-	if _, ok := p.sent("n", resource.EndpointType); ok {
-		t.Error("a change the node did not need was measured at its next push")
-	}
-	if _, ok := p.sent("n", resource.ClusterType); ok {
-		t.Error("a type that did not change was measured")
-	}
-}
-
 // TestCacheNamedStreamBehindALoss: an Envoy's load assignment response
 // made before one of its clusters left (and came back unchanged) is read
 // after it; the Envoy dropped that cluster's assignment meanwhile, and its
@@ -391,7 +364,7 @@ func TestPushTimes(t *testing.T) {
 // was on its way). When it ACKs, naming the cluster again, it is sent the
 // full state: the stream's stamp (see stamp) predates the loss.
 func TestCacheNamedStreamBehindALoss(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	node := &core.Node{Id: "edge", UserAgentName: "envoy"}
 	s1, s2 := testSnapshot(t, 2), testSnapshot(t, 2, 1)
 	w := world(2, 1)
@@ -400,7 +373,7 @@ func TestCacheNamedStreamBehindALoss(t *testing.T) {
 	s3 := snapshotOf(t, w)      // svc-000 gone (its cluster with it)
 	s4 := testSnapshot(t, 2, 1) // svc-000 back, as it was
 	names := []string{"svc-000", "svc-001"}
-	if err := c.setSnapshot(Node{ID: "edge"}, s1); err != nil {
+	if err := c.SetSnapshot("edge", s1); err != nil {
 		t.Fatal(err)
 	}
 	sim := newSotwSim(c, node)
@@ -421,7 +394,7 @@ func TestCacheNamedStreamBehindALoss(t *testing.T) {
 	}
 	request(r0.version, r0.nonce, names)
 	for _, s := range []*cache.Snapshot{s2, s3, s4} { // s2 answers the watch; s3 and s4 come while that answer waits
-		if err := c.setSnapshot(Node{ID: "edge"}, s); err != nil {
+		if err := c.SetSnapshot("edge", s); err != nil {
 			t.Fatal(err)
 		}
 		sim.tag(s, func(string) server { return server{} })

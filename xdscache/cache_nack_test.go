@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"testing"
@@ -16,10 +16,10 @@ import (
 // snapshot changes, the node is sent the new state.
 func TestCacheSotWNACKNotResent(t *testing.T) {
 	for _, typeURL := range []string{resource.ClusterType, resource.ListenerType} {
-		t.Run(typeName(typeURL), func(t *testing.T) {
-			c := newNodeCache(false)
+		t.Run(TypeName(typeURL), func(t *testing.T) {
+			c := New(false)
 			before, after := testSnapshot(t, 3), testSnapshot(t, 4) // a service more: every type changes
-			if err := c.setSnapshot(Node{ID: "edge"}, before); err != nil {
+			if err := c.SetSnapshot("edge", before); err != nil {
 				t.Fatal(err)
 			}
 			sub := stream.NewSotwSubscription(nil, true)
@@ -45,7 +45,7 @@ func TestCacheSotWNACKNotResent(t *testing.T) {
 				default:
 				}
 			}
-			if err := c.setSnapshot(Node{ID: "edge"}, after); err != nil {
+			if err := c.SetSnapshot("edge", after); err != nil {
 				t.Fatal(err)
 			}
 			var r cache.Response

@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"testing"
@@ -14,7 +14,7 @@ import (
 // place: a rejected cluster must not hold back every listener (make before
 // break waits for clusters the node takes, not for those it refuses).
 func TestCacheRejectedClustersDoNotHoldListeners(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	out := make(chan cache.Response, 8) // one channel for every type, as ADS multiplexes them
 	subs := map[string]*stream.Subscription{}
 	for _, typeURL := range []string{resource.ListenerType, resource.EndpointType, resource.ClusterType} {
@@ -28,7 +28,7 @@ func TestCacheRejectedClustersDoNotHoldListeners(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.setSnapshot(Node{ID: "edge"}, testSnapshot(t, 2)); err != nil {
+	if err := c.SetSnapshot("edge", testSnapshot(t, 2)); err != nil {
 		t.Fatal(err)
 	}
 	reply := func(r cache.Response, nack bool) {
@@ -48,7 +48,7 @@ func TestCacheRejectedClustersDoNotHoldListeners(t *testing.T) {
 		select {
 		case r := <-out:
 			typeURL := r.GetRequest().GetTypeUrl()
-			got[typeName(typeURL)]++
+			got[TypeName(typeURL)]++
 			if typeURL == resource.ListenerType {
 				return
 			}

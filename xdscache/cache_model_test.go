@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"bytes"
@@ -194,7 +194,7 @@ func (c *modelClient) processed(req any) {
 				return true
 			})
 		}
-		c.tracef("server: %s request v=%q nonce=%q names=%v nack=%v", typeName(r.GetTypeUrl()), r.GetVersionInfo(),
+		c.tracef("server: %s request v=%q nonce=%q names=%v nack=%v", TypeName(r.GetTypeUrl()), r.GetVersionInfo(),
 			r.GetResponseNonce(), r.GetResourceNames(), r.GetErrorDetail() != nil)
 	case *discoverygrpc.DeltaDiscoveryRequest:
 		st := c.types[r.GetTypeUrl()]
@@ -206,7 +206,7 @@ func (c *modelClient) processed(req any) {
 		names = slices.DeleteFunc(names, func(n string) bool { return n == "*" || slices.Contains(r.GetResourceNamesUnsubscribe(), n) })
 		slices.Sort(names)
 		st.serverNames = slices.Compact(names)
-		c.tracef("server: delta %s request nonce=%q +%v -%v initial=%v nack=%v", typeName(r.GetTypeUrl()), r.GetResponseNonce(),
+		c.tracef("server: delta %s request nonce=%q +%v -%v initial=%v nack=%v", TypeName(r.GetTypeUrl()), r.GetResponseNonce(),
 			r.GetResourceNamesSubscribe(), r.GetResourceNamesUnsubscribe(), r.GetInitialResourceVersions(), r.GetErrorDetail() != nil)
 	}
 }
@@ -367,7 +367,7 @@ func (c *modelClient) receive(r simResponse, fullState bool) {
 	snap := r.snap
 	st := c.types[r.typeURL]
 	st.answers++
-	c.tracef("client: %s response v=%q nonce=%s carries %v removes %v (made for %v)", typeName(r.typeURL), r.version, r.nonce, r.order, r.removed, r.names)
+	c.tracef("client: %s response v=%q nonce=%s carries %v removes %v (made for %v)", TypeName(r.typeURL), r.version, r.nonce, r.order, r.removed, r.names)
 	want := c.expected(r.typeURL, snap, r.names)
 	inSync := st.wildcard || slices.Equal(st.names, r.names)
 	if c.delta {
@@ -458,25 +458,25 @@ func (c *modelClient) follow(typeURL string) {
 func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]byte, inSync bool, snap *cache.Snapshot, fullState bool) {
 	kind := cache.GetResponseType(r.typeURL)
 	if v := snap.GetVersion(r.typeURL); r.version != v {
-		c.failf("%s response has version %q, the snapshot %q", typeName(r.typeURL), r.version, v)
+		c.failf("%s response has version %q, the snapshot %q", TypeName(r.typeURL), r.version, v)
 	}
 	for name, b := range r.res {
 		if w, ok := want[name]; !ok || !bytes.Equal(w, b) {
-			c.failf("%s response carries %s, which is not what the node asked for", typeName(r.typeURL), name)
+			c.failf("%s response carries %s, which is not what the node asked for", TypeName(r.typeURL), name)
 		}
 	}
 	if !slices.IsSorted(r.order) {
-		c.failf("%s response not sorted: %v", typeName(r.typeURL), r.order)
+		c.failf("%s response not sorted: %v", TypeName(r.typeURL), r.order)
 	}
 	if c.kind == envoyClient && !st.wildcard {
 		for name := range snap.GetResourcesAndTTL(r.typeURL) {
 			if !slices.Contains(st.serverNames, name) {
-				c.failf("%s response to a request that does not name %s (ADS: only one naming every resource is answered)", typeName(r.typeURL), name)
+				c.failf("%s response to a request that does not name %s (ADS: only one naming every resource is answered)", TypeName(r.typeURL), name)
 			}
 		}
 	}
 	if r.wantFull && len(r.res) != len(want) {
-		c.failf("%s response carries %v, want the full state %v (answer to a NACK or a first request)", typeName(r.typeURL), r.order, slices.Sorted(maps.Keys(want)))
+		c.failf("%s response carries %v, want the full state %v (answer to a NACK or a first request)", TypeName(r.typeURL), r.order, slices.Sorted(maps.Keys(want)))
 	}
 	if !inSync {
 		return
@@ -508,12 +508,12 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 	behind := st.answers > 1 && partial(kind) &&
 		(between(c.hist.changes[r.typeURL], st.lastMade, made) >= 2 || between(c.hist.losses[r.typeURL], st.lastMade, made) > 0)
 	if news == 0 && !lost && !uncertain && !moved && !behind {
-		c.failf("%s response although the node has what it asks for (carries %v)", typeName(r.typeURL), r.order)
+		c.failf("%s response although the node has what it asks for (carries %v)", TypeName(r.typeURL), r.order)
 	}
 	full := len(r.res) == len(want)
 	if fullState || !partial(kind) {
 		if !full {
-			c.failf("%s response carries %d of the %d resources the node asks for (full state)", typeName(r.typeURL), len(r.res), len(want))
+			c.failf("%s response carries %d of the %d resources the node asks for (full state)", TypeName(r.typeURL), len(r.res), len(want))
 		}
 		return
 	}
@@ -522,12 +522,12 @@ func (c *modelClient) checkSotW(r simResponse, st *typeState, want map[string][]
 	}
 	for _, name := range r.order {
 		if !differs(name) {
-			c.failf("%s response carries %s, which the client has", typeName(r.typeURL), name)
+			c.failf("%s response carries %s, which the client has", TypeName(r.typeURL), name)
 		}
 	}
 	for name := range want {
 		if _, ok := r.res[name]; !ok && differs(name) && r.known[name] && !st.rejected[name] && !st.pruned[name] && !st.limbo[name] {
-			c.failf("%s response omits %s, which changed", typeName(r.typeURL), name)
+			c.failf("%s response omits %s, which changed", TypeName(r.typeURL), name)
 		}
 	}
 }
@@ -598,19 +598,19 @@ func (c *modelClient) prune(dep string) {
 func (c *modelClient) checkDelta(r simResponse, st *typeState, want map[string][]byte, inSync bool) {
 	for name, b := range r.res {
 		if w, ok := want[name]; !ok || !bytes.Equal(w, b) {
-			c.failf("delta %s response carries %s, which is not what the node asked for", typeName(r.typeURL), name)
+			c.failf("delta %s response carries %s, which is not what the node asked for", TypeName(r.typeURL), name)
 		}
 		if v, ok := r.believed[name]; inSync && ok && bytes.Equal(v, b) && r.server.versions[name] == r.versions[name] {
-			c.failf("delta %s response carries %s, which the client has", typeName(r.typeURL), name)
+			c.failf("delta %s response carries %s, which the client has", TypeName(r.typeURL), name)
 		}
 	}
 	for _, name := range r.removed {
 		if _, ok := want[name]; ok {
-			c.failf("delta %s response removes %s, which the node asks for", typeName(r.typeURL), name)
+			c.failf("delta %s response removes %s, which the node asks for", TypeName(r.typeURL), name)
 		}
 	}
 	if len(r.res) == 0 && len(r.removed) == 0 && !st.firstOK {
-		c.failf("empty delta %s response", typeName(r.typeURL))
+		c.failf("empty delta %s response", TypeName(r.typeURL))
 	}
 	st.firstOK = false
 }
@@ -669,7 +669,7 @@ func (c *modelClient) check(snap *cache.Snapshot) {
 			if c.kind == envoyClient && len(c.refs(t)) == 0 {
 				continue // nothing to ask for
 			}
-			c.failf("%s never requested", typeName(t))
+			c.failf("%s never requested", TypeName(t))
 			continue
 		}
 		want := c.expected(t, snap, st.names)
@@ -682,9 +682,9 @@ func (c *modelClient) check(snap *cache.Snapshot) {
 				continue // NACKed (the server has no reason to send it again), or resume.go's known limit
 			}
 			if v, ok := have[name]; !ok {
-				c.failf("%s: %s missing (has %v)", typeName(t), name, slices.Sorted(maps.Keys(have)))
+				c.failf("%s: %s missing (has %v)", TypeName(t), name, slices.Sorted(maps.Keys(have)))
 			} else if !bytes.Equal(v, b) {
-				c.failf("%s: %s differs from the snapshot", typeName(t), name)
+				c.failf("%s: %s differs from the snapshot", TypeName(t), name)
 			}
 		}
 		for name := range have {
@@ -702,7 +702,7 @@ func (c *modelClient) check(snap *cache.Snapshot) {
 			if !c.delta && partial(cache.GetResponseType(t)) && st.wildcard && !slices.Contains(c.refs(t), name) {
 				continue
 			}
-			c.failf("%s: has %s, which the snapshot does not hold for it", typeName(t), name)
+			c.failf("%s: has %s, which the snapshot does not hold for it", TypeName(t), name)
 		}
 	}
 }

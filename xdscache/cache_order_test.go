@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"testing"
@@ -15,10 +15,10 @@ import (
 // a listener: the cluster goes at once, the listener only once the node
 // ACKed the cluster and got and ACKed its load assignment (cache_order.go).
 func TestCacheDeltaRoutesAfterClusters(t *testing.T) {
-	c := newNodeCache(false)
+	c := New(false)
 	s := &orderStream{t: t, c: c, node: &core.Node{Id: "edge", UserAgentName: "envoy"},
 		out: make(chan cache.DeltaResponse, 8), subs: map[string]*stream.Subscription{}, cancels: map[string]func(){}}
-	if err := c.setSnapshot(Node{ID: "edge"}, testSnapshot(t, 1)); err != nil {
+	if err := c.SetSnapshot("edge", testSnapshot(t, 1)); err != nil {
 		t.Fatal(err)
 	}
 	for _, typeURL := range []string{resource.ClusterType, resource.EndpointType, resource.ListenerType} {
@@ -28,7 +28,7 @@ func TestCacheDeltaRoutesAfterClusters(t *testing.T) {
 		s.request(typeURL) // the ACK
 	}
 	s.none("after the first snapshot")
-	if err := c.setSnapshot(Node{ID: "edge"}, testSnapshot(t, 2)); err != nil { // svc-001 added
+	if err := c.SetSnapshot("edge", testSnapshot(t, 2)); err != nil { // svc-001 added
 		t.Fatal(err)
 	}
 	s.take(resource.ClusterType)
@@ -47,7 +47,7 @@ func TestCacheDeltaRoutesAfterClusters(t *testing.T) {
 // its watch, and a response sent sets what the stream has.
 type orderStream struct {
 	t       *testing.T
-	c       *nodeCache
+	c       *Cache
 	node    *core.Node
 	out     chan cache.DeltaResponse
 	subs    map[string]*stream.Subscription
@@ -91,11 +91,11 @@ func (s *orderStream) take(want string) {
 	case r := <-s.out:
 		got := r.GetDeltaRequest().GetTypeUrl()
 		if got != want {
-			s.t.Fatalf("answer of %s, want %s", typeName(got), typeName(want))
+			s.t.Fatalf("answer of %s, want %s", TypeName(got), TypeName(want))
 		}
 		s.subs[got].SetReturnedResources(r.GetNextVersionMap())
 	default:
-		s.t.Fatalf("no answer, want one of %s", typeName(want))
+		s.t.Fatalf("no answer, want one of %s", TypeName(want))
 	}
 }
 
@@ -103,6 +103,6 @@ func (s *orderStream) take(want string) {
 func (s *orderStream) none(when string) {
 	s.t.Helper()
 	if len(s.out) > 0 {
-		s.t.Fatalf("%s: %s answered; want the listener held", when, typeName((<-s.out).GetDeltaRequest().GetTypeUrl()))
+		s.t.Fatalf("%s: %s answered; want the listener held", when, TypeName((<-s.out).GetDeltaRequest().GetTypeUrl()))
 	}
 }

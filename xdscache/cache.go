@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 )
 
-// nodeCache is the cache go-control-plane's stream servers answer from
+// Cache is the cache go-control-plane's stream servers answer from
 // (its cache.Cache interface): each node's snapshot, as the reconciler
 // last set it, and the open watches of the node's streams.
 //
@@ -41,25 +41,25 @@ import (
 //
 // go-control-plane's heartbeats are not used: our resources have no TTL,
 // and responses carry them bare.
-type nodeCache struct {
+type Cache struct {
 	// fullState makes every SotW response carry every requested
 	// resource (xds.sotw_full_state), as go-control-plane's cache did.
 	fullState bool
 	nodes     sync.Map // node id -> *nodeState
-	// upToDate, if set, is called (under the node's lock: it must be
+	// UpToDate, if set, is called (under the node's lock: it must be
 	// quick) when a watch of typeURL finds nothing to send: the node has
 	// what snap holds for its subscription.
-	upToDate func(node, typeURL string, snap *cache.Snapshot)
-	// subscribed, if set, may refuse a delta watch whose stream subscribes
+	UpToDate func(node, typeURL string, snap *cache.Snapshot)
+	// Subscribed, if set, may refuse a delta watch whose stream subscribes
 	// to n names of typeURL (xds.max_resource_names, names.go).
-	subscribed func(node, typeURL string, n int) error
+	Subscribed func(node, typeURL string, n int) error
 	loss       atomic.Pointer[lossMemo] // the last lost answer
 }
 
-var _ cache.Cache = (*nodeCache)(nil)
+var _ cache.Cache = (*Cache)(nil)
 
-func newNodeCache(fullState bool) *nodeCache {
-	return &nodeCache{fullState: fullState}
+func New(fullState bool) *Cache {
+	return &Cache{fullState: fullState}
 }
 
 // nodeState is one node's snapshot and open watches.
@@ -73,20 +73,20 @@ type nodeState struct {
 	// the type before its last change (a stream one version behind has
 	// it; only the version and the shared version map are kept), the
 	// snapshot count and when a resource of the type last left.
-	past  [len(kinds)]history
+	past  [len(Kinds)]history
 	epoch uint64 // snapshots set
 	// cdsNACK: the node rejected clusters on its stream; asked: the
 	// cluster and load assignment types it asked for; held: a listener or
 	// route answer waits for them (cache_order.go).
 	// cdsRejected: the latest cluster request was a NACK.
 	cdsNACK, cdsRejected, held bool
-	asked                      [len(kinds)]bool
+	asked                      [len(Kinds)]bool
 	// stale: per referrer kind, the first request of the node's latest
 	// SotW stream named another version than the snapshot's (resume.go).
-	stale [len(kinds)]bool
+	stale [len(Kinds)]bool
 	// dsync is, per kind, the version map a wildcard delta stream was last
 	// sent in full (see deltaSync).
-	dsync [len(kinds)]deltaSync
+	dsync [len(Kinds)]deltaSync
 }
 
 // deltaSync records that the delta stream whose returned-resources map is
@@ -121,7 +121,7 @@ func (st *nodeState) history(kind types.ResponseType) history {
 }
 
 // lock returns the state of node id, locked, making it if needed.
-func (c *nodeCache) lock(id string) *nodeState {
+func (c *Cache) lock(id string) *nodeState {
 	for {
 		v, ok := c.nodes.Load(id)
 		if !ok {
@@ -139,9 +139,9 @@ func (c *nodeCache) lock(id string) *nodeState {
 // CreateWatch implements cache.ConfigWatcher: it answers at once if the
 // node's snapshot holds something the stream lacks, else it keeps the
 // watch until a snapshot does.
-func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out chan cache.Response) (func(), error) {
+func (c *Cache) CreateWatch(req *cache.Request, sub cache.Subscription, out chan cache.Response) (func(), error) {
 	w := &sotwWatch{req: req, sub: sub, out: out, kind: cache.GetResponseType(req.GetTypeUrl()),
-		ads: isEnvoyAgent(req.GetNode().GetUserAgentName())}
+		ads: IsEnvoyAgent(req.GetNode().GetUserAgentName())}
 	id := req.GetNode().GetId()
 	st := c.lock(id)
 	defer st.mu.Unlock()
@@ -168,11 +168,11 @@ func (c *nodeCache) CreateWatch(req *cache.Request, sub cache.Subscription, out 
 }
 
 // CreateDeltaWatch implements cache.ConfigWatcher, as CreateWatch.
-func (c *nodeCache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
+func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription, out chan cache.DeltaResponse) (func(), error) {
 	w := &deltaWatch{req: req, sub: sub, out: out, kind: cache.GetResponseType(req.GetTypeUrl())}
 	id := req.GetNode().GetId()
-	if c.subscribed != nil {
-		if err := c.subscribed(id, req.GetTypeUrl(), len(sub.SubscribedResources())); err != nil {
+	if c.Subscribed != nil {
+		if err := c.Subscribed(id, req.GetTypeUrl(), len(sub.SubscribedResources())); err != nil {
 			return nil, err
 		}
 	}
@@ -210,11 +210,11 @@ func insertByKind[W any](ws []W, w W, kind func(W) types.ResponseType) []W {
 
 // answerSotW sends w its answer from the node's snapshot, if it has one,
 // and reports whether it did (the watch is then done).
-func (c *nodeCache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
+func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 	resp, upToDate := sotwAnswer(w, st.snap, st.history(w.kind), c.fullState)
 	if resp == nil {
-		if upToDate && c.upToDate != nil {
-			c.upToDate(id, w.req.GetTypeUrl(), st.snap)
+		if upToDate && c.UpToDate != nil {
+			c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
 		}
 		return false
 	}
@@ -230,11 +230,11 @@ func (c *nodeCache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 }
 
 // answerDelta is answerSotW for a delta watch.
-func (c *nodeCache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
+func (c *Cache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 	resp := deltaAnswer(w, st.snap, st.syncOf(w.kind))
 	if resp == nil {
-		if c.upToDate != nil {
-			c.upToDate(id, w.req.GetTypeUrl(), st.snap)
+		if c.UpToDate != nil {
+			c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
 		}
 		return false
 	}
@@ -246,18 +246,18 @@ func (c *nodeCache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 	return true
 }
 
-// setSnapshot gives node its snapshot and answers its open watches that
+// SetSnapshot gives node its snapshot and answers its open watches that
 // it gives something new, in type order.
-func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
+func (c *Cache) SetSnapshot(id string, snap *cache.Snapshot) error {
 	if snap == nil {
-		return errors.New("xds: nil snapshot")
+		return errors.New("xdscache: nil snapshot")
 	}
-	st := c.lock(node.ID)
+	st := c.lock(id)
 	defer st.mu.Unlock()
 	st.epoch++
 	if old := st.snap; old != nil {
 		lost := c.lost(old, snap)
-		for _, kind := range kinds {
+		for _, kind := range Kinds {
 			if url, _ := cache.GetResponseTypeURL(kind); old.Resources[kind].Version != snap.Resources[kind].Version {
 				st.past[kind].prev = snapType{hashes: old.VersionMap[url], version: old.Resources[kind].Version}
 			}
@@ -269,7 +269,7 @@ func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
 	st.snap = snap
 	keep := st.sotw[:0]
 	for _, w := range st.sotw {
-		if !c.answerSotW(node.ID, w, st) {
+		if !c.answerSotW(id, w, st) {
 			keep = append(keep, w)
 		}
 	}
@@ -277,7 +277,7 @@ func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
 	st.sotw = keep
 	keepD := st.delta[:0]
 	for _, w := range st.delta {
-		if !c.answerDelta(node.ID, w, st) {
+		if !c.answerDelta(id, w, st) {
 			keepD = append(keepD, w)
 		}
 	}
@@ -289,18 +289,18 @@ func (c *nodeCache) setSnapshot(node Node, snap *cache.Snapshot) error {
 // lossMemo is which kinds lose a resource from old to new.
 type lossMemo struct {
 	old, new *cache.Snapshot
-	lost     [len(kinds)]bool
+	lost     [len(Kinds)]bool
 }
 
 // lost reports, per kind, whether a resource of old is not in new. The
 // nodes of a group move between the same two snapshots one after the
 // other: the last answer is kept.
-func (c *nodeCache) lost(old, new *cache.Snapshot) [len(kinds)]bool {
+func (c *Cache) lost(old, new *cache.Snapshot) [len(Kinds)]bool {
 	if m := c.loss.Load(); m != nil && m.old == old && m.new == new {
 		return m.lost
 	}
 	m := &lossMemo{old: old, new: new}
-	for _, kind := range kinds {
+	for _, kind := range Kinds {
 		if old.Resources[kind].Version == new.Resources[kind].Version {
 			continue
 		}
@@ -316,9 +316,9 @@ func (c *nodeCache) lost(old, new *cache.Snapshot) [len(kinds)]bool {
 	return m.lost
 }
 
-// clear drops a node's snapshot, and the node with it unless a stream of
+// Clear drops a node's snapshot, and the node with it unless a stream of
 // it still watches (its watches are then answered by the next snapshot).
-func (c *nodeCache) clear(id string) {
+func (c *Cache) Clear(id string) {
 	v, ok := c.nodes.Load(id)
 	if !ok {
 		return
@@ -333,8 +333,8 @@ func (c *nodeCache) clear(id string) {
 	}
 }
 
-// snapshot returns a node's snapshot, nil if it has none.
-func (c *nodeCache) snapshot(id string) *cache.Snapshot {
+// Current returns a node's Current, nil if it has none.
+func (c *Cache) Current(id string) *cache.Snapshot {
 	v, ok := c.nodes.Load(id)
 	if !ok {
 		return nil
@@ -346,7 +346,7 @@ func (c *nodeCache) snapshot(id string) *cache.Snapshot {
 }
 
 // GetSnapshot returns a node's snapshot.
-func (c *nodeCache) GetSnapshot(id string) (cache.ResourceSnapshot, error) {
+func (c *Cache) GetSnapshot(id string) (cache.ResourceSnapshot, error) {
 	if v, ok := c.nodes.Load(id); ok {
 		st := v.(*nodeState)
 		st.mu.Lock()
@@ -356,12 +356,12 @@ func (c *nodeCache) GetSnapshot(id string) (cache.ResourceSnapshot, error) {
 			return snap, nil
 		}
 	}
-	return nil, fmt.Errorf("xds: no snapshot for node %q", id)
+	return nil, fmt.Errorf("xdscache: no snapshot for node %q", id)
 }
 
 // Fetch implements cache.ConfigFetcher (REST-like unary requests): every
 // requested resource there is, unless the request has the version.
-func (c *nodeCache) Fetch(_ context.Context, req *cache.Request) (cache.Response, error) {
+func (c *Cache) Fetch(_ context.Context, req *cache.Request) (cache.Response, error) {
 	snap, err := c.GetSnapshot(req.GetNode().GetId())
 	if err != nil {
 		return nil, err
@@ -387,8 +387,8 @@ func (c *nodeCache) Fetch(_ context.Context, req *cache.Request) (cache.Response
 	return t.sotwResponse(req, names, nil), nil
 }
 
-// isEnvoyAgent reports whether a user_agent_name is Envoy's ("envoy").
-func isEnvoyAgent(agent string) bool {
+// IsEnvoyAgent reports whether a user_agent_name is Envoy's ("envoy").
+func IsEnvoyAgent(agent string) bool {
 	name, _, _ := strings.Cut(agent, " ")
 	return strings.EqualFold(name, "envoy")
 }

@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"fmt"
@@ -10,12 +10,12 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 )
 
-// consistent checks that a snapshot is self-contained: go-control-plane's
+// Consistent checks that a snapshot is self-contained: go-control-plane's
 // Consistent() for everything it understands, plus the Listener -> Route
 // references of api_listeners, which Consistent() (v0.14) does not follow:
 // it counts only routes referenced from filter chains, so it reports every
 // RouteConfiguration used by a proxyless gRPC api_listener as unreferenced.
-func consistent(s *cache.Snapshot) error {
+func Consistent(s *cache.Snapshot) error {
 	if s.Resources[types.Listener].Items == nil && s.Resources[types.Route].Items == nil {
 		return s.Consistent()
 	}

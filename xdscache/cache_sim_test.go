@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"fmt"
@@ -72,7 +72,7 @@ func madeFor(snap *cache.Snapshot, req *discoverygrpc.DiscoveryRequest, sub stre
 
 // sotwSim is go-control-plane's SotW stream server for one stream.
 type sotwSim struct {
-	c       *nodeCache
+	c       *Cache
 	node    *core.Node
 	watches map[string]*sotwSimWatch
 	nonce   int
@@ -99,7 +99,7 @@ func (s *sotwSim) tag(snap *cache.Snapshot, knows func(typeURL string) server) {
 	}
 }
 
-func newSotwSim(c *nodeCache, node *core.Node) *sotwSim {
+func newSotwSim(c *Cache, node *core.Node) *sotwSim {
 	return &sotwSim{c: c, node: node, watches: map[string]*sotwSimWatch{}}
 }
 
@@ -158,7 +158,7 @@ func (s *sotwSim) send(typeURL string) (simResponse, error) {
 			return r, err
 		}
 		if _, dup := r.res[name]; dup {
-			return r, fmt.Errorf("%s response carries %s twice", typeName(typeURL), name)
+			return r, fmt.Errorf("%s response carries %s twice", TypeName(typeURL), name)
 		}
 		r.res[name] = a.GetValue()
 		r.order = append(r.order, name)
@@ -174,7 +174,7 @@ func (s *sotwSim) close() {
 
 // deltaSim is go-control-plane's delta stream server for one stream.
 type deltaSim struct {
-	c       *nodeCache
+	c       *Cache
 	node    *core.Node
 	watches map[string]*deltaSimWatch
 	muxed   chan cache.DeltaResponse
@@ -205,7 +205,7 @@ type deltaSimWatch struct {
 	cancel func()
 }
 
-func newDeltaSim(c *nodeCache, node *core.Node) *deltaSim {
+func newDeltaSim(c *Cache, node *core.Node) *deltaSim {
 	return &deltaSim{c: c, node: node, watches: map[string]*deltaSimWatch{},
 		muxed: make(chan cache.DeltaResponse, 2*int(types.UnknownType))}
 }

@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -36,9 +36,9 @@ type wire struct {
 	delta *discoverygrpc.Resource
 }
 
-// newWire returns the wire form of res, whose deterministic marshaling is
+// NewWire returns the wire form of res, whose deterministic marshaling is
 // b, served under name with content hash hash.
-func newWire(res types.Resource, b []byte, name, hash string) types.Resource {
+func NewWire(res types.Resource, b []byte, name, hash string) types.Resource {
 	m := res.ProtoReflect().Type().New()
 	m.SetUnknown(protoreflect.RawFields(b))
 	w := &wire{b: b}

@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"context"
@@ -379,7 +379,7 @@ func anyOf(res types.Resource, url string) (*anypb.Any, error) {
 	}
 	b, err := cache.MarshalResource(res)
 	if err != nil {
-		return nil, fmt.Errorf("xds: marshal %s: %w", cache.GetResourceName(res), err)
+		return nil, fmt.Errorf("xdscache: marshal %s: %w", cache.GetResourceName(res), err)
 	}
 	return &anypb.Any{TypeUrl: url, Value: b}, nil
 }

@@ -1,4 +1,4 @@
-package xds
+package translate
 
 import (
 	"cmp"
@@ -50,7 +50,7 @@ func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint
 			ID:      ep.ID,
 			Address: ep.Address,
 			Port:    uint32(ep.Port),
-			Health:  healthStatus(ep.Health),
+			Health:  HealthStatus(ep.Health),
 			Weight:  cmp.Or(weights[ep.ID], ep.Weight),
 			Locality: envoy.Locality{
 				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.SubZone,
@@ -79,7 +79,8 @@ func endpointMeta(ep discovery.Endpoint) map[string]string {
 	return m
 }
 
-func healthStatus(h discovery.Health) envoy.HealthStatus {
+// HealthStatus maps a discovery health to the EDS health status.
+func HealthStatus(h discovery.Health) envoy.HealthStatus {
 	switch h {
 	case discovery.HealthHealthy:
 		return envoy.HealthHealthy
@@ -93,21 +94,3 @@ func healthStatus(h discovery.Health) envoy.HealthStatus {
 		return envoy.HealthUnknown
 	}
 }
-
-// Assembly keys: nodes with the same key receive identical resources and
-// share one cache snapshot (per-node subsets and weights refine them, see
-// variants.go). A key is the node's kind, followed by the positions of the
-// configured listeners it gets: "envoy:0,2" (see listenerSet.assemblyKey).
-const (
-	// keyProxyless: proxyless gRPC (and any other non-Envoy client) gets
-	// clusters, endpoints, and an api_listener with its route per service,
-	// plus an api_listener and route per configured listener it matches.
-	keyProxyless = "proxyless"
-	// keyEnvoy: Envoy gets clusters and endpoints (it accepts
-	// api_listeners only from its bootstrap), plus the configured
-	// listeners it matches, their routes and the RLS cluster they use.
-	keyEnvoy = "envoy"
-)
-
-// isEnvoy reports whether the node is an Envoy proxy (user_agent_name "envoy").
-func isEnvoy(n Node) bool { return isEnvoyAgent(n.UserAgent) }

@@ -1,4 +1,4 @@
-package xds
+package xdscache
 
 import (
 	"flag"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/translate"
 )
 
 // propertySeeds is how many random sequences TestCacheProperty runs per
@@ -68,7 +69,7 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 	if err != nil {
 		return err
 	}
-	c := newNodeCache(fullState)
+	c := New(fullState)
 	id := "node-" + kind.String()
 	node := &core.Node{Id: id, UserAgentName: kind.agent()}
 	client := newModelClient(kind, delta, rng, 0.15)
@@ -103,7 +104,7 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 		snap = s
 		log = append(log, fmt.Sprintf("snapshot (%s): %s", what, w))
 		client.tracef("--- snapshot (%s): %s", what, w)
-		if err := c.setSnapshot(Node{ID: id}, snap); err != nil {
+		if err := c.SetSnapshot(id, snap); err != nil {
 			return err
 		}
 		if sim != nil {
@@ -171,7 +172,7 @@ func runCacheProperty(seed uint64, kind clientKind, delta, fullState bool, steps
 		case r < 9 && kind == grpcClient:
 			typeURL := propTypes[rng.IntN(len(propTypes))]
 			names := client.randomNames(typeURL)
-			log = append(log, fmt.Sprintf("%s names %v", typeName(typeURL), names))
+			log = append(log, fmt.Sprintf("%s names %v", TypeName(typeURL), names))
 			client.resubscribe(typeURL, names)
 		case r < 11:
 			open(true)
@@ -328,7 +329,7 @@ func newPropWorld(rng *rand.Rand) (*propWorld, error) {
 			ls[0].Routes[0].Timeout = 7 * time.Second
 			ls[1].Routes[0].Prefix = "/v1"
 		}
-		set, err := newListenerSet(ls, "127.0.0.1:18081", nil)
+		set, err := newListenerSet(ls, "127.0.0.1:18081")
 		if err != nil {
 			return nil, err
 		}
@@ -381,7 +382,7 @@ func (w *propWorld) String() string {
 // snapshot builds the snapshot of an Envoy or a proxyless node, as the
 // reconciler does (translate, then the assembly key's base).
 func (w *propWorld) snapshot(envoyNode bool) (*cache.Snapshot, error) {
-	var items []serviceItems
+	var items []ServiceItems
 	for i, s := range w.svcs {
 		if !s.on {
 			continue
@@ -395,17 +396,17 @@ func (w *propWorld) snapshot(envoyNode bool) (*cache.Snapshot, error) {
 			svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{ID: fmt.Sprintf("svc-%03d-%d", i, j),
 				Address: fmt.Sprintf("10.0.%d.%d", i, j+1), Port: 8080, Health: h})
 		}
-		var set ServiceSettings
+		var set translate.ServiceSettings
 		if s.ring {
 			set.LBPolicy = envoy.RingHash
 		}
-		it, err := translate(Service(svc, set, nil))
+		it, err := encode(translate.Service(svc, set, nil))
 		if err != nil {
 			return nil, err
 		}
 		items = append(items, it)
 	}
-	sortedByName(items)
+	SortByName(items)
 	key := keyProxyless
 	if envoyNode {
 		key = keyEnvoy

@@ -1,0 +1,64 @@
+package xds
+
+import (
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/xdscache"
+)
+
+// TestPushTimes: a change is measured when its response is sent, and
+// forgotten when the node turns out to have what it asks for already.
+func TestPushTimes(t *testing.T) {
+	var p pushTimes
+	s0, s1, s2 := testSnapshot(t, 2), testSnapshot(t, 2, 0), testSnapshot(t, 2, 1)
+	t0 := time.Unix(100, 0)
+	p.set("n", s0, s1, t0)
+	if at, ok := p.sent("n", resource.EndpointType); !ok || !at.Equal(t0) {
+		t.Fatalf("sent = %v, %v; want the change time", at, ok)
+	}
+	if _, ok := p.sent("n", resource.EndpointType); ok {
+		t.Fatal("a change measured twice")
+	}
+	p.set("n", s1, s2, t0.Add(time.Second))
+	p.upToDate("n", resource.EndpointType, s1) // an older snapshot: says nothing of s2
+	if _, ok := p.sent("n", resource.EndpointType); !ok {
+		t.Fatal("the awaited change was forgotten on an older snapshot's account")
+	}
+	p.set("n", s2, s1, t0.Add(2*time.Second))
+	p.upToDate("n", resource.EndpointType, s1)
+	if _, ok := p.sent("n", resource.EndpointType); ok {
+		t.Error("a change the node did not need was measured at its next push")
+	}
+	if _, ok := p.sent("n", resource.ClusterType); ok {
+		t.Error("a type that did not change was measured")
+	}
+}
+
+// testSnapshot is the proxyless snapshot of services svc-000.. with one
+// endpoint each; down marks services whose endpoint is unhealthy.
+func testSnapshot(t testing.TB, services int, down ...int) *cache.Snapshot {
+	t.Helper()
+	w := world(services, 1)
+	for _, i := range down {
+		w.Services[i].Endpoints[0].Health = discovery.HealthUnhealthy
+	}
+	var items []xdscache.ServiceItems
+	for _, svc := range w.Services {
+		it, err := encodeService(translate.Service(svc, translate.ServiceSettings{}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, it)
+	}
+	snap, err := (*listenerSet)(nil).base(keyProxyless, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}

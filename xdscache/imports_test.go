@@ -1,0 +1,12 @@
+package xdscache
+
+import (
+	"testing"
+
+	"github.com/xds-server/xds-server/internal/importrules"
+)
+
+// TestImportRules enforces doc.go's import rules (design guide §3).
+func TestImportRules(t *testing.T) {
+	importrules.Check(t, "xds", "translate", "cmd", "config", "github.com/spf13/viper")
+}
