@@ -16,6 +16,8 @@
 // The keys are the table of package config.
 //
 // It owns signals, logger setup, the admin HTTP listener and wiring the
-// packages: no domain logic. Nothing imports it; it must not import e2e
-// or bench.
+// packages: no domain logic. serve wires the components (wire.go, each
+// step pushing a closer for what it acquires), starts them under one run
+// group and stops them in reverse order of start (lifecycle.go). Nothing
+// imports it; it must not import e2e or bench.
 package main

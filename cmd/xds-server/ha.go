@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -21,14 +22,15 @@ import (
 type haParts struct {
 	drains  drain.Store       // nil when HA is off: drains in memory
 	weights *ha.Weights       // nil when HA is off
-	alive   *ha.Alive         // the replica's TTL check in the leader session; nil when HA is off
+	alive   *aliveCheck       // the replica's TTL check in the leader session; nil when HA is off
 	wcfg    *weights.HAConfig // the pipeline's side of it; nil when HA is off
 	debug   func(*http.ServeMux)
 }
 
 // newHA builds the HA parts of cfg; with ha.enabled false it returns the
-// in-memory defaults (no store, no page).
-func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (haParts, error) {
+// in-memory defaults (no store, no page). It registers the alive check;
+// cl deregisters it unless start ran it.
+func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, cl *closers) (haParts, error) {
 	if !cfg.HA.Enabled {
 		return haParts{debug: func(*http.ServeMux) {}}, nil
 	}
@@ -55,6 +57,8 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (haPa
 	if err != nil {
 		return haParts{}, err
 	}
+	check := &aliveCheck{Alive: alive}
+	cl.push(check.release)
 	if err := alive.Register(); err != nil { // Run registers it again once Consul answers
 		m.Errors.WithLabelValues("alive").Inc()
 		hlog.Warn("alive check not registered; the weights lead waits for it", "error", err)
@@ -70,8 +74,40 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (haPa
 	page := ha.DebugConfig{Replica: hc.Replica, Prefix: hc.Prefix, Drains: store.Seen,
 		Leader: func() string { return hw.Status().Leader }, Summaries: func() ha.Summaries { return weightsSummaries(hw.Status()) }}
 	hlog.Info("high availability on: drains and weights shared through consul KV", "replica", hc.Replica, "prefix", hc.Prefix)
-	return haParts{drains: store, weights: hw, wcfg: wcfg, alive: alive,
+	return haParts{drains: store, weights: hw, wcfg: wcfg, alive: check,
 		debug: func(mux *http.ServeMux) { mux.Handle("GET /debug/ha", page.Handler()) }}, nil
+}
+
+// start runs the weights exchange and the alive check under l (with HA).
+// The alive check outlives the leader session: deregistering it first
+// would invalidate the session, and Consul would hold the lead for the
+// lock delay after a clean stop. So it stops when the exchange has.
+func (h haParts) start(l *lifecycle) {
+	if h.weights == nil {
+		return
+	}
+	h.alive.running = true
+	aliveCtx, stopAlive := context.WithCancel(context.Background())
+	l.loopOn(aliveCtx, h.alive.Run) // deregisters its check on the way out
+	l.loop(func(ctx context.Context) { h.weights.Run(ctx); stopAlive() })
+}
+
+// aliveCheck is the replica's alive check, registered by newHA: Run keeps
+// it passing, then deregisters it.
+type aliveCheck struct {
+	*ha.Alive
+	running bool // start runs it: Run deregisters it
+}
+
+// release deregisters the check unless it runs (a later step of wiring
+// failed): Run with its context done deregisters it at once.
+func (c *aliveCheck) release() {
+	if c.running {
+		return
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.Run(done)
 }
 
 // weightsSummaries is the weights' part of /debug/ha.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +31,9 @@ type rateLimit struct {
 	closeStore func()
 }
 
-func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.Registerer, sec security, lm *netlimit.Metrics, obs ratelimit.Observer) (*rateLimit, error) {
+// newRateLimit builds the rate-limit service of cfg and opens its
+// listener; cl closes both.
+func newRateLimit(cl *closers, cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.Registerer, sec security, lm *netlimit.Metrics, obs ratelimit.Observer) (*rateLimit, error) {
 	mode, err := ratelimit.ParseFailureMode(cfg.FailureMode)
 	if err != nil {
 		return nil, err
@@ -45,16 +48,16 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 	if err != nil {
 		return nil, err
 	}
+	closeStore = sync.OnceFunc(closeStore) // by stop, and by cl
+	cl.push(closeStore)
 	sc := cfg.Service()
 	sc.Store, sc.Config, sc.FailureMode, sc.Registerer, sc.Logger, sc.Observer = store, rules, mode, reg, log, obs
 	svc, err := ratelimit.NewService(sc)
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
-	lis, err := listen("ratelimit", cfg.Address, cfg.MaxConnections, lm)
+	lis, err := listen(cl, "ratelimit", cfg.Address, cfg.MaxConnections, lm)
 	if err != nil {
-		closeStore()
 		return nil, err
 	}
 	r := &rateLimit{svc: svc, lis: lis, cfg: cfg, closeStore: closeStore}
@@ -64,8 +67,6 @@ func newRateLimit(cfg config.RateLimitConfig, log *slog.Logger, reg prometheus.R
 		r.grpc, err = newGRPCServer(cfg, svc, log, reg, sec)
 	}
 	if err != nil {
-		lis.Close()
-		closeStore()
 		return nil, err
 	}
 	return r, nil
@@ -139,22 +140,27 @@ func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
-// run serves until ctx is done, reloading the config files when they change.
-func (r *rateLimit) run(ctx context.Context, errc chan<- error) {
+// start serves the service under l, reloading the config files when
+// they change until the background loops end; the shutdown calls stop.
+func (r *rateLimit) start(l *lifecycle) {
 	if r.cfg.Config != "" {
-		go func() { _ = r.svc.Watch(ctx, r.cfg.ReloadInterval) }()
+		l.loop(func(ctx context.Context) { _ = r.svc.Watch(ctx, r.cfg.ReloadInterval) })
 	}
-	go func() {
-		var err error
-		if r.lean != nil {
-			err = r.lean.Serve(r.lis)
-		} else {
-			err = r.grpc.Serve(r.lis)
-		}
-		if err != nil && !errors.Is(err, h2rpc.ErrServerClosed) {
-			errc <- fmt.Errorf("ratelimit: %w", err)
-		}
-	}()
+	l.serve(r.serve, r.stop)
+}
+
+// serve accepts connections on the listener until stop.
+func (r *rateLimit) serve() error {
+	var err error
+	if r.lean != nil {
+		err = r.lean.Serve(r.lis)
+	} else {
+		err = r.grpc.Serve(r.lis)
+	}
+	if err != nil && !errors.Is(err, h2rpc.ErrServerClosed) {
+		return fmt.Errorf("ratelimit: %w", err)
+	}
+	return nil
 }
 
 // stop ends the rate-limit service gracefully until ctx is done.

@@ -78,9 +78,11 @@ func TestRateLimitAllowEmptyKey(t *testing.T) {
 		t.Errorf("ratelimit check of an empty directory: exit %d, stderr:\n%s", code, &stderr)
 	}
 	log := slog.New(slog.DiscardHandler)
+	var cl closers
+	defer cl.close()
 	rc := config.RateLimitConfig{Address: "127.0.0.1:0", Config: empty, FailureMode: "allow", Store: "memory"}
 	reg := prometheus.NewRegistry()
-	if _, err := newRateLimit(rc, log, reg, newSecurity(reg, log), netlimit.NewMetrics(reg), nil); !errors.Is(err, ratelimit.ErrEmptyConfig) {
+	if _, err := newRateLimit(&cl, rc, log, reg, newSecurity(reg, log), netlimit.NewMetrics(reg), nil); !errors.Is(err, ratelimit.ErrEmptyConfig) {
 		t.Errorf("server with an empty directory: %v, want ErrEmptyConfig", err)
 	}
 
@@ -100,7 +102,7 @@ func TestRateLimitAllowEmptyKey(t *testing.T) {
 		t.Fatalf("%s=true not passed on: %+v", allowEmptyEnv, cfg.RateLimit)
 	}
 	reg2 := prometheus.NewRegistry()
-	r, err := newRateLimit(cfg.RateLimit.RateLimitConfig, log, reg2, newSecurity(reg2, log), netlimit.NewMetrics(reg2), nil)
+	r, err := newRateLimit(&cl, cfg.RateLimit.RateLimitConfig, log, reg2, newSecurity(reg2, log), netlimit.NewMetrics(reg2), nil)
 	if err != nil {
 		t.Fatalf("server with allow_empty: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 //
 //	hw, hc, err := haWeights(ha.WeightsConfig{...})
 //	wc.HA = hc
-//	wg.Go(func() { hw.Run(bg) })
+//	l.loop(hw.Run)
 func haWeights(c ha.WeightsConfig) (*ha.Weights, *weights.HAConfig, error) {
 	hw, err := ha.NewWeights(c)
 	if err != nil {
