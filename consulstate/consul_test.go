@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -194,4 +195,53 @@ func TestWatchFollowsKV(t *testing.T) {
 	}
 	cancel()
 	<-done // a blocking query in flight ends with ctx
+}
+
+func TestLeadTakesANewSessionWhenConsulLostIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration: real Consul")
+	}
+	client := harness.Consul(t).Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var sessions []string // each lead's session, "" when it ended
+	var errs []string
+	cfg := LeadConfig{Client: client, Key: "t/leader", Value: []byte("a"),
+		Session: SessionConfig{Name: "consulstate test", TTL: 10 * time.Second, LockDelay: 10 * time.Millisecond},
+		CountError: func(op string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, op)
+		},
+		Leading: func(sid string) {
+			mu.Lock()
+			defer mu.Unlock()
+			sessions = append(sessions, sid)
+		}}
+	done := make(chan struct{})
+	go func() { defer close(done); Lead(ctx, cfg) }()
+	leads := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), sessions...) }
+	awaitTrue(t, 5*time.Second, "the lead", func() bool { return len(leads()) == 1 })
+	first := leads()[0]
+	if err := DestroySession(ctx, client, first); err != nil { // as Consul does when it invalidates it
+		t.Fatal(err)
+	}
+	awaitTrue(t, 5*time.Second, "the lead again", func() bool { return len(leads()) == 3 })
+	got := leads()
+	if got[1] != "" || got[2] == "" || got[2] == first {
+		t.Fatalf("leads %q: want the first session, its end, then a new session", got)
+	}
+	if p, _, err := client.KV().Get("t/leader", nil); err != nil || p == nil || p.Session != got[2] {
+		t.Fatalf("leader key %+v (%v), want held by %s", p, err, got[2])
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	// The lost session is found by the failed lock (a new one at once),
+	// not at the next renewal (TTL/2 later).
+	if !slices.Contains(errs, "lock") {
+		t.Errorf("errors counted %v, want a failed lock", errs)
+	}
 }
