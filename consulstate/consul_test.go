@@ -14,6 +14,16 @@ import (
 	"github.com/xds-server/xds-server/e2e/harness"
 )
 
+// consulClient starts a Consul agent for t (skipped with -short) and
+// returns its client.
+func consulClient(t *testing.T) *api.Client {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration: real Consul")
+	}
+	return harness.Consul(t).Client()
+}
+
 // awaitTrue polls cond every 20ms until it holds or within passes.
 func awaitTrue(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -26,10 +36,7 @@ func awaitTrue(t *testing.T, within time.Duration, what string, cond func() bool
 }
 
 func TestTxnCheckAndSetAgainstConsul(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: real Consul")
-	}
-	client := harness.Consul(t).Client()
+	client := consulClient(t)
 	ctx := context.Background()
 	create := api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: "t/a", Value: []byte("1"), Index: 0}}}
 	ok, idx, err := Txn(ctx, client, create)
@@ -54,10 +61,7 @@ func TestTxnCheckAndSetAgainstConsul(t *testing.T) {
 }
 
 func TestKeepAliveMovesToANewSessionWhenConsulLostIt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: real Consul")
-	}
-	client := harness.Consul(t).Client()
+	client := consulClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	scfg := SessionConfig{Name: "consulstate test", TTL: 10 * time.Second}
@@ -100,10 +104,7 @@ func TestKeepAliveMovesToANewSessionWhenConsulLostIt(t *testing.T) {
 }
 
 func TestLeadHandsOverOnACleanStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: real Consul")
-	}
-	client := harness.Consul(t).Client()
+	client := consulClient(t)
 	var mu sync.Mutex
 	leading := map[string]string{} // campaign -> session while leading
 	leader := func() (string, int) {
@@ -161,10 +162,7 @@ func TestLeadHandsOverOnACleanStop(t *testing.T) {
 }
 
 func TestWatchFollowsKV(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: real Consul")
-	}
-	client := harness.Consul(t).Client()
+	client := consulClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -198,10 +196,7 @@ func TestWatchFollowsKV(t *testing.T) {
 }
 
 func TestLeadTakesANewSessionWhenConsulLostIt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration: real Consul")
-	}
-	client := harness.Consul(t).Client()
+	client := consulClient(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
