@@ -298,7 +298,7 @@ func (t *Consul) createSession(ctx context.Context) (string, error) {
 func (t *Consul) keepAlive() consulstate.KeepAliveConfig {
 	return consulstate.KeepAliveConfig{
 		Client: t.client, Every: t.sessionTTL / 3, Timeout: t.sessionTTL / 3, Retry: indexRenewRetry,
-		Session: func() string { s, _ := t.sessionState(); return s },
+		Session: func() string { t.mu.Lock(); defer t.mu.Unlock(); return t.session },
 		Lost:    t.sessionLost, Renewed: t.checkHolds,
 		Failed: func(err error) {
 			t.log.Warn("consul index session renewal failed; retrying", "error", err, "retry_in", indexRenewRetry)
