@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/consulstate"
 )
 
 // Blocking query kinds: the label of Metrics.BlockingReqs and of the logs.
@@ -88,7 +90,7 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 		}
 		if err != nil {
 			index = 0
-			delay := Backoff(down.failures+1, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
+			delay := consulstate.Backoff(down.failures+1, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
 			c.logFailure(&down, kind, service, delay, err)
 			if !deliver(res, err) || !consulSleep(ctx, delay) {
 				return
@@ -100,7 +102,7 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 				"down_for", lasted.Round(time.Millisecond))
 		}
 		var changed bool
-		if index, changed = NextIndex(index, meta.LastIndex); changed && !deliver(res, nil) {
+		if index, changed = consulstate.NextIndex(index, meta.LastIndex); changed && !deliver(res, nil) {
 			return
 		}
 	}

@@ -87,17 +87,22 @@ func segment(name string) string {
 	return e
 }
 
-// Summaries is the folder of the replicas' load summaries.
-func (l Layout) Summaries() string { return l.Prefix + "weights/summaries/" }
+// Weights is the folder of the weights exchange (one watch reads it all).
+func (l Layout) Weights() string { return l.Prefix + "weights/" }
 
-// Summary is the key of replica's load summary.
-func (l Layout) Summary(replica string) string { return l.Summaries() + segment(replica) }
+// Summaries is the folder of the replicas' load summaries.
+func (l Layout) Summaries() string { return l.Weights() + "summaries/" }
+
+// Summary is the key of replica's load summary. The id is used as it is,
+// not escaped: a replica id has no "/" (NewWeights refuses one), and the
+// key names the replica to every reader.
+func (l Layout) Summary(replica string) string { return l.Summaries() + replica }
 
 // Table is the key of the weights leader's table.
-func (l Layout) Table() string { return l.Prefix + "weights/table" }
+func (l Layout) Table() string { return l.Weights() + "table" }
 
 // Leader is the key of the weights leader's lock.
-func (l Layout) Leader() string { return l.Prefix + "weights/leader" }
+func (l Layout) Leader() string { return l.Weights() + "leader" }
 
 // Departed is the folder of the departures shared by the replicas (inside
 // the drains folder: one watch reads both).

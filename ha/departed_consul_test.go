@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/xds-server/xds-server/consulstate"
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/e2e/harness"
@@ -274,8 +275,8 @@ func TestDepartedBatched(t *testing.T) {
 	w := a.metrics.Writes
 	writes := testutil.ToFloat64(w.WithLabelValues("departed_txn")) + testutil.ToFloat64(w.WithLabelValues("departed_put"))
 	t.Logf("%d departures written in %v Consul writes", n, writes)
-	if writes > n/maxTxnOps+2 {
-		t.Errorf("%v writes for %d departures, want at most %d (transactions of %d)", writes, n, n/maxTxnOps+2, maxTxnOps)
+	if writes > n/consulstate.MaxTxnOps+2 {
+		t.Errorf("%v writes for %d departures, want at most %d (transactions of %d)", writes, n, n/consulstate.MaxTxnOps+2, consulstate.MaxTxnOps)
 	}
 	// B starts after the departures with api still listed (without
 	// instances): it did not see them leave, they left before it started

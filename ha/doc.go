@@ -1,9 +1,14 @@
-// Package ha owns the Consul KV plumbing that lets several xds-server
-// replicas behind one address serve one truth (ha.enabled): the replica
-// id, the KV layout under ha.consul.prefix, a blocking-query watcher with
-// Consul's index rules and backoff, the HA metrics, the /debug/ha page,
-// and the admin drains kept in KV (DrainStore, the drain.Store of every
-// replica).
+// Package ha owns the replica-shared state that lets several xds-server
+// replicas behind one address serve one truth (ha.enabled), kept in
+// Consul KV through consulstate (the watches, the leader's lock and
+// session, the transactions): the replica id and the KV layout under
+// ha.consul.prefix (config.go: Config, Layout), the admin drains and the
+// departures kept in KV (drains*.go: DrainStore, the drain.Store of every
+// replica), the weights exchange (weights*.go: Weights, the pipeline's
+// weights.SummaryExchange and weights.TableExchange: each replica's load
+// summary, the weights leader and its table), the replica's alive check
+// (alive.go: Alive), the HA metrics (metrics.go) and the /debug/ha page
+// (debug.go).
 //
 // KV layout, under the prefix P (default "xds-server/"):
 //
@@ -16,8 +21,9 @@
 //	P weights/table                          the weights leader's table
 //	P weights/leader                         the weights leader's lock
 //
-// Path segments are escaped with url.PathEscape, so a "/" in a name never
-// splits a key. A drain's value is its JSON (drain.Admin: the target,
+// Path segments of the drains folder are escaped with url.PathEscape, so
+// a "/" in a name never splits a key; a replica id (which has no "/") is
+// used as it is. A drain's value is its JSON (drain.Admin: the target,
 // since, and until as an absolute expiry, or none); expired drains are
 // ignored by every replica and deleted (check-and-set) by whichever
 // replica sees them first. When the epoch key is missing (Consul lost its
@@ -47,16 +53,21 @@
 // xds_ha_errors_total and logged at most badLogLines per badLogEvery,
 // names clipped. Whether a departure is served is drain's to judge.
 //
-// The weights summaries, table and leader are filled in by the weights
-// part of HA; this package defines their keys, their metrics
-// (xds_ha_leader, xds_ha_summary_age_seconds) and the page's slots for
-// them (DebugConfig.Leader, DebugConfig.Summaries). When Consul lost its
+// Weights (weights.go, weights_kv.go, weights_leader.go) writes this
+// replica's summary at most every ha.publish_interval when its content
+// changed (gzip'd JSON), watches the weights folder for every replica's
+// summary and the table, and campaigns for the leader key
+// (consulstate.Lead: a session of TTL 10s and lock-delay
+// ha.leader_lock_delay, invalidated by serfHealth and the alive check);
+// the leader writes the table in the same transaction as its summary,
+// fenced by its session, and deletes summaries older than 10m. It owns
+// xds_ha_leader and xds_ha_summary_age_seconds. When Consul lost its
 // state (its index starts over), every watch reads it again as soon as it
-// answers (a failed query resets the index, as Watch does), each replica
-// writes its summary again although unchanged, a replica whose leader
-// session is gone takes a new one at once, and the leader writes its table
-// again (the pipeline keeps handing it over until the store holds it);
-// meanwhile every replica keeps serving the last table.
+// answers (a failed query resets the index, as consulstate.Watch does),
+// each replica writes its summary again although unchanged, a replica
+// whose leader session is gone takes a new one at once, and the leader
+// writes its table again (the pipeline keeps handing it over until the
+// store holds it); meanwhile every replica keeps serving the last table.
 //
 // Alive is each replica's node-level TTL check on its local Consul agent
 // (id "xds-server-ha:<replica>", TTL ha.alive_ttl, 3s by default, kept
@@ -72,8 +83,10 @@
 // prefix (discovery.ReplicaCheckPrefix). Other Consul readers (DNS, other
 // tools) still see them.
 //
-// ha may import discovery (the model), drain (its types) and consul/api;
-// it must not import xds, envoy or cmd.
+// ha imports consulstate (the Consul-state layer), drain (the drain
+// types it stores), weights (the summary and table types it exchanges),
+// discovery (only ReplicaCheckPrefix) and consul/api; it must not import
+// xds, envoy or cmd.
 //
 // imports_test.go enforces the import rules.
 package ha

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/xds-server/xds-server/consulstate"
 	"github.com/xds-server/xds-server/drain"
 )
 
@@ -22,12 +23,12 @@ const MaxDrains = 10000
 
 // DrainStoreConfig configures DrainStore.
 type DrainStoreConfig struct {
-	Client  *api.Client      // required
-	Layout  Layout           // keys under ha.consul.prefix
-	Metrics *Metrics         // required
-	Logger  *slog.Logger     // nil: slog.Default()
-	Now     func() time.Time // nil: time.Now; decides which drains expired
-	Watch   WatchConfig      // Op, Metrics and Logger are set by DrainStore
+	Client  *api.Client             // required
+	Layout  Layout                  // keys under ha.consul.prefix
+	Metrics *Metrics                // required
+	Logger  *slog.Logger            // nil: slog.Default()
+	Now     func() time.Time        // nil: time.Now; decides which drains expired
+	Watch   consulstate.WatchConfig // Op, Failed and Logger are set by DrainStore
 }
 
 // DrainStore keeps the admin drains in Consul KV: it is the drain.Store
@@ -76,7 +77,7 @@ func NewDrainStore(cfg DrainStoreConfig) (*DrainStore, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Watch.Op, cfg.Watch.Metrics, cfg.Watch.Logger = "watch_drains", cfg.Metrics, cfg.Logger
+	cfg.Watch.Op, cfg.Watch.Logger = "watch_drains", cfg.Logger
 	return &DrainStore{cfg: cfg, kv: cfg.Client.KV(), appliedCh: make(chan struct{}),
 		departQ: make(chan departOp, departQueue),
 		bad:     badEntries{log: cfg.Logger, errors: cfg.Metrics.Errors, now: cfg.Now}}, nil
@@ -161,9 +162,12 @@ func (s *DrainStore) Watch(ctx context.Context, apply func([]drain.Admin)) {
 		return s.kv.List(s.cfg.Layout.Drains(), q)
 	}
 	wc := s.cfg.Watch
-	wc.Failed = func() { s.setSynced(false) }
+	wc.Failed = func() {
+		s.cfg.Metrics.Errors.WithLabelValues(wc.Op).Inc()
+		s.setSynced(false)
+	}
 	go s.writeDeparted(ctx)
-	Watch(ctx, wc, list, func(all api.KVPairs, index uint64) {
+	consulstate.Watch(ctx, wc, list, func(all api.KVPairs, index uint64) {
 		s.bad.begin()
 		pairs, dpairs := s.splitDeparted(all)
 		drains := s.decode(pairs)
@@ -233,11 +237,8 @@ func (s *DrainStore) next(index uint64, epoch bool) []drain.Admin {
 	return s.seen.Drains
 }
 
-// maxTxnOps is Consul's limit of operations in one transaction.
-const maxTxnOps = 64
-
 // restore writes the epoch key and the drains known (still in force, and
-// missing from have) in transactions of at most maxTxnOps operations; the
+// missing from have) in transactions of at most consulstate.MaxTxnOps operations; the
 // first one checks that the epoch key is still missing, the others create
 // only.
 func (s *DrainStore) restore(ctx context.Context, known, have []drain.Admin) {
@@ -262,8 +263,8 @@ func (s *DrainStore) restore(ctx context.Context, known, have []drain.Admin) {
 		ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: s.cfg.Layout.Drain(a.Target), Value: val, Index: 0}})
 		n++
 	}
-	for i := 0; i < len(ops); i += maxTxnOps {
-		ok, _, _, err := s.cfg.Client.Txn().Txn(ops[i:min(i+maxTxnOps, len(ops))], (&api.QueryOptions{}).WithContext(ctx))
+	for i := 0; i < len(ops); i += consulstate.MaxTxnOps {
+		ok, _, err := consulstate.Txn(ctx, s.cfg.Client, ops[i:min(i+consulstate.MaxTxnOps, len(ops))])
 		if err != nil {
 			s.cfg.Metrics.Errors.WithLabelValues("drain_restore").Inc()
 			s.cfg.Logger.Warn("could not write the drains epoch back to consul", "error", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/xds-server/xds-server/consulstate"
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 	"github.com/xds-server/xds-server/e2e/harness"
@@ -64,7 +65,7 @@ func startReplicaWith(t *testing.T, client *api.Client, prefix string, now func(
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := NewDrainStore(DrainStoreConfig{Client: client, Layout: Layout{Prefix: prefix}, Metrics: m, Logger: log, Now: now,
-		Watch: WatchConfig{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MinInterval: time.Millisecond}})
+		Watch: consulstate.WatchConfig{BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, MinInterval: time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

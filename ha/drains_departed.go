@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/xds-server/xds-server/consulstate"
 	"github.com/xds-server/xds-server/drain"
 )
 
@@ -56,7 +57,7 @@ func (s *DrainStore) OnDeparted(apply func([]drain.Departed)) {
 }
 
 // writeDeparted performs the queued departure writes until ctx is done:
-// what is queued together goes in one transaction (at most maxTxnOps),
+// what is queued together goes in one transaction (at most consulstate.MaxTxnOps),
 // and one by one when the transaction fails a check (another replica
 // wrote one of the keys first).
 func (s *DrainStore) writeDeparted(ctx context.Context) {
@@ -69,7 +70,7 @@ func (s *DrainStore) writeDeparted(ctx context.Context) {
 			batch = append(batch, op)
 		}
 	more:
-		for len(batch) < maxTxnOps {
+		for len(batch) < consulstate.MaxTxnOps {
 			select {
 			case op := <-s.departQ:
 				batch = append(batch, op)
@@ -101,7 +102,7 @@ func (s *DrainStore) writeBatch(ctx context.Context, batch []departOp) {
 		}
 		return
 	}
-	ok, _, _, err := s.cfg.Client.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
+	ok, _, err := consulstate.Txn(ctx, s.cfg.Client, ops)
 	if err != nil {
 		s.cfg.Metrics.Errors.WithLabelValues("departed_txn").Inc()
 		s.cfg.Logger.Debug("could not write departures to consul; the local windows stay", "departures", len(kept), "error", err)

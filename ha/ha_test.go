@@ -10,43 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/drain"
 )
-
-func TestNextIndex(t *testing.T) {
-	for name, tc := range map[string]struct {
-		prev, got, next uint64
-		changed         bool
-	}{
-		"first read":             {0, 42, 42, true},
-		"no change":              {42, 42, 42, false},
-		"change":                 {42, 43, 43, true},
-		"backwards resets":       {42, 7, 0, true},
-		"zero counts as one":     {0, 0, 1, true},
-		"zero after one is same": {1, 0, 0, true},
-	} {
-		t.Run(name, func(t *testing.T) {
-			next, changed := discovery.NextIndex(tc.prev, tc.got)
-			if next != tc.next || changed != tc.changed {
-				t.Errorf("nextIndex(%d, %d) = %d, %v; want %d, %v", tc.prev, tc.got, next, changed, tc.next, tc.changed)
-			}
-		})
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	base, ceiling := 250*time.Millisecond, 30*time.Second
-	for _, tc := range []struct {
-		attempt int
-		rnd     float64
-		want    time.Duration
-	}{{1, 0, 125 * time.Millisecond}, {1, 1, 250 * time.Millisecond}, {3, 1, time.Second}, {20, 0, 15 * time.Second}, {20, 1, 30 * time.Second}} {
-		if got := discovery.Backoff(tc.attempt, base, ceiling, func() float64 { return tc.rnd }); got != tc.want {
-			t.Errorf("backoff(%d, rnd %v) = %v, want %v", tc.attempt, tc.rnd, got, tc.want)
-		}
-	}
-}
 
 func TestLayout(t *testing.T) {
 	l := Layout{Prefix: "xds-server/"}
@@ -63,8 +28,8 @@ func TestLayout(t *testing.T) {
 			t.Errorf("Drain(%+v) = %q, want %q", tc.t, got, tc.want)
 		}
 	}
-	if l.Summary("r/1") != "xds-server/weights/summaries/r%2F1" || l.Table() != "xds-server/weights/table" || l.Leader() != "xds-server/weights/leader" {
-		t.Errorf("weights keys: %q %q %q", l.Summary("r/1"), l.Table(), l.Leader())
+	if l.Summary("host-1-ab") != "xds-server/weights/summaries/host-1-ab" || l.Table() != "xds-server/weights/table" || l.Leader() != "xds-server/weights/leader" {
+		t.Errorf("weights keys: %q %q %q", l.Summary("host-1-ab"), l.Table(), l.Leader())
 	}
 	if got := l.DepartedKey("a/b", ".."); got != "xds-server/drains/departed/a%2Fb/%2E%2E" {
 		t.Errorf("DepartedKey = %q", got)

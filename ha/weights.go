@@ -74,9 +74,10 @@ type WeightsConfig struct {
 // weights.Summary), table (gzip'd JSON weights.SharedTable), leader (the
 // lock; value: the leader's replica id).
 type Weights struct {
-	cfg WeightsConfig
-	log *slog.Logger
-	kv  *api.KV
+	cfg  WeightsConfig
+	log  *slog.Logger
+	kv   *api.KV
+	keys Layout // under cfg.Prefix
 
 	mu        sync.Mutex
 	pending   *weights.Summary           // latest handed over, not yet written
@@ -124,7 +125,7 @@ func NewWeights(cfg WeightsConfig) (*Weights, error) {
 		cfg.Now = time.Now
 	}
 	w := &Weights{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "ha-weights", "replica", cfg.Replica),
-		kv: cfg.Client.KV(), sums: map[string]weights.Summary{}, logged: map[string]time.Time{},
+		kv: cfg.Client.KV(), keys: Layout{Prefix: cfg.Prefix}, sums: map[string]weights.Summary{}, logged: map[string]time.Time{},
 		leaderGauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "xds_ha_leader", Help: "1 while this replica is the weights leader (it solves and writes the global weight table), else 0.",
 		}),
@@ -157,12 +158,10 @@ func (w *Weights) Run(ctx context.Context) {
 	wg.Wait()
 	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := w.kv.Delete(w.key("summaries/"+w.cfg.Replica), (&api.WriteOptions{}).WithContext(dctx)); err != nil {
+	if _, err := w.kv.Delete(w.keys.Summary(w.cfg.Replica), (&api.WriteOptions{}).WithContext(dctx)); err != nil {
 		w.countError("delete_summary", err)
 	}
 }
-
-func (w *Weights) key(rest string) string { return w.cfg.Prefix + "weights/" + rest }
 
 // PublishSummary keeps s to be written at the next publish tick.
 func (w *Weights) PublishSummary(s weights.Summary) {
@@ -259,15 +258,3 @@ func (w *Weights) countError(op string, err error) {
 }
 
 const errorLogEvery = 30 * time.Second
-
-// weightsSleep waits d or until ctx is done; false if ctx is done.
-func weightsSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}

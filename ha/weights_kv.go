@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/xds-server/xds-server/consulstate"
 	"github.com/xds-server/xds-server/weights"
 )
 
@@ -73,18 +74,18 @@ func (w *Weights) publishOnce(ctx context.Context) {
 		if val, err := encodeGzipJSON(tab); err != nil || len(val) > MaxWeightsValueBytes {
 			w.countError("table_too_large", fmt.Errorf("table of %d bytes (limit %d): %v", len(val), MaxWeightsValueBytes, err))
 		} else {
-			fenced = append(fenced, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.key("table"), Value: val}})
+			fenced = append(fenced, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.keys.Table(), Value: val}})
 		}
 	}
 	if len(fenced) > 0 {
-		ops = append(append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: w.key("leader"), Session: session}}), fenced...)
+		ops = append(append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVCheckSession, Key: w.keys.Leader(), Session: session}}), fenced...)
 	}
 	if len(ops) == 0 {
 		return
 	}
-	ok, idx, err := w.txn(ctx, ops)
+	ok, idx, err := consulstate.Txn(ctx, w.cfg.Client, ops)
 	if !ok && err == nil && len(ops) > nsum && nsum > 0 { // lost the lead: the summary alone
-		ok, idx, err = w.txn(ctx, ops[:nsum])
+		ok, idx, err = consulstate.Txn(ctx, w.cfg.Client, ops[:nsum])
 		ops = ops[:nsum]
 	}
 	if err != nil || !ok {
@@ -118,7 +119,7 @@ func (w *Weights) staleOps(session string) api.TxnOps {
 	var ops api.TxnOps
 	for r, s := range w.sums {
 		if r != w.cfg.Replica && now.Sub(time.UnixMilli(s.At)) > w.cfg.SummaryTTL {
-			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: w.key("summaries/" + r)}})
+			ops = append(ops, &api.TxnOp{KV: &api.KVTxnOp{Verb: api.KVDelete, Key: w.keys.Summary(r)}})
 		}
 	}
 	return ops
@@ -142,7 +143,7 @@ func (w *Weights) summaryOps(sum *weights.Summary, last []byte) (api.TxnOps, []b
 	case len(val) > MaxWeightsValueBytes:
 		w.countError("summary_too_large", fmt.Errorf("summary of %d bytes over %d", len(val), MaxWeightsValueBytes))
 	default:
-		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.key("summaries/" + w.cfg.Replica), Value: val}}}, content, len(val)
+		return api.TxnOps{{KV: &api.KVTxnOp{Verb: api.KVSet, Key: w.keys.Summary(w.cfg.Replica), Value: val}}}, content, len(val)
 	}
 	return nil, content, 0
 }
@@ -154,33 +155,19 @@ func cmpErr(err, otherwise error) error {
 	return otherwise
 }
 
-// txn runs ops; with the highest ModifyIndex of the keys it set.
-func (w *Weights) txn(ctx context.Context, ops api.TxnOps) (bool, uint64, error) {
-	ok, resp, _, err := w.cfg.Client.Txn().Txn(ops, (&api.QueryOptions{}).WithContext(ctx))
-	var idx uint64
-	if ok && resp != nil {
-		for _, r := range resp.Results {
-			if r.KV != nil {
-				idx = max(idx, r.KV.ModifyIndex)
-			}
-		}
-	}
-	return ok, idx, err
-}
-
 // watchLoop follows <prefix>weights/ with blocking queries (Watch: after
 // a failed query the next one reads at once, so a Consul that came back
 // empty, its index starting over, is read when it answers, not once its
 // index passes the old one), every replica's summary and the table.
 func (w *Weights) watchLoop(ctx context.Context) {
-	cfg := WatchConfig{Op: "weights_watch", Wait: time.Minute, BackoffBase: 100 * time.Millisecond, BackoffMax: 5 * time.Second,
+	cfg := consulstate.WatchConfig{Op: "weights_watch", Wait: time.Minute, BackoffBase: 100 * time.Millisecond, BackoffMax: 5 * time.Second,
 		Failed: func() {
 			if w.cfg.CountError != nil {
 				w.cfg.CountError("watch")
 			}
 		}, Logger: w.log}
-	list := func(q *api.QueryOptions) (api.KVPairs, *api.QueryMeta, error) { return w.kv.List(w.key(""), q) }
-	Watch(ctx, cfg, list, w.apply)
+	list := func(q *api.QueryOptions) (api.KVPairs, *api.QueryMeta, error) { return w.kv.List(w.keys.Weights(), q) }
+	consulstate.Watch(ctx, cfg, list, w.apply)
 }
 
 // apply takes the watched keys, read at index, into the cache and the age
@@ -194,23 +181,22 @@ func (w *Weights) apply(pairs api.KVPairs, index uint64) {
 	var tableIdx uint64
 	leader := ""
 	for _, p := range pairs {
-		rest := strings.TrimPrefix(p.Key, w.key(""))
 		switch {
-		case strings.HasPrefix(rest, "summaries/"):
+		case strings.HasPrefix(p.Key, w.keys.Summaries()):
 			var s weights.Summary
 			if err := decodeGzipJSON(p.Value, &s); err != nil {
 				w.countError("decode", fmt.Errorf("%s: %w", p.Key, err))
 				continue
 			}
-			s.Replica = strings.TrimPrefix(rest, "summaries/") // the key names the replica
+			s.Replica = strings.TrimPrefix(p.Key, w.keys.Summaries()) // the key names the replica
 			sums[s.Replica] = s
-		case rest == "table":
+		case p.Key == w.keys.Table():
 			if err := decodeGzipJSON(p.Value, &table); err != nil {
 				w.countError("decode", fmt.Errorf("%s: %w", p.Key, err))
 				continue
 			}
 			tableIdx = max(p.ModifyIndex, 1)
-		case rest == "leader" && p.Session != "":
+		case p.Key == w.keys.Leader() && p.Session != "":
 			leader = string(p.Value)
 		}
 	}

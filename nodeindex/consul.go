@@ -73,6 +73,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/consulstate"
 )
 
 const (
@@ -132,11 +134,11 @@ type Consul struct {
 	now        func() time.Time
 	metrics    consulMetrics
 
-	ctx    context.Context // canceled by Close, after its own releases
-	cancel context.CancelFunc
-	rounds sync.WaitGroup // running group drains
-	stop   chan struct{}  // closed by Close to stop the renewal loop
-	renew  sync.WaitGroup // the renewal loop
+	ctx       context.Context // canceled by Close, after its own releases
+	cancel    context.CancelFunc
+	rounds    sync.WaitGroup     // running group drains
+	stopRenew context.CancelFunc // called by Close to stop the renewal loop
+	renew     sync.WaitGroup     // the renewal loop
 
 	mu      sync.Mutex
 	session string          // current session id
@@ -161,7 +163,6 @@ func NewConsul(ctx context.Context, cfg ConsulConfig) (*Consul, error) {
 		sessionTTL: cmp.Or(cfg.SessionTTL, defaultSessionTTL),
 		log:        cfg.Logger,
 		now:        cfg.Now,
-		stop:       make(chan struct{}),
 		own:        map[string]bool{},
 		groups:     map[string]*groupQueue{},
 	}
@@ -185,8 +186,10 @@ func NewConsul(ctx context.Context, cfg ConsulConfig) (*Consul, error) {
 	}
 	t.session, t.own[id] = id, true
 	t.ctx, t.cancel = context.WithCancel(context.Background())
+	kctx, stop := context.WithCancel(context.Background())
+	t.stopRenew = stop
 	t.renew.Add(1)
-	go t.keepAlive()
+	go func() { defer t.renew.Done(); _ = consulstate.KeepAlive(kctx, t.keepAlive()) }()
 	t.log.Info("consul index session created", "session", id, "replica", t.replica, "prefix", t.prefix)
 	return t, nil
 }
@@ -233,7 +236,7 @@ func (t *Consul) Close() error {
 	session := t.session
 	t.mu.Unlock()
 
-	close(t.stop)
+	t.stopRenew()
 	t.renew.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), indexCloseTimeout)
 	defer cancel()
@@ -248,8 +251,8 @@ func (t *Consul) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	if _, err := t.client.Session().Destroy(session, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
-		errs = append(errs, fmt.Errorf("nodeindex: consul: destroy session %s: %w", session, err))
+	if err := consulstate.DestroySession(ctx, t.client, session); err != nil {
+		errs = append(errs, fmt.Errorf("nodeindex: consul: %w", err))
 	}
 	t.cancel()
 	t.rounds.Wait()
@@ -280,71 +283,36 @@ func (t *Consul) sessionState() (current string, own func(string) bool) {
 }
 
 func (t *Consul) createSession(ctx context.Context) (string, error) {
-	id, _, err := t.client.Session().Create(&api.SessionEntry{
-		Name:     indexSessionNamePrefix + t.replica,
-		TTL:      t.sessionTTL.String(),
-		Behavior: api.SessionBehaviorRelease,
-	}, (&api.WriteOptions{}).WithContext(ctx))
+	id, err := consulstate.CreateSession(ctx, t.client, consulstate.SessionConfig{Name: indexSessionNamePrefix + t.replica, TTL: t.sessionTTL})
 	if err != nil {
-		return "", fmt.Errorf("nodeindex: consul: create session: %w", err)
+		return "", fmt.Errorf("nodeindex: consul: %w", err)
 	}
 	return id, nil
 }
 
-// liveSessions lists the sessions Consul knows, with a consistent read.
-func (t *Consul) liveSessions(ctx context.Context) (map[string]bool, error) {
-	q := (&api.QueryOptions{RequireConsistent: true}).WithContext(ctx)
-	list, _, err := t.client.Session().List(q)
-	if err != nil {
-		return nil, fmt.Errorf("nodeindex: consul: list sessions: %w", err)
-	}
-	alive := make(map[string]bool, len(list))
-	for _, s := range list {
-		alive[s.ID] = true
-	}
-	return alive, nil
-}
-
-// keepAlive renews the session every sessionTTL/3 until Close, and after
-// each renewal checks the tables where this replica holds nodes
-// (checkHolds).
-func (t *Consul) keepAlive() {
-	defer t.renew.Done()
-	wait := t.sessionTTL / 3
-	for {
-		timer := time.NewTimer(wait)
-		select {
-		case <-t.stop:
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		ctx, cancel := context.WithTimeout(t.ctx, t.sessionTTL/3)
-		err := t.renewOnce(ctx)
-		cancel()
-		wait = t.sessionTTL / 3
-		if err != nil {
+// keepAlive renews the session every sessionTTL/3 until Close (each
+// renewal bounded by sessionTTL/3, a failed one retried after
+// indexRenewRetry), moves this replica's holds to a new session when
+// Consul lost it (sessionLost), and after each renewal checks the tables
+// where this replica holds nodes (checkHolds).
+func (t *Consul) keepAlive() consulstate.KeepAliveConfig {
+	return consulstate.KeepAliveConfig{
+		Client: t.client, Every: t.sessionTTL / 3, Timeout: t.sessionTTL / 3, Retry: indexRenewRetry,
+		Session: func() string { t.mu.Lock(); defer t.mu.Unlock(); return t.session },
+		Lost:    t.sessionLost, Renewed: t.checkHolds,
+		Failed: func(err error) {
 			t.log.Warn("consul index session renewal failed; retrying", "error", err, "retry_in", indexRenewRetry)
-			wait = indexRenewRetry
-			continue
-		}
-		t.checkHolds()
+		},
 	}
 }
 
-// renewOnce renews the session; when Consul no longer knows it, it creates
-// a new one and moves every hold of this replica to it before returning.
-func (t *Consul) renewOnce(ctx context.Context) error {
+// sessionLost creates a new session, when Consul no longer knows the
+// current one, and moves every hold of this replica to it before
+// returning.
+func (t *Consul) sessionLost(ctx context.Context) error {
 	t.mu.Lock()
 	old := t.session
 	t.mu.Unlock()
-	entry, _, err := t.client.Session().Renew(old, (&api.WriteOptions{}).WithContext(ctx))
-	if err != nil {
-		return fmt.Errorf("nodeindex: consul: renew session %s: %w", old, err)
-	}
-	if entry != nil {
-		return nil
-	}
 	id, err := t.createSession(ctx)
 	if err != nil {
 		return err

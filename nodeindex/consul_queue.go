@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/consulstate"
 )
 
 // casAttempts bounds the read-modify-write attempts of one round.
@@ -272,12 +274,8 @@ func (t *Consul) commit(ctx context.Context, q *groupQueue, ops []*indexOp) (rou
 			return roundResult{}, fmt.Errorf("key %s: %d check-and-set conflicts in a row", q.key, n)
 		}
 		wait := min(time.Millisecond<<min(n, 10), casBackoffMax)
-		timer := time.NewTimer(rand.N(wait) + 1)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !consulstate.Sleep(ctx, nil, rand.N(wait)+1) {
 			return roundResult{}, ctx.Err()
-		case <-timer.C:
 		}
 	}
 }
@@ -302,7 +300,7 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	}
 	lost := tb.reassert(q.heldIndices(), session, t.replica)
 	if needsLiveness(tb, ops, session) {
-		alive, err := t.liveSessions(ctx)
+		alive, err := consulstate.LiveSessions(ctx, t.client)
 		if err != nil {
 			return res, false, err
 		}
@@ -316,10 +314,10 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	if bytes.Equal(data, old) || (pair == nil && len(tb.slots) == 0) {
 		return res, true, nil // nothing to write
 	}
-	ok, _, _, err = t.client.Txn().Txn(api.TxnOps{
+	ok, _, err = consulstate.Txn(ctx, t.client, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: q.key, Value: data, Index: modify}},
 		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.backup, Value: data}},
-	}, (&api.QueryOptions{}).WithContext(ctx))
+	})
 	if err != nil {
 		return res, false, fmt.Errorf("write %s: %w", q.key, err)
 	}

@@ -113,7 +113,7 @@ func (e *consulIndexEnv) crash(t *testing.T, ix *Consul) {
 	ix.closed = true
 	session := ix.session
 	ix.mu.Unlock()
-	close(ix.stop)
+	ix.stopRenew()
 	ix.renew.Wait()
 	ix.cancel()
 	ix.rounds.Wait()
@@ -326,7 +326,7 @@ func consulLostSession(t *testing.T, e *consulIndexEnv) {
 	if _, err := e.client.Session().Destroy(old, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.renewOnce(context.Background()); err != nil {
+	if err := a.sessionLost(context.Background()); err != nil { // what the renewal loop does when Consul no longer knows the session
 		t.Fatal(err)
 	}
 	cur, _ := a.sessionState()

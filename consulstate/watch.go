@@ -1,4 +1,4 @@
-package ha
+package consulstate
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-
-	"github.com/xds-server/xds-server/discovery"
 )
 
 // Defaults of WatchConfig.
@@ -21,14 +19,15 @@ const (
 
 // WatchConfig configures Watch.
 type WatchConfig struct {
-	Op          string        // label of xds_ha_errors_total for a failed query
-	Wait        time.Duration // blocking wait of a query; 0: DefaultWait
-	MinInterval time.Duration // least time between two queries; 0: DefaultMinInterval
-	BackoffBase time.Duration // first retry delay after an error; 0: DefaultBackoffBase
-	BackoffMax  time.Duration // longest retry delay; 0: DefaultBackoffMax
-	Metrics     *Metrics      // nil: no metrics
-	Failed      func()        // called after each failed query; nil: none
-	Logger      *slog.Logger  // nil: slog.Default()
+	Op          string         // names the watch in its logs ("op")
+	Wait        time.Duration  // blocking wait of a query; 0: DefaultWait
+	MinInterval time.Duration  // least time between two queries; 0: DefaultMinInterval
+	BackoffBase time.Duration  // first retry delay after an error; 0: DefaultBackoffBase
+	BackoffMax  time.Duration  // longest retry delay; 0: DefaultBackoffMax
+	Failed      func()         // called after each failed query; nil: none
+	Logger      *slog.Logger   // nil: slog.Default()
+	Clock       Clock          // nil: Wall
+	Rand        func() float64 // jitter in [0, 1); nil: math/rand/v2.Float64
 }
 
 func (c WatchConfig) withDefaults() WatchConfig {
@@ -42,6 +41,10 @@ func (c WatchConfig) withDefaults() WatchConfig {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	c.Clock = orWall(c.Clock)
+	if c.Rand == nil {
+		c.Rand = rand.Float64
 	}
 	return c
 }
@@ -62,7 +65,7 @@ func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply fu
 	var index uint64
 	failures := 0
 	for ctx.Err() == nil {
-		start := time.Now()
+		start := cfg.Clock.Now()
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: cfg.Wait}).WithContext(ctx)
 		v, meta, err := fetch(q)
 		if err != nil {
@@ -72,7 +75,7 @@ func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply fu
 			failures++
 			index = 0 // after an outage, read at once: Consul may have lost its state
 			cfg.failed(failures, err)
-			pause(ctx, discovery.Backoff(failures, cfg.BackoffBase, cfg.BackoffMax, rand.Float64))
+			Sleep(ctx, cfg.Clock, Backoff(failures, cfg.BackoffBase, cfg.BackoffMax, cfg.Rand))
 			continue
 		}
 		if failures > 0 {
@@ -83,21 +86,18 @@ func Watch[T any](ctx context.Context, cfg WatchConfig, fetch Fetch[T], apply fu
 		if meta != nil {
 			got = meta.LastIndex
 		}
-		next, changed := discovery.NextIndex(index, got)
+		next, changed := NextIndex(index, got)
 		index = next
 		if changed {
 			apply(v, max(got, 1))
 		}
-		pause(ctx, cfg.MinInterval-time.Since(start))
+		Sleep(ctx, cfg.Clock, cfg.MinInterval-cfg.Clock.Now().Sub(start))
 	}
 }
 
 // failed counts and logs a failed query: the first of a run at warn, the
 // next ones at debug (the backoff bounds them anyway).
 func (c WatchConfig) failed(n int, err error) {
-	if c.Metrics != nil {
-		c.Metrics.Errors.WithLabelValues(c.Op).Inc()
-	}
 	if c.Failed != nil {
 		c.Failed()
 	}
@@ -106,17 +106,4 @@ func (c WatchConfig) failed(n int, err error) {
 		level = slog.LevelWarn
 	}
 	c.Logger.Log(context.Background(), level, "consul watch failed; retrying, keeping the last state", "op", c.Op, "failures", n, "error", err)
-}
-
-// pause waits d or until ctx is done.
-func pause(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
