@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/xds-server/xds-server/internal/pause"
 )
 
 // consulStartTimeout bounds the wait for a Consul agent's leader.
@@ -107,7 +108,7 @@ func (c *ConsulConnect) awaitLeader(ctx context.Context) error {
 		} else {
 			last = fmt.Errorf("no leader yet (%v)", err)
 		}
-		if envoyPause(ctx, 50*time.Millisecond); ctx.Err() != nil {
+		if !pause.For(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -223,7 +224,7 @@ func AwaitConnectCatalog(ctx context.Context, client *api.Client, cat Catalog, t
 		case time.Now().After(deadline):
 			return fmt.Errorf("bench: %s: %d passing sidecars after %v, want %d (%v)", cat.Service(s), len(entries), timeout, cat.Endpoints, err)
 		}
-		if envoyPause(ctx, 50*time.Millisecond); ctx.Err() != nil {
+		if !pause.For(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
