@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/xds-server/xds-server/internal/freeport"
 	"github.com/xds-server/xds-server/internal/pause"
 )
 
@@ -51,9 +52,9 @@ func StartConsulConnect(ctx context.Context, bin, dir string) (*ConsulConnect, e
 }
 
 func startConsulConnect(ctx context.Context, bin, dir string) (*ConsulConnect, error) {
-	ports, err := freeLoopbackPorts(4)
+	ports, err := freeport.Loopback(4)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	c := &ConsulConnect{Bin: bin, dir: dir, exited: make(chan struct{}),
 		HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
@@ -308,34 +309,4 @@ func forEach(ctx context.Context, workers, n int, f func(i int) error) error {
 	close(jobs)
 	wg.Wait()
 	return cmp.Or(first, ctx.Err())
-}
-
-// freeLoopbackPorts returns n distinct loopback ports free for TCP and UDP
-// (serf uses both) at the time of the call.
-func freeLoopbackPorts(n int) ([]int, error) {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	out := make([]int, 0, n)
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100 {
-			return nil, errors.New("bench: no free loopback ports")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("bench: free port: %w", err)
-		}
-		u, err := net.ListenPacket("udp", l.Addr().String())
-		if err != nil {
-			l.Close()
-			continue
-		}
-		u.Close()
-		held = append(held, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/xds-server/xds-server/internal/freeport"
 )
 
 // RequireIntegrationEnv is the environment variable that, set to "1", turns
@@ -117,7 +118,7 @@ func ConsulWith(t testing.TB, opts ConsulOptions) *ConsulAgent {
 	// A free port can be taken by someone else before consul binds it: try
 	// again with fresh ports.
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(3)
+		ports, err := freeport.Loopback(3)
 		if err != nil {
 			t.Fatalf("harness: %v", err)
 		}
@@ -347,36 +348,6 @@ func checkFileJSON(c *api.AgentServiceCheck) map[string]string {
 		}
 	}
 	return m
-}
-
-// freePorts returns n distinct loopback ports free for both TCP and UDP
-// (serf uses both) at the time of the call.
-func freePorts(n int) ([]int, error) {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100 {
-			return nil, errors.New("no free loopback ports")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		u, err := net.ListenPacket("udp", l.Addr().String())
-		if err != nil {
-			l.Close()
-			continue
-		}
-		u.Close()
-		held = append(held, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // logTail returns the last n lines of the agent's log.
