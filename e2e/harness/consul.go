@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/xds-server/xds-server/internal/freeport"
+	"github.com/xds-server/xds-server/internal/toolbin"
 )
 
 // RequireIntegrationEnv is the environment variable that, set to "1", turns
@@ -56,7 +57,7 @@ type ConsulAgent struct {
 
 // ConsulVersion is the Consul release the tests run against (the last
 // open-source line this project builds; see scripts/install-consul.sh).
-const ConsulVersion = "v1.14.11"
+const ConsulVersion = toolbin.ConsulVersion
 
 // ConsulBinary finds the consul binary of ConsulVersion: in
 // $XDS_SERVER_CACHE/consul-<version>/bin, else
@@ -64,22 +65,11 @@ const ConsulVersion = "v1.14.11"
 // scripts/install-consul.sh builds it), else on PATH. A binary cached
 // under another version's directory is never used.
 func ConsulBinary() (string, error) {
-	var tried []string
-	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
-		tried = append(tried, filepath.Join(c, "consul-"+ConsulVersion, "bin", "consul"))
+	p, err := toolbin.Consul()
+	if err != nil {
+		return "", fmt.Errorf("harness: %w", err)
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		tried = append(tried, filepath.Join(home, ".cache", "xds-server", "consul-"+ConsulVersion, "bin", "consul"))
-	}
-	for _, p := range tried {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("harness: no consul binary at %s nor on PATH (run scripts/install-consul.sh)", strings.Join(tried, ", "))
+	return p, nil
 }
 
 // Consul starts a Consul agent in -dev mode on free loopback ports (HTTP,

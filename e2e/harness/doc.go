@@ -13,6 +13,6 @@
 //
 // harness is imported by tests only. It must not import the packages under
 // test (discovery, xds, envoy, ...): their own tests import harness. Of this
-// module it imports only internal/ leaves (internal/freeport, shared with
-// bench/).
+// module it imports only internal/ leaves (internal/freeport and
+// internal/toolbin, shared with bench/).
 package harness
