@@ -1,0 +1,24 @@
+package logclip
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxBytes bounds a name in a log line, in bytes.
+const MaxBytes = 256
+
+// Name returns s when it has at most MaxBytes bytes, else its first
+// MaxBytes bytes at most (cut at a rune boundary, invalid UTF-8 replaced
+// by "?") followed by "…(N bytes)", N the length of s.
+func Name(s string) string {
+	if len(s) <= MaxBytes {
+		return s
+	}
+	cut := MaxBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
+}
