@@ -12,11 +12,14 @@ const MaxBytes = 256
 // Name returns s when it has at most MaxBytes bytes, else its first
 // MaxBytes bytes at most (cut at a rune boundary, invalid UTF-8 replaced
 // by "?") followed by "…(N bytes)", N the length of s.
-func Name(s string) string {
-	if len(s) <= MaxBytes {
+func Name(s string) string { return To(s, MaxBytes) }
+
+// To is Name with max bytes (>= 0) in place of MaxBytes.
+func To(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	cut := MaxBytes
+	cut := max
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

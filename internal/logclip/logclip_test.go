@@ -24,3 +24,12 @@ func TestName(t *testing.T) {
 		})
 	}
 }
+
+func TestTo(t *testing.T) {
+	if got, want := To("abcdef", 3), "abc…(6 bytes)"; got != want {
+		t.Errorf("To = %q, want %q", got, want)
+	}
+	if got := To("abc", 3); got != "abc" {
+		t.Errorf("To = %q, want abc", got)
+	}
+}
