@@ -14,12 +14,12 @@ const MaxBytes = 256
 // by "?") followed by "…(N bytes)", N the length of s.
 func Name(s string) string { return To(s, MaxBytes) }
 
-// To is Name with max bytes (>= 0) in place of MaxBytes.
-func To(s string, max int) string {
-	if len(s) <= max {
+// To is Name with limit bytes (>= 0) in place of MaxBytes.
+func To(s string, limit int) string {
+	if len(s) <= limit {
 		return s
 	}
-	cut := max
+	cut := limit
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
