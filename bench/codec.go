@@ -48,23 +48,21 @@ func newTable() *table {
 }
 
 func (t *table) sotwEntry(version, name string) *entry {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.sotw[[2]string{version, name}]
-	if !ok {
-		e = &entry{}
-		t.sotw[[2]string{version, name}] = e
-	}
-	return e
+	return t.entry(t.sotw, [2]string{version, name})
 }
 
 func (t *table) deltaEntry(name, version string) *entry {
+	return t.entry(t.delta, [2]string{name, version})
+}
+
+// entry returns m's entry of key, made if missing; m is one of t's maps.
+func (t *table) entry(m map[[2]string]*entry, key [2]string) *entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.delta[[2]string{name, version}]
+	e, ok := m[key]
 	if !ok {
 		e = &entry{}
-		t.delta[[2]string{name, version}] = e
+		m[key] = e
 	}
 	return e
 }
