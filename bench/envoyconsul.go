@@ -177,21 +177,16 @@ func RegisterNodes(ctx context.Context, catalog *api.Catalog, cat Catalog, sidec
 type NodeFlipper struct {
 	cat     Catalog
 	catalog *api.Catalog
-	mu      sync.Mutex
-	down    map[[2]int]bool // true once critical
+	flipped
 }
 
 // NewNodeFlipper starts from the registered state: every check passing.
 func NewNodeFlipper(cat Catalog, catalog *api.Catalog) *NodeFlipper {
-	return &NodeFlipper{cat: cat, catalog: catalog, down: map[[2]int]bool{}}
+	return &NodeFlipper{cat: cat, catalog: catalog}
 }
 
 // Down reports whether endpoint e of service s is critical now.
-func (f *NodeFlipper) Down(s, e int) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.down[[2]int{s, e}]
-}
+func (f *NodeFlipper) Down(s, e int) bool { return f.isDown(s, e) }
 
 // Flip turns the check of endpoint e of service s critical if it passes,
 // passing if it is critical.
@@ -206,9 +201,7 @@ func (f *NodeFlipper) Flip(ctx context.Context, s, e int) error {
 	if _, err := f.catalog.Register(reg, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		return fmt.Errorf("bench: flip %s to %s: %w", f.cat.CheckID(s, e), status, err)
 	}
-	f.mu.Lock()
-	f.down[[2]int{s, e}] = status == api.HealthCritical
-	f.mu.Unlock()
+	f.set(s, e, status == api.HealthCritical)
 	return nil
 }
 
