@@ -134,13 +134,37 @@ func (c Catalog) Snapshot(health map[Key]discovery.Health) discovery.Snapshot {
 type Flipper struct {
 	cat   Catalog
 	agent *api.Agent
-	mu    sync.Mutex
-	up    map[[2]int]bool // false once critical
+	flipped
 }
 
 // NewFlipper starts from the registered state: every check passing.
 func NewFlipper(cat Catalog, agent *api.Agent) *Flipper {
-	return &Flipper{cat: cat, agent: agent, up: map[[2]int]bool{}}
+	return &Flipper{cat: cat, agent: agent}
+}
+
+// flipped is what a flipper last set: the checks it turned critical
+// (every check passes until flipped). Safe for concurrent use.
+type flipped struct {
+	mu   sync.Mutex
+	down map[[2]int]bool
+}
+
+// isDown reports whether the check of endpoint e of service s was last
+// set critical.
+func (f *flipped) isDown(s, e int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.down[[2]int{s, e}]
+}
+
+// set records the status last set for the check of endpoint e of service s.
+func (f *flipped) set(s, e int, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down == nil {
+		f.down = map[[2]int]bool{}
+	}
+	f.down[[2]int{s, e}] = down
 }
 
 // Next is what flipping endpoint e of service s would produce.
@@ -156,9 +180,7 @@ func (f *Flipper) Next(s, e int) Want {
 
 // Current is the health endpoint e of service s has now.
 func (f *Flipper) Current(s, e int) Want {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if up, ok := f.up[[2]int{s, e}]; ok && !up {
+	if f.isDown(s, e) {
 		return Want{Key: f.cat.Key(s, e), Status: corev3.HealthStatus_UNHEALTHY}
 	}
 	return Want{Key: f.cat.Key(s, e), Status: corev3.HealthStatus_HEALTHY}
@@ -175,8 +197,6 @@ func (f *Flipper) Flip(ctx context.Context, s, e int) error {
 	if err := f.agent.UpdateTTLOpts(f.cat.CheckID(s, e), "bench flip", status, q); err != nil {
 		return fmt.Errorf("bench: flip %s to %s: %w", f.cat.CheckID(s, e), status, err)
 	}
-	f.mu.Lock()
-	f.up[[2]int{s, e}] = status == api.HealthPassing
-	f.mu.Unlock()
+	f.set(s, e, status == api.HealthCritical)
 	return nil
 }

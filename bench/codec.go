@@ -48,23 +48,21 @@ func newTable() *table {
 }
 
 func (t *table) sotwEntry(version, name string) *entry {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	e, ok := t.sotw[[2]string{version, name}]
-	if !ok {
-		e = &entry{}
-		t.sotw[[2]string{version, name}] = e
-	}
-	return e
+	return t.entry(t.sotw, [2]string{version, name})
 }
 
 func (t *table) deltaEntry(name, version string) *entry {
+	return t.entry(t.delta, [2]string{name, version})
+}
+
+// entry returns m's entry of key, made if missing; m is one of t's maps.
+func (t *table) entry(m map[[2]string]*entry, key [2]string) *entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.delta[[2]string{name, version}]
+	e, ok := m[key]
 	if !ok {
 		e = &entry{}
-		t.delta[[2]string{name, version}] = e
+		m[key] = e
 	}
 	return e
 }
@@ -187,12 +185,8 @@ func (t *table) parseSotW(b []byte, r *sotwResponse) error {
 		return err
 	}
 	for _, anyBytes := range res {
-		var value []byte
-		if err := fields(anyBytes, func(num protowire.Number, v []byte) {
-			if num == fAnyValue {
-				value = v
-			}
-		}); err != nil {
+		value, err := anyValue(anyBytes)
+		if err != nil {
 			return err
 		}
 		var name string
@@ -204,7 +198,7 @@ func (t *table) parseSotW(b []byte, r *sotwResponse) error {
 			return err
 		}
 		e := t.sotwEntry(r.version, name)
-		e.once.Do(func() { e.clas, e.err = decodeSotWCLA(value) })
+		e.once.Do(func() { e.clas, e.err = decodeCLAs(value, "EDS resource") })
 		if e.err != nil {
 			return e.err
 		}
@@ -213,11 +207,23 @@ func (t *table) parseSotW(b []byte, r *sotwResponse) error {
 	return nil
 }
 
-// decodeSotWCLA decodes the ClusterLoadAssignment of a SotW EDS resource.
-func decodeSotWCLA(value []byte) (map[string]cla, error) {
+// anyValue returns the value field of an encoded Any.
+func anyValue(anyBytes []byte) ([]byte, error) {
+	var value []byte
+	err := fields(anyBytes, func(num protowire.Number, v []byte) {
+		if num == fAnyValue {
+			value = v
+		}
+	})
+	return value, err
+}
+
+// decodeCLAs decodes an encoded ClusterLoadAssignment into its cluster's
+// hosts; what names the resource in the error.
+func decodeCLAs(value []byte, what string) (map[string]cla, error) {
 	var c endpointv3.ClusterLoadAssignment
 	if err := proto.Unmarshal(value, &c); err != nil {
-		return nil, fmt.Errorf("bench: EDS resource: %w", err)
+		return nil, fmt.Errorf("bench: %s: %w", what, err)
 	}
 	return map[string]cla{c.GetClusterName(): decodeCLA(&c)}, nil
 }
@@ -266,19 +272,11 @@ func (t *table) parseDelta(b []byte, r *deltaResponse) error {
 
 // decodeDeltaCLA decodes the Any payload of a delta EDS resource.
 func decodeDeltaCLA(anyBytes []byte) (map[string]cla, error) {
-	var value []byte
-	if err := fields(anyBytes, func(num protowire.Number, v []byte) {
-		if num == fAnyValue {
-			value = v
-		}
-	}); err != nil {
+	value, err := anyValue(anyBytes)
+	if err != nil {
 		return nil, err
 	}
-	var c endpointv3.ClusterLoadAssignment
-	if err := proto.Unmarshal(value, &c); err != nil {
-		return nil, fmt.Errorf("bench: delta EDS resource: %w", err)
-	}
-	return map[string]cla{c.GetClusterName(): decodeCLA(&c)}, nil
+	return decodeCLAs(value, "delta EDS resource")
 }
 
 func decodeCLA(c *endpointv3.ClusterLoadAssignment) cla {

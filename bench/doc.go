@@ -24,8 +24,9 @@
 // (version, type, nonce) and decodes an EDS payload once per distinct
 // version for the whole fleet, never once per node.
 //
-// bench may import discovery, xds and the e2e harness (in tests); nothing
-// in this module may import bench.
+// bench may import discovery, the internal/ leaves (pause, freeport), and
+// xds and the e2e harness in tests; nothing in this module may import
+// bench but its own commands.
 //
 // bench must not import cmd or e2e.
 package bench

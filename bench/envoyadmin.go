@@ -19,6 +19,7 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/xds-server/xds-server/internal/pause"
 )
 
 // EnvoyAdmin reads one real Envoy's admin API. The benchmark watches a
@@ -156,7 +157,7 @@ func AwaitEnvoysHealthy(ctx context.Context, admins []*EnvoyAdmin, service strin
 				default:
 					last[i] = err.Error()
 				}
-				if envoyPause(ctx, poll); ctx.Err() != nil {
+				if !pause.For(ctx, poll) {
 					return
 				}
 			}
@@ -199,7 +200,7 @@ func AwaitEnvoysSynced(ctx context.Context, admins []*EnvoyAdmin, cat Catalog, p
 				if errs[i] = err; err == nil {
 					return
 				}
-				if envoyPause(ctx, poll); ctx.Err() != nil {
+				if !pause.For(ctx, poll) {
 					return
 				}
 			}
@@ -265,16 +266,6 @@ func CheckEnvoyHosts(c *adminv3.Clusters, cat Catalog, unhealthy func(s, e int) 
 		return fmt.Errorf("bench: /clusters: %d hosts not as in Consul: %s", len(bad), strings.Join(bad[:min(len(bad), 5)], "; "))
 	}
 	return nil
-}
-
-// envoyPause waits d or until ctx ends.
-func envoyPause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // EnvoySaid is what the Envoys logged at warning level or above, or about

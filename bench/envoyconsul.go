@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/xds-server/xds-server/internal/freeport"
+	"github.com/xds-server/xds-server/internal/pause"
 )
 
 // consulStartTimeout bounds the wait for a Consul agent's leader.
@@ -50,9 +52,9 @@ func StartConsulConnect(ctx context.Context, bin, dir string) (*ConsulConnect, e
 }
 
 func startConsulConnect(ctx context.Context, bin, dir string) (*ConsulConnect, error) {
-	ports, err := freeLoopbackPorts(4)
+	ports, err := freeport.Loopback(4)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	c := &ConsulConnect{Bin: bin, dir: dir, exited: make(chan struct{}),
 		HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
@@ -107,7 +109,7 @@ func (c *ConsulConnect) awaitLeader(ctx context.Context) error {
 		} else {
 			last = fmt.Errorf("no leader yet (%v)", err)
 		}
-		if envoyPause(ctx, 50*time.Millisecond); ctx.Err() != nil {
+		if !pause.For(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -175,21 +177,16 @@ func RegisterNodes(ctx context.Context, catalog *api.Catalog, cat Catalog, sidec
 type NodeFlipper struct {
 	cat     Catalog
 	catalog *api.Catalog
-	mu      sync.Mutex
-	down    map[[2]int]bool // true once critical
+	flipped
 }
 
 // NewNodeFlipper starts from the registered state: every check passing.
 func NewNodeFlipper(cat Catalog, catalog *api.Catalog) *NodeFlipper {
-	return &NodeFlipper{cat: cat, catalog: catalog, down: map[[2]int]bool{}}
+	return &NodeFlipper{cat: cat, catalog: catalog}
 }
 
 // Down reports whether endpoint e of service s is critical now.
-func (f *NodeFlipper) Down(s, e int) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.down[[2]int{s, e}]
-}
+func (f *NodeFlipper) Down(s, e int) bool { return f.isDown(s, e) }
 
 // Flip turns the check of endpoint e of service s critical if it passes,
 // passing if it is critical.
@@ -204,9 +201,7 @@ func (f *NodeFlipper) Flip(ctx context.Context, s, e int) error {
 	if _, err := f.catalog.Register(reg, (&api.WriteOptions{}).WithContext(ctx)); err != nil {
 		return fmt.Errorf("bench: flip %s to %s: %w", f.cat.CheckID(s, e), status, err)
 	}
-	f.mu.Lock()
-	f.down[[2]int{s, e}] = status == api.HealthCritical
-	f.mu.Unlock()
+	f.set(s, e, status == api.HealthCritical)
 	return nil
 }
 
@@ -223,7 +218,7 @@ func AwaitConnectCatalog(ctx context.Context, client *api.Client, cat Catalog, t
 		case time.Now().After(deadline):
 			return fmt.Errorf("bench: %s: %d passing sidecars after %v, want %d (%v)", cat.Service(s), len(entries), timeout, cat.Endpoints, err)
 		}
-		if envoyPause(ctx, 50*time.Millisecond); ctx.Err() != nil {
+		if !pause.For(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -307,34 +302,4 @@ func forEach(ctx context.Context, workers, n int, f func(i int) error) error {
 	close(jobs)
 	wg.Wait()
 	return cmp.Or(first, ctx.Err())
-}
-
-// freeLoopbackPorts returns n distinct loopback ports free for TCP and UDP
-// (serf uses both) at the time of the call.
-func freeLoopbackPorts(n int) ([]int, error) {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	out := make([]int, 0, n)
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100 {
-			return nil, errors.New("bench: no free loopback ports")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("bench: free port: %w", err)
-		}
-		u, err := net.ListenPacket("udp", l.Addr().String())
-		if err != nil {
-			l.Close()
-			continue
-		}
-		u.Close()
-		held = append(held, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }

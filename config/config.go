@@ -140,6 +140,23 @@ const maxConsulWait = 10 * time.Minute
 
 // validate checks every key and records each problem.
 func (c Config) validate(p *problems) {
+	c.validateServer(p)
+	c.validateSubsetting(p)
+	c.validateDiscovery(p)
+	c.validateServices(p)
+	c.validateClusters(p)
+	c.validateWeights(p)
+	c.validateDrain(p)
+	c.validateHA(p)
+	c.validateRateLimit(p)
+	c.validateListeners(p)
+	c.validateSecurity(p)
+	c.validateConsole(p)
+	c.validateLog(p)
+}
+
+// validateServer checks the xds.* and admin.* keys.
+func (c Config) validateServer(p *problems) {
 	checkAddr(p, "xds.address", c.XDS.Address)
 	checkAddr(p, "admin.address", c.Admin.Address)
 	for _, d := range []struct {
@@ -169,7 +186,10 @@ func (c Config) validate(p *problems) {
 			p.bad(key, n, "is more than 1048576 (1 MiB): larger buffers only cost memory per node")
 		}
 	}
-	c.validateSubsetting(p)
+}
+
+// validateDiscovery checks the discovery.* keys.
+func (c Config) validateDiscovery(p *problems) {
 	switch c.Discovery.Source {
 	case "static":
 		if c.Discovery.Static.PollInterval < 0 {
@@ -189,6 +209,10 @@ func (c Config) validate(p *problems) {
 	if c.Discovery.MassRemovalWindow < 0 {
 		p.bad("discovery.mass_removal_window", c.Discovery.MassRemovalWindow, "is negative")
 	}
+}
+
+// validateServices checks each services.<name>.* policy.
+func (c Config) validateServices(p *problems) {
 	for name, s := range c.Services {
 		if _, err := envoy.ParseLBPolicy(s.LBPolicy); err != nil {
 			p.bad("services."+name+".lb_policy", s.LBPolicy, "is not one of round_robin, least_request, ring_hash, random, maglev")
@@ -197,14 +221,10 @@ func (c Config) validate(p *problems) {
 			p.bad("services."+name+".subsetting", a, "is not one of classic, steady")
 		}
 	}
-	c.validateClusters(p)
-	c.validateWeights(p)
-	c.validateDrain(p)
-	c.validateHA(p)
-	c.validateRateLimit(p)
-	c.validateListeners(p)
-	c.validateSecurity(p)
-	c.validateConsole(p)
+}
+
+// validateLog checks log.level and log.format.
+func (c Config) validateLog(p *problems) {
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:

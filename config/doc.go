@@ -5,8 +5,12 @@
 // duration needs a unit), validation that returns every problem at once as
 // "key: value: reason" sorted by key path, the one resolver of
 // per-service settings over services."*", and the conversion into each
-// package's own typed config (xds, discovery, drain, weights, ratelimit,
-// envoy).
+// package's own typed config. It converts into, or checks values with the
+// parsers of, eleven packages: xds (server, subsetting and listener
+// settings), discovery (sources, guard, Consul client), drain, weights,
+// ratelimit, envoy (cluster, listener and route options), subsetting (the
+// algorithm names), ha, console, certs (TLS files and globs) and examples
+// (the embedded endpoints of the demo listeners).
 //
 // The key table drives --help (PrintFlags), the README's key table
 // (MarkdownTable) and examples/xds-server.yaml (ExampleYAML); TestDocs
@@ -15,7 +19,9 @@
 // config is pure: it reads the files the configuration names (the static
 // endpoints file, rate-limit configs) and nothing else, with no network
 // and no goroutines; checks that need Consul are the caller's
-// (UnknownRouteServices). It must not import cmd, net/http, gRPC or
-// Consul's API, and uses the other packages only for their config types
-// and parsers.
+// (UnknownRouteServices). It must not import cmd, e2e, bench, net/http,
+// gRPC or Consul's API, and uses the other packages only for their config
+// types and parsers.
+//
+// imports_test.go enforces the import rules.
 package config

@@ -1,13 +1,13 @@
 package console
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 
 	"github.com/xds-server/xds-server/drain"
+	"github.com/xds-server/xds-server/internal/httpjson"
 	"github.com/xds-server/xds-server/ratelimit"
 	"github.com/xds-server/xds-server/xds"
 )
@@ -149,10 +149,8 @@ func (c *Console) writeJSON(w http.ResponseWriter, code int, v any) {
 		kind = "error"
 	}
 	c.m.requests.WithLabelValues(kind).Inc()
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	httpjson.WriteCompact(w, code, v)
 }
 
 // Bounds of what a request names: a service name of at most

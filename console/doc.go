@@ -30,7 +30,8 @@
 // refused (400) before any lookup.
 //
 // console may import discovery, xds, weights, drain and ratelimit (their
-// types); it must not import cmd, config or envoy.
+// types) and the internal/ leaves (httpjson, metricreg); it must not import
+// cmd, config or envoy.
 //
 // imports_test.go enforces the import rules.
 package console

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 type metrics struct {
@@ -24,13 +25,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range []string{"page", "api", "asset", "error"} {
 		m.requests.WithLabelValues(k)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.requests, m.seriesDropped} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("console: metrics: %w", err)
-		}
+	if err := metricreg.Register(reg, m.requests, m.seriesDropped); err != nil {
+		return nil, fmt.Errorf("console: metrics: %w", err)
 	}
 	return m, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/xds-server/xds-server/internal/metricreg"
 	"github.com/xds-server/xds-server/ratelimit"
 )
 
@@ -101,10 +102,8 @@ func NewStats(reg prometheus.Registerer) (*Stats, error) {
 		Name: "console_ratelimit_domains_dropped_total",
 		Help: "Rate-limit decisions of domains beyond the console's bound (64 domains), not in its statistics.",
 	})}
-	if reg != nil {
-		if err := reg.Register(s.dropped); err != nil {
-			return nil, fmt.Errorf("console: metrics: %w", err)
-		}
+	if err := metricreg.Register(reg, s.dropped); err != nil {
+		return nil, fmt.Errorf("console: metrics: %w", err)
 	}
 	m := map[string]*domainStats{}
 	s.domains.Store(&m)

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xds-server/xds-server/consulstate"
+	"github.com/xds-server/xds-server/internal/pause"
 )
 
 // Blocking query kinds: the label of Metrics.BlockingReqs and of the logs.
@@ -74,7 +75,7 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 		down      outage
 	)
 	for {
-		if !consulSleep(ctx, c.cfg.MinInterval-time.Since(lastStart)) {
+		if !pause.For(ctx, c.cfg.MinInterval-time.Since(lastStart)) {
 			return
 		}
 		lastStart = time.Now()
@@ -92,7 +93,7 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 			index = 0
 			delay := consulstate.Backoff(down.failures+1, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
 			c.logFailure(&down, kind, service, delay, err)
-			if !deliver(res, err) || !consulSleep(ctx, delay) {
+			if !deliver(res, err) || !pause.For(ctx, delay) {
 				return
 			}
 			continue
@@ -132,21 +133,6 @@ func (c *Consul) queryTimeout() time.Duration {
 func consulSend(ctx context.Context, out chan<- consulEvent, ev consulEvent) bool {
 	select {
 	case out <- ev:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// consulSleep waits for d (nothing when d <= 0); false when ctx is done first.
-func consulSleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
 		return true
 	case <-ctx.Done():
 		return false

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
+
+	"github.com/xds-server/xds-server/internal/logclip"
 )
 
 // GuardConfig configures Guard.
@@ -120,7 +120,7 @@ func (g *Guard) act(v Verdict) {
 	switch {
 	case v.Started:
 		g.log.Warn("discovery update removes most of all instances; holding the whole update", "removed", v.Removed, "instances", v.Total,
-			"service", clipName(v.Service), "service_removed", v.ServiceRemoved, "service_instances", v.ServiceTotal,
+			"service", logclip.Name(v.Service), "service_removed", v.ServiceRemoved, "service_instances", v.ServiceTotal,
 			"hold", g.cfg.Hold, "until", v.Until, "fraction", g.cfg.Fraction, "window", g.cfg.Window)
 		g.countHold(true)
 	case v.Cancelled:
@@ -131,14 +131,14 @@ func (g *Guard) act(v Verdict) {
 	for _, h := range v.Services {
 		switch h.Event {
 		case HoldStarted:
-			g.log.Warn("discovery update removes most of a service's instances; holding its removals", "service", clipName(h.Name),
+			g.log.Warn("discovery update removes most of a service's instances; holding its removals", "service", logclip.Name(h.Name),
 				"removed", h.Removed, "instances", h.Total, "hold", g.cfg.Hold, "until", h.Until, "fraction", g.cfg.Fraction, "window", g.cfg.Window)
 			g.countHold(false)
 		case HoldCancelled:
 			g.log.Info("held removals of a service superseded by an update that keeps most of its instances; hold cancelled",
-				"service", clipName(h.Name), "removed", h.Removed, "instances", h.Total)
+				"service", logclip.Name(h.Name), "removed", h.Removed, "instances", h.Total)
 		case HoldExpired:
-			g.log.Warn("held removals of a service applied after the hold", "service", clipName(h.Name),
+			g.log.Warn("held removals of a service applied after the hold", "service", logclip.Name(h.Name),
 				"removed", h.Removed, "instances", h.Total, "hold", g.cfg.Hold)
 		}
 	}
@@ -194,20 +194,4 @@ func (g *Guard) setHeld(whole bool, services int) {
 	}
 	m.Held.Set(w)
 	m.HeldServices.Set(float64(services))
-}
-
-// logNameBytes bounds a name from the catalog in a log line.
-const logNameBytes = 256
-
-// clipName shortens a catalog name for a log line: at most logNameBytes
-// bytes (cut at a rune boundary) and a note of its length.
-func clipName(s string) string {
-	if len(s) <= logNameBytes {
-		return s
-	}
-	cut := logNameBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
 }

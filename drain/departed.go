@@ -1,13 +1,12 @@
 package drain
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/internal/logclip"
 )
 
 // Departed is a departure shared between replicas (with HA, kept in
@@ -171,33 +170,17 @@ func (d *Overlay) Refusals() []Refused {
 // by one Apply; the rest are counted in one line.
 const refusedLogLines = 5
 
-// logNameBytes bounds a name read from the KV in a log line.
-const logNameBytes = 256
-
 // noteRefused counts the refused departures and logs the first few,
 // their names clipped. s.mu is held.
 func (s *Manager) noteRefused(list []Refused) {
 	for i, r := range list {
 		s.refused.WithLabelValues(r.Reason).Inc()
 		if i < refusedLogLines {
-			s.log.Warn("a shared departure is not served", "service", clipName(r.Service), "endpoint", clipName(r.Endpoint.ID),
+			s.log.Warn("a shared departure is not served", "service", logclip.Name(r.Service), "endpoint", logclip.Name(r.Endpoint.ID),
 				"until", r.Until, "reason", r.Reason)
 		}
 	}
 	if n := len(list) - refusedLogLines; n > 0 {
 		s.log.Warn("more shared departures are not served", "suppressed", n)
 	}
-}
-
-// clipName shortens a name for a log line: at most logNameBytes bytes
-// (cut at a rune boundary) and a note of its length.
-func clipName(s string) string {
-	if len(s) <= logNameBytes {
-		return s
-	}
-	cut := logNameBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
 }

@@ -24,7 +24,9 @@
 // and never beyond the drain window from now; the rest are refused and
 // counted (Overlay.Refusals).
 //
-// drain may import discovery (the model); it must not import xds or envoy.
+// drain may import discovery (the model) and the internal/ leaves
+// (httpjson for the admin API's answers, metricreg, logclip); it must not
+// import xds, envoy or cmd.
 //
 // imports_test.go enforces the import rules.
 package drain

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/httpjson"
 )
 
 // maxBody bounds a drain request body.
@@ -37,14 +39,14 @@ func (s *Manager) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Method {
 		case http.MethodGet:
-			writeJSON(w, http.StatusOK, s.State())
+			httpjson.Write(w, http.StatusOK, s.State())
 		case http.MethodPost:
 			s.post(w, r)
 		case http.MethodDelete:
 			s.delete(w, r)
 		default:
 			w.Header().Set("Allow", "GET, POST, DELETE")
-			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "method " + r.Method + " not allowed; use GET, POST or DELETE"})
+			httpjson.Write(w, http.StatusMethodNotAllowed, map[string]string{"error": "method " + r.Method + " not allowed; use GET, POST or DELETE"})
 		}
 	})
 }
@@ -66,7 +68,7 @@ func (s *Manager) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logDrain(r, a)
-	writeJSON(w, http.StatusOK, map[string]any{"drain": a})
+	httpjson.Write(w, http.StatusOK, map[string]any{"drain": a})
 }
 
 func (s *Manager) delete(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +92,7 @@ func (s *Manager) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.logUndrain(r, t, deleted)
-	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted, "target": t})
+	httpjson.Write(w, http.StatusOK, map[string]any{"deleted": deleted, "target": t})
 }
 
 // decodeRequest reads one strict JSON drain request.
@@ -145,13 +147,5 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrUnavailable):
 		code = http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, map[string]string{"error": err.Error()})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	httpjson.Write(w, code, map[string]string{"error": err.Error()})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 // ErrUnknownTarget is wrapped by Manager.Set for a service, endpoint or
@@ -91,12 +92,8 @@ func New(cfg Config) (*Manager, error) {
 		}, []string{"reason"})}
 	s.log = cmp.Or(cfg.Logger, slog.Default()).With("component", "drain")
 	s.dep, _ = cfg.Store.(Departures)
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.draining, s.refused} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("drain: metrics: %w", err)
-			}
-		}
+	if err := metricreg.Register(cfg.Registerer, s.draining, s.refused); err != nil {
+		return nil, fmt.Errorf("drain: metrics: %w", err)
 	}
 	return s, nil
 }

@@ -34,6 +34,19 @@ func (t BootstrapTLS) validate() error {
 	return errors.Join(errs...)
 }
 
+// serverName returns how an upstream's certificate is verified for name
+// and the SNI sent: an IP SAN and no SNI when name is an IP address, else
+// a DNS SAN and name as SNI.
+func serverName(name string) (san *tlsv3.SubjectAltNameMatcher, sni string) {
+	san = &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_DNS,
+		Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: name}}}
+	if _, err := netip.ParseAddr(name); err == nil {
+		san.SanType = tlsv3.SubjectAltNameMatcher_IP_ADDRESS
+		return san, ""
+	}
+	return san, name
+}
+
 func dataSource(file string) *corev3.DataSource {
 	return &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: file}}
 }
@@ -43,13 +56,7 @@ func dataSource(file string) *corev3.DataSource {
 // the server name (a DNS SAN, or an IP SAN when it is an address), and
 // the client certificate if one is given.
 func upstreamTLS(t BootstrapTLS, host string) (*corev3.TransportSocket, error) {
-	name := cmp.Or(t.ServerName, host)
-	san := &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_DNS,
-		Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: name}}}
-	sni := name
-	if _, err := netip.ParseAddr(name); err == nil {
-		san.SanType, sni = tlsv3.SubjectAltNameMatcher_IP_ADDRESS, ""
-	}
+	san, sni := serverName(cmp.Or(t.ServerName, host))
 	common := &tlsv3.CommonTlsContext{
 		AlpnProtocols: []string{"h2"},
 		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{

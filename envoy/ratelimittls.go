@@ -3,12 +3,10 @@ package envoy
 import (
 	"fmt"
 	"net"
-	"net/netip"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -43,12 +41,7 @@ func SecureRateLimitCluster(address string, t RateLimitTLS) (*clusterv3.Cluster,
 		return nil, err
 	}
 	host, _, _ := net.SplitHostPort(address) // checked by RateLimitCluster
-	san := &tlsv3.SubjectAltNameMatcher{SanType: tlsv3.SubjectAltNameMatcher_DNS,
-		Matcher: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: host}}}
-	sni := host
-	if _, err := netip.ParseAddr(host); err == nil {
-		san.SanType, sni = tlsv3.SubjectAltNameMatcher_IP_ADDRESS, ""
-	}
+	san, sni := serverName(host)
 	common := &tlsv3.CommonTlsContext{
 		AlpnProtocols: []string{"h2"},
 		ValidationContextType: &tlsv3.CommonTlsContext_CombinedValidationContext{

@@ -4,7 +4,8 @@
 // extensions), the descriptor matcher, the algorithms, and the stores.
 //
 // ratelimit must not import xds, discovery, envoy (this module's) or cmd;
-// it uses go-control-plane's RLS protos, gRPC, Prometheus and go-redis.
+// of this module it imports only internal/metricreg; it uses
+// go-control-plane's RLS protos, gRPC, Prometheus and go-redis.
 // The core is pure (no goroutines, I/O, logging or clock: every function
 // that needs the time takes it): unit.go, criticality.go, config.go,
 // config_yaml.go, config_rule.go, match.go and algorithm.go. The shell is

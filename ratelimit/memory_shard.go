@@ -66,8 +66,7 @@ func (s *memShard) makeRoom(t int64) (memKey, *memEntry) {
 		}
 		seen++
 		if e.expires <= t {
-			delete(s.m, k)
-			s.bytes -= e.size
+			s.drop(k, e)
 			s.stats.evictedFull++
 			continue
 		}
@@ -81,8 +80,7 @@ func (s *memShard) makeRoom(t int64) (memKey, *memEntry) {
 // evict drops e, a key holding usage: a cold one (under half its cap) is
 // forgotten, a hot one folded into its kind's sketch.
 func (s *memShard) evict(k memKey, e *memEntry, t int64, b memBounds) {
-	delete(s.m, k)
-	s.bytes -= e.size
+	s.drop(k, e)
 	if e.heat < hotHeat {
 		s.stats.evictedCold++
 		return
@@ -90,6 +88,12 @@ func (s *memShard) evict(k memKey, e *memEntry, t int64, b memBounds) {
 	s.stats.evictedHot++
 	sk := s.sketchOf(kindOf(Limit{Algorithm: k.alg, Unit: k.unit}), b.cells)
 	sk.fold(maphash.String(b.seed, k.key), &e.st, t)
+}
+
+// drop removes key k, holding e, and its bytes.
+func (s *memShard) drop(k memKey, e *memEntry) {
+	delete(s.m, k)
+	s.bytes -= e.size
 }
 
 // sketchOf is the shard's sketch of kind k; with cells > 0 it is made
@@ -135,8 +139,7 @@ func (s *memShard) sweep(t int64, n int) int {
 		}
 		seen++
 		if e.expires <= t {
-			delete(s.m, k)
-			s.bytes -= e.size
+			s.drop(k, e)
 			dropped++
 		}
 	}

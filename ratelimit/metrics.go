@@ -1,13 +1,13 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 // otherRule is the rule label of the keys beyond ServiceConfig.MaxMetricKeys.
@@ -90,18 +90,9 @@ func newMetrics(reg prometheus.Registerer, maxRules int, tracked func() float64)
 	m.tracked = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "ratelimit_criticality_tracked_keys", Help: "Limit keys whose demand per criticality class is tracked for the adaptive reserve.",
 	}, tracked)
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range []prometheus.Collector{requests, m.hits, m.over, m.overLocal, m.near, m.within, m.shadow,
-		m.storeErrors, m.failureMode, m.storeLatency, m.decision, m.reloads, classHits, m.tracked} {
-		if err := reg.Register(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("ratelimit: registering metrics: %w", errors.Join(errs...))
+	if err := metricreg.Register(reg, requests, m.hits, m.over, m.overLocal, m.near, m.within, m.shadow,
+		m.storeErrors, m.failureMode, m.storeLatency, m.decision, m.reloads, classHits, m.tracked); err != nil {
+		return nil, fmt.Errorf("ratelimit: registering metrics: %w", err)
 	}
 	return m, nil
 }

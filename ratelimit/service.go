@@ -11,6 +11,7 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 // Defaults of ServiceConfig.
@@ -242,8 +243,8 @@ func NewService(cfg ServiceConfig) (*Service, error) {
 	if s.unknown, err = newUnknownDomains(cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("ratelimit: registering metrics: %w", err)
 	}
-	if c, ok := cfg.Store.(prometheus.Collector); ok && cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(c); err != nil {
+	if c, ok := cfg.Store.(prometheus.Collector); ok {
+		if err := metricreg.Register(cfg.Registerer, c); err != nil {
 			return nil, fmt.Errorf("ratelimit: registering store metrics: %w", err)
 		}
 	}

@@ -122,8 +122,18 @@ func (s *Service) plan(cfg *Config, req *rlsv3.RateLimitRequest, now time.Time) 
 	for _, d := range req.Descriptors {
 		n += len(d.Entries)
 	}
-	buf := room(p.entryBuf[:], n)[:0]
-	var replaced []string
+	replaced := s.matchItems(p, cfg, req, room(p.entryBuf[:], n)[:0])
+	t := now.UnixNano()
+	for i := range p.items {
+		s.planItem(p, i, replaced, t)
+	}
+	return p
+}
+
+// matchItems matches each descriptor of req against cfg into p.items,
+// its entries appended to buf, and returns the names of the rules the
+// matched rules replace.
+func (s *Service) matchItems(p *plan, cfg *Config, req *rlsv3.RateLimitRequest, buf []Entry) (replaced []string) {
 	for i, d := range req.Descriptors {
 		it := &p.items[i]
 		it.hits = hitsOf(req, d)
@@ -146,41 +156,44 @@ func (s *Service) plan(cfg *Config, req *rlsv3.RateLimitRequest, now time.Time) 
 			}
 		}
 	}
-	t := now.UnixNano()
-	for i := range p.items {
-		it := &p.items[i]
-		if it.kind == itemNone {
-			continue
-		}
-		if !it.m.Override && it.m.Rule.Name != "" && slices.Contains(replaced, it.m.Rule.Name) {
-			it.kind = itemNone // as envoyproxy/ratelimit: a replaced rule is not checked at all
-			continue
-		}
-		if it.kind != itemStore {
-			continue
-		}
-		var above float64 // demand of the classes above it.class, counting this request's
-		if s.demand != nil && (it.m.Rule == nil || !it.m.Rule.CriticalityOff) {
-			above, it.tracked = s.demand.add(it.m.StoreKey, it.m.Limit.Unit, it.class, it.hits, t)
-		}
-		if s.cache != nil {
-			if d, ok := s.cache.get(it.m.StoreKey, it.m.Limit, t); ok {
-				reset := d
-				if it.m.Limit.Algorithm == FixedWindow { // whole seconds, as the store answers
-					reset = (d + time.Second - 1).Truncate(time.Second)
-				}
-				it.kind, it.res = itemCached, Result{Reset: reset, Exhausted: d}
-				continue
-			}
-		}
-		limitCap := s.admissionOf(it.m).Cap(it.class, it.m.Limit.Capacity())
-		if above > 0 {
-			limitCap = min(limitCap, adaptiveCap(it.m.Limit, above, t))
-		}
-		p.checks = append(p.checks, Check{Key: it.m.StoreKey, Limit: it.m.Limit, Cap: limitCap, Hits: it.hits})
-		p.checkItem = append(p.checkItem, i)
+	return replaced
+}
+
+// planItem settles how item i is answered at t (Unix ns): not at all
+// when another matched rule replaces its rule, from the over-limit cache,
+// or by a check appended to p.checks.
+func (s *Service) planItem(p *plan, i int, replaced []string, t int64) {
+	it := &p.items[i]
+	if it.kind == itemNone {
+		return
 	}
-	return p
+	if !it.m.Override && it.m.Rule.Name != "" && slices.Contains(replaced, it.m.Rule.Name) {
+		it.kind = itemNone // as envoyproxy/ratelimit: a replaced rule is not checked at all
+		return
+	}
+	if it.kind != itemStore {
+		return
+	}
+	var above float64 // demand of the classes above it.class, counting this request's
+	if s.demand != nil && (it.m.Rule == nil || !it.m.Rule.CriticalityOff) {
+		above, it.tracked = s.demand.add(it.m.StoreKey, it.m.Limit.Unit, it.class, it.hits, t)
+	}
+	if s.cache != nil {
+		if d, ok := s.cache.get(it.m.StoreKey, it.m.Limit, t); ok {
+			reset := d
+			if it.m.Limit.Algorithm == FixedWindow { // whole seconds, as the store answers
+				reset = (d + time.Second - 1).Truncate(time.Second)
+			}
+			it.kind, it.res = itemCached, Result{Reset: reset, Exhausted: d}
+			return
+		}
+	}
+	limitCap := s.admissionOf(it.m).Cap(it.class, it.m.Limit.Capacity())
+	if above > 0 {
+		limitCap = min(limitCap, adaptiveCap(it.m.Limit, above, t))
+	}
+	p.checks = append(p.checks, Check{Key: it.m.StoreKey, Limit: it.m.Limit, Cap: limitCap, Hits: it.hits})
+	p.checkItem = append(p.checkItem, i)
 }
 
 // entries appends d's entries, without the criticality entry, to buf and

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/metricreg"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
@@ -37,10 +38,8 @@ func newUnknownDomains(reg prometheus.Registerer) (*unknownDomains, error) {
 		Name: "ratelimit_unknown_domain_total",
 		Help: "Requests for a domain no rule knows (answered OK), by domain: the first 100 distinct domains, then \"other\".",
 	}, []string{"domain"})}
-	if reg != nil {
-		if err := reg.Register(u.total); err != nil {
-			return nil, err
-		}
+	if err := metricreg.Register(reg, u.total); err != nil {
+		return nil, err
 	}
 	return u, nil
 }

@@ -134,35 +134,42 @@ func decodeDescriptor(b []byte, s string, d *ratelimitv3.RateLimitDescriptor) bo
 		}
 		sub := s[off+m-len(v) : off+m]
 		off += m
-		switch num {
-		case 1:
-			e := &es[len(d.Entries)]
-			if !decodeEntry(v, sub, e) {
-				return false
-			}
-			d.Entries = append(d.Entries, e)
-		case 2:
-			if d.Limit != nil {
-				return false
-			}
-			d.Limit = new(ratelimitv3.RateLimitDescriptor_RateLimitOverride)
-			if !decodeOverride(v, d.Limit) {
-				return false
-			}
-		case 3:
-			if d.HitsAddend != nil {
-				return false
-			}
-			d.HitsAddend = new(wrapperspb.UInt64Value)
-			if !decodeVarintFields(v, func(num protowire.Number, x uint64) bool {
-				d.HitsAddend.Value = x
-				return num == 1
-			}) {
-				return false
-			}
-		default:
+		if !decodeDescriptorField(num, v, sub, d, es) {
 			return false
 		}
+	}
+	return true
+}
+
+// decodeDescriptorField decodes length-delimited field num of a
+// descriptor, v (sub: the same bytes as a string), into d; an entry takes
+// the next element of es. False when the field is unknown, repeated where
+// it must not be, or malformed.
+func decodeDescriptorField(num protowire.Number, v []byte, sub string, d *ratelimitv3.RateLimitDescriptor, es []ratelimitv3.RateLimitDescriptor_Entry) bool {
+	switch num {
+	case 1:
+		e := &es[len(d.Entries)]
+		if !decodeEntry(v, sub, e) {
+			return false
+		}
+		d.Entries = append(d.Entries, e)
+	case 2:
+		if d.Limit != nil {
+			return false
+		}
+		d.Limit = new(ratelimitv3.RateLimitDescriptor_RateLimitOverride)
+		return decodeOverride(v, d.Limit)
+	case 3:
+		if d.HitsAddend != nil {
+			return false
+		}
+		d.HitsAddend = new(wrapperspb.UInt64Value)
+		return decodeVarintFields(v, func(num protowire.Number, x uint64) bool {
+			d.HitsAddend.Value = x
+			return num == 1
+		})
+	default:
+		return false
 	}
 	return true
 }

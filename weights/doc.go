@@ -18,8 +18,9 @@
 // Publisher (an interface *xds.Server satisfies); an optional ORCASink
 // sees every ORCA report (the lame-duck drain source).
 //
-// weights may import discovery (the model); it must not import envoy or
-// xds: it hands plain values (Table, Solution, weight maps) to the xds
+// weights may import discovery (the model) and the internal/ leaves
+// (httpjson for the push API's and /debug/weights' answers, metricreg,
+// pause); it must not import envoy, xds or cmd: it hands plain values (Table, Solution, weight maps) to the xds
 // reconciler, which translates them.
 //
 // # Reports and the formula

@@ -2,7 +2,6 @@ package weights
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/httpjson"
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 const (
@@ -148,12 +149,8 @@ func NewHTTPHandler(cfg HTTPConfig) (http.Handler, error) {
 	for _, reason := range httpRejectReasons {
 		h.rejected.WithLabelValues(reason) // export zeros
 	}
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{h.accepted, h.rejected} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("weights: http: metrics: %w", err)
-			}
-		}
+	if err := metricreg.Register(cfg.Registerer, h.accepted, h.rejected); err != nil {
+		return nil, fmt.Errorf("weights: http: metrics: %w", err)
 	}
 	return h, nil
 }
@@ -192,7 +189,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.accepted.Add(float64(len(reports)))
-	writeJSON(w, http.StatusOK, struct {
+	httpjson.WriteCompact(w, http.StatusOK, struct {
 		Accepted int `json:"accepted"`
 	}{len(reports)})
 }
@@ -279,15 +276,8 @@ func (h *httpHandler) fail(w http.ResponseWriter, r *http.Request, err error, ac
 	}
 	h.log.Log(r.Context(), level, "pushed load rejected", "reason", reason, "status", status,
 		"error", err, "remote_addr", r.RemoteAddr, "accepted", accepted)
-	writeJSON(w, status, struct {
+	httpjson.WriteCompact(w, status, struct {
 		Error    string `json:"error"`
 		Accepted int    `json:"accepted,omitempty"` // reports observed before the error
 	}{err.Error(), accepted})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client went away: nothing to do
 }

@@ -10,6 +10,7 @@ import (
 
 	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/metricreg"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -283,17 +284,8 @@ func newLRSMetrics(reg prometheus.Registerer) (*lrsMetrics, error) {
 	for _, reason := range []string{skipNoCluster, skipNoInterval, skipNoAddress, skipUnknown, skipLocalityOnly, skipRejected} {
 		m.skipped.WithLabelValues(reason) // export zeros
 	}
-	if reg == nil {
-		return m, nil
-	}
-	cs := []prometheus.Collector{m.streams, m.reports, m.skipped}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("weights: lrs: register metrics: %w", err)
-		}
+	if err := metricreg.Register(reg, m.streams, m.reports, m.skipped); err != nil {
+		return nil, fmt.Errorf("weights: lrs: register metrics: %w", err)
 	}
 	return m, nil
 }

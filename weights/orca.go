@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/metricreg"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -244,35 +245,19 @@ func newORCAMetrics(reg prometheus.Registerer) (*orcaMetrics, error) {
 		}, []string{"kind"}),
 	}
 	var err error
-	if m.streams, err = register(reg, m.streams); err != nil {
-		return nil, err
+	if m.streams, err = metricreg.Reuse(reg, m.streams); err != nil {
+		return nil, fmt.Errorf("weights: orca: metrics: %w", err)
 	}
-	if m.reports, err = register(reg, m.reports); err != nil {
-		return nil, err
+	if m.reports, err = metricreg.Reuse(reg, m.reports); err != nil {
+		return nil, fmt.Errorf("weights: orca: metrics: %w", err)
 	}
-	if m.errors, err = register(reg, m.errors); err != nil {
-		return nil, err
+	if m.errors, err = metricreg.Reuse(reg, m.errors); err != nil {
+		return nil, fmt.Errorf("weights: orca: metrics: %w", err)
 	}
 	for _, kind := range []string{errDial, errStream, errObserve} {
 		m.errors.WithLabelValues(kind) // export zeros
 	}
 	return m, nil
-}
-
-// register registers c with reg, or returns the collector already
-// registered in its place.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	return c, fmt.Errorf("weights: orca: metrics: %w", err)
 }
 
 // Error kinds of xds_weights_orca_errors_total.

@@ -12,6 +12,7 @@ import (
 
 	orcadata "github.com/cncf/xds/go/xds/data/orca/v3"
 	orcaservice "github.com/cncf/xds/go/xds/service/orca/v3"
+	"github.com/xds-server/xds-server/internal/pause"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -44,12 +45,8 @@ func (o *ORCA) run(ctx context.Context, t ORCATarget) {
 		log.Log(ctx, level, "orca stream failed, reconnecting",
 			"error", err, "attempt", failures+1, "backoff", delay)
 		failures++
-		timer := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !pause.For(ctx, delay) {
 			return
-		case <-timer.C:
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/xds-server/xds-server/internal/httpjson"
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 // RunnerConfig configures the Runner.
@@ -106,12 +108,8 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 			Name: "xds_weights_report_age_max_seconds", Help: "Age of the oldest latest report among a service's reporting endpoints.",
 		}, []string{"service"}),
 	}
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{r.updates, r.publishes, r.nodePublishes, r.spread, r.age, r.predicted, r.guarded} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("weights: runner: metrics: %w", err)
-			}
-		}
+	if err := metricreg.Register(cfg.Registerer, r.updates, r.publishes, r.nodePublishes, r.spread, r.age, r.predicted, r.guarded); err != nil {
+		return nil, fmt.Errorf("weights: runner: metrics: %w", err)
 	}
 	return r, nil
 }
@@ -257,6 +255,6 @@ func (r *Runner) DebugHandler() http.Handler {
 				code, body = http.StatusNotFound, map[string]string{"error": "no weights for service " + name}
 			}
 		}
-		writeDebug(w, code, body)
+		httpjson.Write(w, code, body)
 	})
 }

@@ -2,11 +2,12 @@ package weights
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/httpjson"
 )
 
 // Errors of the push API and /debug/weights about a service rather than
@@ -98,14 +99,14 @@ func (p *Pipeline) debugHandler(next http.Handler) http.Handler {
 		}
 		err := serviceError(name, p.ServiceState(name))
 		if err != nil {
-			writeDebug(w, serviceStatus(err), map[string]string{"error": err.Error()})
+			httpjson.Write(w, serviceStatus(err), map[string]string{"error": err.Error()})
 			return
 		}
 		if _, ok := p.Table().Service(name); ok || r.URL.Query().Get("node") != "" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		writeDebug(w, http.StatusOK, p.waiting(name))
+		httpjson.Write(w, http.StatusOK, p.waiting(name))
 	})
 }
 
@@ -118,13 +119,4 @@ func (p *Pipeline) waiting(name string) ServiceAnswer {
 		Message: fmt.Sprintf("weights for service %s are not computed yet (weights are recomputed every %v, "+
 			"weights.update_period, for services with endpoints; with ha.enabled, from the leader's table)",
 			name, cmp.Or(p.cfg.UpdatePeriod, time.Second))}
-}
-
-// writeDebug writes v as indented JSON with status code.
-func writeDebug(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
 }

@@ -64,16 +64,8 @@ func watchEnvoys(ctx context.Context, f *envoyFleet, bs []*backend, t0 time.Time
 	for j, b := range bs {
 		index[b.grpc] = j
 	}
-	var out []envoySample
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return out
-		case <-tick.C:
-		}
-		s := envoySample{At: int(time.Since(t0) / time.Second), Envoys: map[int][]envoyHostSample{}}
+	return everySecond(ctx, t0, func(at int) envoySample {
+		s := envoySample{At: at, Envoys: map[int][]envoyHostSample{}}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for _, e := range f.envoys {
@@ -87,7 +79,23 @@ func watchEnvoys(ctx context.Context, f *envoyFleet, bs []*backend, t0 time.Time
 			})
 		}
 		wg.Wait()
-		out = append(out, s)
+		return s
+	})
+}
+
+// everySecond takes a sample once a second until ctx ends and returns
+// them in order; sample gets the whole seconds since t0.
+func everySecond[S any](ctx context.Context, t0 time.Time, sample func(at int) S) []S {
+	var out []S
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+		out = append(out, sample(int(time.Since(t0)/time.Second)))
 	}
 }
 
@@ -154,16 +162,8 @@ type serverNodeSample struct {
 // watchServer reads xds-server's /debug/weights (the table and every
 // client node's plan) once a second until ctx ends.
 func watchServer(ctx context.Context, admin string, clients int, t0 time.Time) []serverSample {
-	var out []serverSample
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return out
-		case <-tick.C:
-		}
-		s := serverSample{At: int(time.Since(t0) / time.Second), Nodes: map[int]serverNodeSample{}}
+	return everySecond(ctx, t0, func(at int) serverSample {
+		s := serverSample{At: at, Nodes: map[int]serverNodeSample{}}
 		var tab struct {
 			Endpoints []map[string]any `json:"endpoints"`
 		}
@@ -177,8 +177,8 @@ func watchServer(ctx context.Context, admin string, clients int, t0 time.Time) [
 				s.Nodes[i] = n
 			}
 		}
-		out = append(out, s)
-	}
+		return s
+	})
 }
 
 // diagnostics is what the lab writes per policy run to

@@ -46,5 +46,6 @@
 // every second: where and when a run's errors came from, and which
 // weights offered a backend more than its capacity.
 //
-// lab must not import cmd or e2e: it starts the binaries as a user would.
+// lab must not import cmd or e2e: it starts the binaries as a user would,
+// found as the e2e harness finds them (internal/toolbin).
 package main

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/internal/toolbin"
 )
 
 // Kinds of clients (--clients): grpc-go xDS clients in this process, or
@@ -28,7 +28,7 @@ const (
 )
 
 // envoyVersion is the Envoy release the lab runs (scripts/install-envoy.sh).
-const envoyVersion = "1.40.0"
+const envoyVersion = toolbin.EnvoyVersion
 
 // envoyListener is the name of the listener every lab Envoy gets: gRPC
 // (HTTP/2) in, routed to the lab service's cluster.
@@ -49,34 +49,13 @@ const envoyListenerConfig = "listeners:\n" +
 	"    nodes: [\"lab-client-*\"]\n" +
 	"    routes: [ { prefix: /, service: " + service + " } ]\n"
 
-// envoyBinary finds envoy as the e2e harness does: $XDS_SERVER_ENVOY_BIN
-// when set (any version, to try another Envoy), else 1.40.0 in
-// $XDS_SERVER_CACHE or ~/.cache/xds-server (scripts/install-envoy.sh),
-// else an envoy on PATH that says it is 1.40.0.
+// envoyBinary finds envoy as the e2e harness does (internal/toolbin).
 func envoyBinary() (string, error) {
-	if p := os.Getenv("XDS_SERVER_ENVOY_BIN"); p != "" {
-		return p, nil
+	p, err := toolbin.Envoy()
+	if err != nil {
+		return "", fmt.Errorf("lab: %w", err)
 	}
-	rel := filepath.Join("envoy-"+envoyVersion, "bin", "envoy")
-	var tried []string
-	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
-		tried = append(tried, filepath.Join(c, rel))
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		tried = append(tried, filepath.Join(home, ".cache", "xds-server", rel))
-	}
-	for _, p := range tried {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("envoy"); err == nil {
-		out, _ := exec.Command(p, "--version").CombinedOutput()
-		if strings.Contains(string(out), "/"+envoyVersion+"/") {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("lab: no envoy %s at %s nor on PATH (run scripts/install-envoy.sh, or make deps)", envoyVersion, strings.Join(tried, ", "))
+	return p, nil
 }
 
 // envoyBootstrap is the bootstrap of client node i's Envoy: the product's

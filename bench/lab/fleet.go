@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/toolbin"
 )
 
 // service is the Consul service of the lab's backends.
@@ -92,27 +94,14 @@ func (f simFleet) simMaxMean(name string) float64 {
 	return 0
 }
 
-// consulBinary finds consul v1.14.11 as the e2e harness does: in
-// $XDS_SERVER_CACHE or ~/.cache/xds-server (scripts/install-consul.sh),
-// else on PATH.
+// consulBinary finds consul v1.14.11 as the e2e harness does
+// (internal/toolbin).
 func consulBinary() (string, error) {
-	const rel = "consul-v1.14.11/bin/consul"
-	var tried []string
-	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
-		tried = append(tried, filepath.Join(c, rel))
+	p, err := toolbin.Consul()
+	if err != nil {
+		return "", fmt.Errorf("lab: %w", err)
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		tried = append(tried, filepath.Join(home, ".cache", "xds-server", rel))
-	}
-	for _, p := range tried {
-		if fi, err := os.Stat(p); err == nil && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("lab: no consul at %s nor on PATH (run scripts/install-consul.sh, or make deps)", strings.Join(tried, ", "))
+	return p, nil
 }
 
 // startConsul runs `consul agent -dev` on free loopback ports and waits

@@ -49,48 +49,19 @@ type env struct {
 // run runs the lab and writes its outputs.
 func run(ctx context.Context, o options, args []string, stdout io.Writer, log *slog.Logger) error {
 	start := time.Now()
-	root, err := moduleRoot()
+	e, ps, err := prepare(ctx, o, log)
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "xds-lab-")
-	if err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	log.Info("building", "dir", dir)
-	e := &env{o: o, dir: dir, log: log, sims: map[int]simFleet{}}
-	if e.bins, err = build(ctx, root, dir); err != nil {
-		return err
-	}
-	if o.kind == envoyClients {
-		if e.bins["envoy"], err = envoyBinary(); err != nil {
-			return err
-		}
-	}
-	if o.seed == 0 {
-		if o.seed, err = medianSeed(ctx, e.bins["weightsim"], o); err != nil {
-			return err
-		}
-		o.medianFleet, e.o = true, o
-		log.Info("fleet", "seed", o.seed, "why", "the median fleet of its shape (weightsim -median-fleet)")
-	}
-	ps := selected(o)
-	for _, p := range ps {
-		size := cmpOr(p.subset, o.backends)
-		if _, ok := e.sims[size]; !ok {
-			if e.sims[size], err = simulate(ctx, e.bins["weightsim"], dir, o, size); err != nil {
-				return err
-			}
-		}
-	}
+	o = e.o // with its seed
 	fleet := e.sims[cmpOr(ps[0].subset, o.backends)].Fleet
-	consul, addr, err := startConsul(ctx, dir)
+	consul, addr, err := startConsul(ctx, e.dir)
 	if err != nil {
 		return err
 	}
 	defer consul.stop(5 * time.Second)
 	e.consul = addr
-	if e.backends, err = startBackends(ctx, e.bins["backend"], dir, addr, o, fleet.Capacities); err != nil {
+	if e.backends, err = startBackends(ctx, e.bins["backend"], e.dir, addr, o, fleet.Capacities); err != nil {
 		return err
 	}
 	defer stopBackends(e.backends)
@@ -100,22 +71,75 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 		return err
 	}
 	defer func() { stopSampler(); e.sampler.close() }()
-	log.Info("fleet up", "consul", addr, "backends", len(e.backends), "clients", o.clients, "logs", dir)
+	log.Info("fleet up", "consul", addr, "backends", len(e.backends), "clients", o.clients, "logs", e.dir)
+	runs, err := e.runAll(ctx, ps, fleet.Rates)
+	if err != nil {
+		return err
+	}
+	return e.write(aggregate(runs), args, time.Since(start), stdout)
+}
+
+// prepare builds the binaries into a new directory, picks the median
+// fleet's seed when o has none, and simulates every subset size of the
+// selected policies; the env it returns holds o with its seed.
+func prepare(ctx context.Context, o options, log *slog.Logger) (*env, []policy, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "xds-lab-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("lab: %w", err)
+	}
+	log.Info("building", "dir", dir)
+	e := &env{o: o, dir: dir, log: log, sims: map[int]simFleet{}}
+	if e.bins, err = build(ctx, root, dir); err != nil {
+		return nil, nil, err
+	}
+	if o.kind == envoyClients {
+		if e.bins["envoy"], err = envoyBinary(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if o.seed == 0 {
+		if o.seed, err = medianSeed(ctx, e.bins["weightsim"], o); err != nil {
+			return nil, nil, err
+		}
+		o.medianFleet, e.o = true, o
+		log.Info("fleet", "seed", o.seed, "why", "the median fleet of its shape (weightsim -median-fleet)")
+	}
+	ps := selected(o)
+	for _, p := range ps {
+		size := cmpOr(p.subset, o.backends)
+		if _, ok := e.sims[size]; !ok {
+			if e.sims[size], err = simulate(ctx, e.bins["weightsim"], dir, o, size); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return e, ps, nil
+}
+
+// runAll runs every selected policy o.runs times, in turn, and returns
+// the results by run; the last policy of the last run holds its fleet
+// when o.hold.
+func (e *env) runAll(ctx context.Context, ps []policy, rates []float64) ([][]result, error) {
+	o := e.o
 	runs := make([][]result, o.runs)
 	for run := range o.runs {
 		for k, p := range ps {
 			last := run == o.runs-1 && k == len(ps)-1
-			r, err := e.runPolicy(ctx, p, run, fleet.Rates, o.hold && last)
+			r, err := e.runPolicy(ctx, p, run, rates, o.hold && last)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			r.simMaxMean = e.sims[cmpOr(p.subset, o.backends)].simMaxMean(p.sim)
 			runs[run] = append(runs[run], r)
-			log.Info("policy done", "run", run+1, "runs", o.runs, "policy", p.label(o.backends), "max_mean", round3(r.fig.MaxMean),
+			e.log.Info("policy done", "run", run+1, "runs", o.runs, "policy", p.label(o.backends), "max_mean", round3(r.fig.MaxMean),
 				"converge_s", r.fig.Converge, "errors", r.errors, "error_codes", r.codes, "sim_max_mean", round3(r.simMaxMean), "subsets_unlike_sim", r.mismatched)
 		}
 	}
-	return e.write(aggregate(runs), args, time.Since(start), stdout)
+	return runs, nil
 }
 
 // selected are the policies --only keeps: those whose label contains

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/xds-server/xds-server/bench"
-	"github.com/xds-server/xds-server/bench/section"
 )
 
 // envoySection is the name of the real-Envoy section of BENCHMARKS.md
@@ -93,21 +92,10 @@ func appendNew(xs []string, add ...string) []string {
 
 // runEnvoy rewrites the real-Envoy section of out from the runs at path.
 func runEnvoy(path, commandsPath, wall, out string) error {
-	runs, err := bench.ReadEnvoyRuns(path)
-	if err != nil {
-		return err
-	}
-	if len(runs) == 0 {
-		return fmt.Errorf("report: no real-Envoy runs in %s", path)
-	}
-	cmds, err := readCommands(commandsPath)
-	if err != nil {
-		return err
-	}
-	if err := section.Rewrite(out, envoySection, renderEnvoy(groupEnvoy(runs), cmds, wall, time.Now().UTC())); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	return nil
+	return rewriteSection(out, envoySection, path, commandsPath, "real-Envoy runs", bench.ReadEnvoyRuns,
+		func(runs []bench.EnvoyRun, cmds string) string {
+			return renderEnvoy(groupEnvoy(runs), cmds, wall, time.Now().UTC())
+		})
 }
 
 // renderEnvoy renders the body of the real-Envoy section.
@@ -214,10 +202,5 @@ func renderEnvoyMethod(p func(string, ...any), commands string) {
 	} {
 		p("%s", line)
 	}
-	if commands != "" {
-		p("")
-		p("```sh")
-		p("%s", commands)
-		p("```")
-	}
+	renderCommands(p, commands)
 }

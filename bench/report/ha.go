@@ -143,12 +143,7 @@ func renderHAMethod(p func(string, ...any), first bench.HARun, commands string) 
 		p("No load reports (ORCA, LRS, `POST /v1/load`) are sent, so the summaries carry no load.")
 	}
 	p("Every process (Consul, %d replicas, the load generator) shares the machine's cores.", first.Replicas)
-	if commands != "" {
-		p("")
-		p("```sh")
-		p("%s", commands)
-		p("```")
-	}
+	renderCommands(p, commands)
 }
 
 // kinds lists writes by kind of the first replica of r, sorted by kind.

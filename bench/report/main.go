@@ -97,21 +97,40 @@ func run(runsPath, inprocessPath, commandsPath, invoked string, wall time.Durati
 // runHA rewrites the HA section of out from the runs at runsPath; the
 // rest of out is kept byte for byte.
 func runHA(runsPath, commandsPath, out string) error {
-	runs, err := bench.ReadHARuns(runsPath)
+	return rewriteSection(out, haSection, runsPath, commandsPath, "HA runs", bench.ReadHARuns,
+		func(runs []bench.HARun, cmds string) string { return renderHA(runs, cmds, time.Now().UTC()) })
+}
+
+// rewriteSection rewrites section name of out with render's body for the
+// runs read from runsPath (what names them when there are none) and the
+// commands at commandsPath; the rest of out is kept byte for byte.
+func rewriteSection[R any](out, name, runsPath, commandsPath, what string, read func(string) ([]R, error), render func(runs []R, commands string) string) error {
+	runs, err := read(runsPath)
 	if err != nil {
 		return err
 	}
 	if len(runs) == 0 {
-		return fmt.Errorf("report: no HA runs in %s", runsPath)
+		return fmt.Errorf("report: no %s in %s", what, runsPath)
 	}
 	cmds, err := readCommands(commandsPath)
 	if err != nil {
 		return err
 	}
-	if err := section.Rewrite(out, haSection, renderHA(runs, cmds, time.Now().UTC())); err != nil {
+	if err := section.Rewrite(out, name, render(runs, cmds)); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	return nil
+}
+
+// renderCommands writes the commands that produced a section, as a shell
+// block after an empty line; nothing when there are none.
+func renderCommands(p func(string, ...any), commands string) {
+	if commands != "" {
+		p("")
+		p("```sh")
+		p("%s", commands)
+		p("```")
+	}
 }
 
 // byMode groups runs by protocol, in first-seen order.

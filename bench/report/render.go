@@ -82,7 +82,18 @@ func render(r report) string {
 	}
 	first := r.modes[0][0]
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	renderHeader(p, r)
+	renderSummary(p, r, all)
+	renderMethod(p, r, first)
+	for _, s := range all {
+		renderMode(p, s)
+	}
+	renderInProcess(p, r.inprocess)
+	return b.String()
+}
 
+// renderHeader writes the title, where the file comes from and the machine.
+func renderHeader(p func(string, ...any), r report) {
 	p("# Benchmarks")
 	p("")
 	p("Written by `%s` (`scripts/bench.sh`) on %s; do not edit by hand, run it again.", r.invoked, r.at.Format("2006-01-02 15:04 MST"))
@@ -102,6 +113,12 @@ func render(r report) string {
 		p("| wall time of the whole benchmark | %s |", r.wall.Round(time.Second))
 	}
 	p("")
+}
+
+// renderSummary writes the table of every mode's figures against the
+// design guide's targets.
+func renderSummary(p func(string, ...any), r report, all []stats) {
+	first := r.modes[0][0]
 	p("## Summary against the targets")
 	p("")
 	p("%d nodes, %d services x %d endpoints in Consul, %d runs per protocol.", first.Nodes, first.Services, first.Endpoints, len(r.modes[0]))
@@ -137,12 +154,6 @@ func render(r report) string {
 			s.mode, first.Services, cpu, cpu/float64(first.Nodes)*1e3)
 	}
 	p("")
-	renderMethod(p, r, first)
-	for _, s := range all {
-		renderMode(p, s)
-	}
-	renderInProcess(p, r.inprocess)
-	return b.String()
 }
 
 func renderMethod(p func(string, ...any), r report, first bench.Run) {

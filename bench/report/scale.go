@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/xds-server/xds-server/bench"
-	"github.com/xds-server/xds-server/bench/section"
 )
 
 // scaleSection is the name of the 10,000-node section of BENCHMARKS.md
@@ -95,21 +94,10 @@ func computeScale(g scaleGroup) scaleFigures {
 
 // runScale rewrites the 10,000-node section of out from the runs at path.
 func runScale(path, commandsPath, wall, out string) error {
-	runs, err := bench.ReadRuns(path)
-	if err != nil {
-		return err
-	}
-	if len(runs) == 0 {
-		return fmt.Errorf("report: no runs in %s", path)
-	}
-	cmds, err := readCommands(commandsPath)
-	if err != nil {
-		return err
-	}
-	if err := section.Rewrite(out, scaleSection, renderScale(groupScale(runs), cmds, wall, time.Now().UTC())); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	return nil
+	return rewriteSection(out, scaleSection, path, commandsPath, "runs", bench.ReadRuns,
+		func(runs []bench.Run, cmds string) string {
+			return renderScale(groupScale(runs), cmds, wall, time.Now().UTC())
+		})
 }
 
 // renderScale renders the body of the 10,000-node section.
@@ -200,10 +188,5 @@ func renderScaleMethod(p func(string, ...any), first bench.Run, commands string)
 	p("serving leaves the view): those are sampled, and every one of them must get it. CPU per full push is")
 	p("the server's `process_cpu_seconds_total` over the push divided by all %d nodes. The load generator's", first.Nodes)
 	p("CPU is its own `getrusage` (user + system).")
-	if commands != "" {
-		p("")
-		p("```sh")
-		p("%s", commands)
-		p("```")
-	}
+	renderCommands(p, commands)
 }

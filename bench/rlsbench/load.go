@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xds-server/xds-server/internal/pause"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -204,7 +205,7 @@ func Run(ctx context.Context, cfg LoadConfig) (*Result, error) {
 			<-done
 		}
 	}
-	if !sleep(ctx, cfg.Warmup) {
+	if !pause.For(ctx, cfg.Warmup) {
 		stop()
 		return nil, fmt.Errorf("rlsbench: %w", ctx.Err())
 	}
@@ -213,7 +214,7 @@ func Run(ctx context.Context, cfg LoadConfig) (*Result, error) {
 	}
 	start := time.Now()
 	phase.Store(phaseMeasure)
-	ok := sleep(ctx, cfg.Duration)
+	ok := pause.For(ctx, cfg.Duration)
 	phase.Store(phaseStop)
 	elapsed := time.Since(start)
 	if cfg.Sample != nil {
@@ -256,7 +257,7 @@ func (w *worker) loop(ctx context.Context, phase *atomic.Int32) {
 		err := w.inv.invoke(ctx, msg, &w.resp)
 		d := time.Since(t0)
 		if phase.Load() != phaseMeasure {
-			if err != nil && !sleep(ctx, time.Millisecond) { // don't spin on a dead server
+			if err != nil && !pause.For(ctx, time.Millisecond) { // don't spin on a dead server
 				return
 			}
 			continue
@@ -266,7 +267,7 @@ func (w *worker) loop(ctx context.Context, phase *atomic.Int32) {
 			if w.errMsg == "" {
 				w.errMsg = err.Error()
 			}
-			if !sleep(ctx, time.Millisecond) {
+			if !pause.For(ctx, time.Millisecond) {
 				return
 			}
 			continue
@@ -294,21 +295,6 @@ func dial(addr string, dialer func(context.Context, string) (net.Conn, error)) (
 		return nil, fmt.Errorf("rlsbench: dial %s: %w", addr, err)
 	}
 	return cc, nil
-}
-
-// sleep waits d or until ctx is done; false when ctx is done.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // Probe sends one request with a single descriptor key=value and returns

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/pause"
 )
 
 // proc is a process the benchmark started.
@@ -139,7 +141,7 @@ func waitFor(ctx context.Context, p *proc, timeout time.Duration, ready func(con
 		if err == nil {
 			return nil
 		}
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !pause.For(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("rlsbench: %s not ready after %v: %w", p.name, timeout, err)
 		}
 	}

@@ -82,6 +82,10 @@ func fnv64a(s string) uint64 {
 	return h.Sum64()
 }
 
+// mix is SplitMix64's finalizer. subsetting has the same function
+// (mix64, unexported) and it stays a copy on purpose: this reference must
+// not move when subsetting's hashing does, or the measurements against it
+// would shift with the code they judge.
 func mix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/xds-server/xds-server/internal/freeport"
+	"github.com/xds-server/xds-server/internal/toolbin"
 )
 
 // RequireIntegrationEnv is the environment variable that, set to "1", turns
@@ -55,7 +57,7 @@ type ConsulAgent struct {
 
 // ConsulVersion is the Consul release the tests run against (the last
 // open-source line this project builds; see scripts/install-consul.sh).
-const ConsulVersion = "v1.14.11"
+const ConsulVersion = toolbin.ConsulVersion
 
 // ConsulBinary finds the consul binary of ConsulVersion: in
 // $XDS_SERVER_CACHE/consul-<version>/bin, else
@@ -63,22 +65,11 @@ const ConsulVersion = "v1.14.11"
 // scripts/install-consul.sh builds it), else on PATH. A binary cached
 // under another version's directory is never used.
 func ConsulBinary() (string, error) {
-	var tried []string
-	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
-		tried = append(tried, filepath.Join(c, "consul-"+ConsulVersion, "bin", "consul"))
+	p, err := toolbin.Consul()
+	if err != nil {
+		return "", fmt.Errorf("harness: %w", err)
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		tried = append(tried, filepath.Join(home, ".cache", "xds-server", "consul-"+ConsulVersion, "bin", "consul"))
-	}
-	for _, p := range tried {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("consul"); err == nil {
-		return p, nil
-	}
-	return "", fmt.Errorf("harness: no consul binary at %s nor on PATH (run scripts/install-consul.sh)", strings.Join(tried, ", "))
+	return p, nil
 }
 
 // Consul starts a Consul agent in -dev mode on free loopback ports (HTTP,
@@ -117,7 +108,7 @@ func ConsulWith(t testing.TB, opts ConsulOptions) *ConsulAgent {
 	// A free port can be taken by someone else before consul binds it: try
 	// again with fresh ports.
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(3)
+		ports, err := freeport.Loopback(3)
 		if err != nil {
 			t.Fatalf("harness: %v", err)
 		}
@@ -347,36 +338,6 @@ func checkFileJSON(c *api.AgentServiceCheck) map[string]string {
 		}
 	}
 	return m
-}
-
-// freePorts returns n distinct loopback ports free for both TCP and UDP
-// (serf uses both) at the time of the call.
-func freePorts(n int) ([]int, error) {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 100 {
-			return nil, errors.New("no free loopback ports")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		u, err := net.ListenPacket("udp", l.Addr().String())
-		if err != nil {
-			l.Close()
-			continue
-		}
-		u.Close()
-		held = append(held, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // logTail returns the last n lines of the agent's log.

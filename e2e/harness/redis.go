@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/freeport"
 )
 
 // redisReadyTimeout bounds the wait for a redis-server to answer PING.
@@ -96,7 +98,7 @@ func Redis(t testing.TB, opts RedisOptions) *RedisServer {
 	})
 	// A free port can be taken before redis binds it: try fresh ones.
 	for attempt := 1; ; attempt++ {
-		ports, err := freePorts(1)
+		ports, err := freeport.Loopback(1)
 		if err != nil {
 			t.Fatalf("harness: %v", err)
 		}

@@ -17,6 +17,12 @@ const Module = "github.com/xds-server/xds-server"
 // (other than the package itself and its subpackages).
 const AnyInModule = "*"
 
+// AnyButInternal, as a forbidden entry, forbids every package of this
+// module but those under internal/ (each of which imports nothing else of
+// this module), as AnyInModule does: for a package that must stay a leaf
+// apart from the module's shared internal pieces.
+const AnyButInternal = "*-internal"
+
 // Check fails t for every forbidden import in the non-test Go files of
 // the current directory (the package under test). A forbidden entry is a
 // package of this module by its path within it ("xds", "e2e/harness"), a
@@ -68,6 +74,10 @@ func forbids(forbidden []string, path, own string) bool {
 		switch {
 		case f == AnyInModule:
 			if within(path, Module) && !within(path, own) {
+				return true
+			}
+		case f == AnyButInternal:
+			if within(path, Module) && !within(path, own) && !within(path, Module+"/internal") {
 				return true
 			}
 		case strings.Contains(strings.SplitN(f, "/", 2)[0], "."):

@@ -23,6 +23,9 @@ func TestForbids(t *testing.T) {
 		"any in module":            {forbidden: []string{AnyInModule}, path: Module + "/weights", want: true},
 		"itself":                   {forbidden: []string{AnyInModule}, path: own},
 		"its own subpackage":       {forbidden: []string{AnyInModule}, path: own + "/testdata"},
+		"any but internal":         {forbidden: []string{AnyButInternal}, path: Module + "/weights", want: true},
+		"an internal package":      {forbidden: []string{AnyButInternal}, path: Module + "/internal/freeport"},
+		"internal under any":       {forbidden: []string{AnyInModule}, path: Module + "/internal/freeport", want: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if got := forbids(tc.forbidden, tc.path, own); got != tc.want {

@@ -1,0 +1,12 @@
+package logclip
+
+import (
+	"testing"
+
+	"github.com/xds-server/xds-server/internal/importrules"
+)
+
+// TestImportRules: logclip imports nothing else from this module.
+func TestImportRules(t *testing.T) {
+	importrules.Check(t, importrules.AnyInModule)
+}

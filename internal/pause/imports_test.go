@@ -1,0 +1,12 @@
+package pause
+
+import (
+	"testing"
+
+	"github.com/xds-server/xds-server/internal/importrules"
+)
+
+// TestImportRules: pause imports nothing else from this module.
+func TestImportRules(t *testing.T) {
+	importrules.Check(t, importrules.AnyInModule)
+}

@@ -1,0 +1,22 @@
+package pause
+
+import (
+	"context"
+	"time"
+)
+
+// For waits d or until ctx is done; false when ctx is done (before d
+// passed, or already). d <= 0 does not wait.
+func For(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
