@@ -3,6 +3,8 @@ package consulstate
 import (
 	"context"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/pause"
 )
 
 // Clock is the time a loop of this package reads and waits on; tests
@@ -32,13 +34,8 @@ func orWall(c Clock) Clock {
 // Sleep waits d on c (nil: Wall), or until ctx is done; false when ctx is
 // done. d <= 0 does not wait.
 func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
+	if c == nil || d <= 0 {
+		return pause.For(ctx, d)
 	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-orWall(c).After(d):
-		return true
-	}
+	return pause.Until(ctx, c.After(d))
 }

@@ -20,3 +20,14 @@ func For(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// Until waits for ch (a timer's channel from an injected clock) or until
+// ctx is done; false when ctx is done first.
+func Until(ctx context.Context, ch <-chan time.Time) bool {
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
