@@ -1,9 +1,10 @@
 package ha
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/httpjson"
 )
 
 // Summaries is what the weights part shows on /debug/ha: the last load
@@ -74,9 +75,6 @@ func (c DebugConfig) Page() DebugPage {
 // Handler serves /debug/ha (GET, JSON).
 func (c DebugConfig) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(c.Page())
+		httpjson.Write(w, http.StatusOK, c.Page())
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/drain"
+	"github.com/xds-server/xds-server/internal/logclip"
 )
 
 // Bounds of what is read from the drains folder: anyone who can write the
@@ -107,19 +108,6 @@ func validAddress(a string) bool {
 	return true
 }
 
-// clipName shortens text read from KV for a log line: at most
-// logNameBytes bytes (cut at a rune boundary) and a note of its length.
-func clipName(s string) string {
-	if len(s) <= logNameBytes {
-		return strings.ToValidUTF8(s, "?")
-	}
-	cut := logNameBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
-}
-
 // badEntries counts and logs the entries of a folder that are skipped:
 // each version of an entry (key, ModifyIndex) once, at most badLogLines
 // lines per badLogEvery, names clipped. Not safe for concurrent use (one
@@ -164,7 +152,7 @@ func (b *badEntries) skip(op string, p *api.KVPair, err error) {
 		return
 	}
 	b.lines++
-	b.log.Warn("ignoring an entry in Consul KV", "op", op, "key", clipName(p.Key), "bytes", len(p.Value),
-		"error", clipName(err.Error()), "suppressed", b.suppressed)
+	b.log.Warn("ignoring an entry in Consul KV", "op", op, "key", logclip.To(p.Key, logNameBytes), "bytes", len(p.Value),
+		"error", logclip.To(err.Error(), logNameBytes), "suppressed", b.suppressed)
 	b.suppressed = 0
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 // Metrics are every HA metric, registered once and shared by the HA
@@ -45,12 +47,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Age of the last load summary seen from each replica, in seconds.",
 		}, []string{"replica"}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.Writes, m.Errors, m.Leader, m.SummaryAge} {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("ha: metrics: %w", err)
-			}
-		}
+	if err := metricreg.Register(reg, m.Writes, m.Errors, m.Leader, m.SummaryAge); err != nil {
+		return nil, fmt.Errorf("ha: metrics: %w", err)
 	}
 	return m, nil
 }

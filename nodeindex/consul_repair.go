@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/internal/logclip"
 )
 
 // repairReport says what repairIndexTable changed.
@@ -207,7 +207,7 @@ func (t *Consul) repaired(q *groupQueue, rep *repairReport, lost []string) {
 	if n := q.newlyLost(lost); n > 0 {
 		t.metrics.lost.Add(float64(n))
 		t.log.Warn("nodes of this replica lost their client index in the shared table (another node has it)",
-			"group", clip(q.group), "nodes", n)
+			"group", logclip.Name(q.group), "nodes", n)
 	}
 	if rep == nil {
 		return
@@ -220,7 +220,7 @@ func (t *Consul) repaired(q *groupQueue, rep *repairReport, lost []string) {
 		how = "rebuilt"
 	}
 	t.metrics.repairs.WithLabelValues(how).Inc()
-	t.log.Warn("the client index table in Consul KV was corrupt; "+how+" it", "key", clip(q.key), "error", clip(rep.Cause),
+	t.log.Warn("the client index table in Consul KV was corrupt; "+how+" it", "key", logclip.Name(q.key), "error", logclip.Name(rep.Cause),
 		"slots_dropped", rep.Dropped, "slots_fixed", rep.Fixed)
 }
 
@@ -277,17 +277,4 @@ func (t *Consul) checkHolds() {
 		}
 	}
 	t.checkNext = (t.checkNext + checksPerRenewal) % len(names)
-}
-
-// clip shortens text for a log line: at most 256 bytes and its length.
-func clip(s string) string {
-	const n = 256
-	if len(s) <= n {
-		return strings.ToValidUTF8(s, "?")
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
 }

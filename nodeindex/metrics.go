@@ -1,10 +1,11 @@
 package nodeindex
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
 // consulMetrics are Consul's collectors.
@@ -24,18 +25,12 @@ func newConsulMetrics(reg prometheus.Registerer) (consulMetrics, error) {
 			Help: "Nodes of this replica whose client index another node has in the shared table (after a corrupt table was rebuilt).",
 		}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var are prometheus.AlreadyRegisteredError
-	if err := reg.Register(m.repairs); errors.As(err, &are) {
-		m.repairs = are.ExistingCollector.(*prometheus.CounterVec) // another table of this process
-	} else if err != nil {
+	var err error
+	// Another table of this process may have registered them: reuse those.
+	if m.repairs, err = metricreg.Reuse(reg, m.repairs); err != nil {
 		return m, fmt.Errorf("nodeindex: consul: metrics: %w", err)
 	}
-	if err := reg.Register(m.lost); errors.As(err, &are) {
-		m.lost = are.ExistingCollector.(prometheus.Counter)
-	} else if err != nil {
+	if m.lost, err = metricreg.Reuse(reg, m.lost); err != nil {
 		return m, fmt.Errorf("nodeindex: consul: metrics: %w", err)
 	}
 	return m, nil

@@ -1,17 +1,17 @@
 package xds
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-server/xds-server/internal/logclip"
 )
 
 // Bounds of what a node may claim: a node over one is refused with
@@ -56,19 +56,7 @@ func checkNode(n *core.Node) error {
 
 // clip shortens client-chosen text for a log line: at most
 // logDetailBytes bytes (cut at a rune boundary) and a note of the length.
-func clip(s string) string { return clipTo(s, logDetailBytes) }
-
-// clipTo shortens s to at most max bytes and a note of its length.
-func clipTo(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(s[:cut], "?"), len(s))
-}
+func clip(s string) string { return logclip.To(s, logDetailBytes) }
 
 // Kinds of log lines the logLimiter limits, each on its own.
 const (

@@ -177,46 +177,68 @@ func (c *callbacks) allowLog(node string) bool {
 }
 
 func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRequest) error {
-	if err := malformed(req.GetTypeUrl()); err != nil {
-		return c.refuse("malformed", req.GetNode(), err)
+	in := incoming{stream: stream, node: req.GetNode(), typeURL: req.GetTypeUrl()}
+	in.names = func(id string) *refusal {
+		return c.names.sotw(stream, id, req.GetTypeUrl(), req.GetResourceNames(), c.snapshot(id))
 	}
-	id, err := c.request(stream, req.GetNode())
-	if err != nil {
-		return err
-	}
-	if r := c.names.sotw(stream, id, req.GetTypeUrl(), req.GetResourceNames(), c.snapshot(id)); r != nil {
-		return c.refuseNames(id, r)
-	}
-	forgetExtensions(req.GetNode())
 	if req.GetErrorDetail() != nil {
-		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
-			Error: req.GetErrorDetail().GetMessage()})
-	} else if req.GetVersionInfo() != "" {
+		in.nack = &NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
+			Error: req.GetErrorDetail().GetMessage()}
+	}
+	id, err := c.admit(in)
+	if err == nil && in.nack == nil && req.GetVersionInfo() != "" {
 		c.reg.ack(id, req.GetTypeUrl(), req.GetVersionInfo())
 	}
-	return nil
+	return err
 }
 
 func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaDiscoveryRequest) error {
 	stream = deltaStream(stream)
-	if err := malformed(req.GetTypeUrl()); err != nil {
-		return c.refuse("malformed", req.GetNode(), err)
+	in := incoming{stream: stream, node: req.GetNode(), typeURL: req.GetTypeUrl()}
+	in.names = func(id string) *refusal {
+		return c.names.delta(stream, id, req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
+			len(req.GetInitialResourceVersions()), c.snapshot(id))
 	}
-	id, err := c.request(stream, req.GetNode())
-	if err != nil {
-		return err
-	}
-	if r := c.names.delta(stream, id, req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
-		len(req.GetInitialResourceVersions()), c.snapshot(id)); r != nil {
-		return c.refuseNames(id, r)
-	}
-	trimInitial(req)
-	forgetExtensions(req.GetNode())
 	if req.GetErrorDetail() != nil {
-		c.nack(stream, id, NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
-			Error: req.GetErrorDetail().GetMessage()})
+		in.nack = &NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
+			Error: req.GetErrorDetail().GetMessage()}
 	}
-	return nil
+	_, err := c.admit(in)
+	if err == nil {
+		trimInitial(req)
+	}
+	return err
+}
+
+// incoming is a request of either protocol, as admit needs it.
+type incoming struct {
+	stream  int64
+	node    *core.Node
+	typeURL string
+	names   func(id string) *refusal // checks the names it subscribes to (names.go)
+	nack    *NACK                    // what it rejects; nil for a first request or an ACK
+}
+
+// admit is what a request of either protocol goes through: refused when
+// its type is malformed, its node too large or unknown past the bounds,
+// or its names over the limits; else its node's extensions are forgotten
+// and a NACK it carries is recorded. It returns the node's id.
+func (c *callbacks) admit(in incoming) (string, error) {
+	if err := malformed(in.typeURL); err != nil {
+		return "", c.refuse("malformed", in.node, err)
+	}
+	id, err := c.request(in.stream, in.node)
+	if err != nil {
+		return "", err
+	}
+	if r := in.names(id); r != nil {
+		return "", c.refuseNames(id, r)
+	}
+	forgetExtensions(in.node)
+	if in.nack != nil {
+		c.nack(in.stream, id, *in.nack)
+	}
+	return id, nil
 }
 
 // refuseNames counts and logs (rate-limited per node) a request refused

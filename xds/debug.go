@@ -11,6 +11,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/xds-server/xds-server/internal/httpjson"
 	"github.com/xds-server/xds-server/xdscache"
 )
 
@@ -79,38 +80,38 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /debug/config", func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("node")
 		if id == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter: node"})
+			httpjson.Write(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter: node"})
 			return
 		}
 		cfg, ok, err := s.Config(id)
 		switch {
 		case err != nil:
-			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+			httpjson.Write(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		case !ok:
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown node: " + id})
+			httpjson.Write(w, http.StatusNotFound, map[string]string{"error": "unknown node: " + id})
 		default:
-			writeJSON(w, http.StatusOK, cfg)
+			httpjson.Write(w, http.StatusOK, cfg)
 		}
 	})
 	mux.HandleFunc("GET /debug/subsets", func(w http.ResponseWriter, r *http.Request) {
 		svc := r.URL.Query().Get("service")
 		if svc == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter: service"})
+			httpjson.Write(w, http.StatusBadRequest, map[string]string{"error": "missing query parameter: service"})
 			return
 		}
 		q, err := subsetQuery(r.URL.Query())
 		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			httpjson.Write(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 			return
 		}
 		rep, ok := s.Subsets(svc, q)
 		switch {
 		case !ok:
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown service: " + svc})
+			httpjson.Write(w, http.StatusNotFound, map[string]string{"error": "unknown service: " + svc})
 		case q.Node != "" && len(rep.Nodes) == 0:
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown node: " + q.Node})
+			httpjson.Write(w, http.StatusNotFound, map[string]string{"error": "unknown node: " + q.Node})
 		default:
-			writeJSON(w, http.StatusOK, rep)
+			httpjson.Write(w, http.StatusOK, rep)
 		}
 	})
 	return mux
@@ -128,12 +129,4 @@ func subsetQuery(v url.Values) (SubsetQuery, error) {
 		q.Limit = min(n, MaxReportNodes)
 	}
 	return q, nil
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
 }

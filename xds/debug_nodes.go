@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+
+	"github.com/xds-server/xds-server/internal/httpjson"
 )
 
 // DefaultNodesPage and MaxNodesPage bound a page of /debug/nodes: the
@@ -69,8 +71,8 @@ func nodesQuery(v url.Values) (after string, limit int, err error) {
 func (s *Server) serveNodes(w http.ResponseWriter, r *http.Request) {
 	after, limit, err := nodesQuery(r.URL.Query())
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		httpjson.Write(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.NodesAfter(after, limit))
+	httpjson.Write(w, http.StatusOK, s.NodesAfter(after, limit))
 }

@@ -238,6 +238,6 @@ func TestNamedRequestsAnswered(t *testing.T) {
 			t.Errorf("returned %v, want svc-001 only", got)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("a named xdscache.CDS request of a proxyless node was not answered")
+		t.Fatal("a named CDS request of a proxyless node was not answered")
 	}
 }

@@ -1,6 +1,12 @@
 package xds
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xds-server/xds-server/internal/metricreg"
+)
 
 // metrics are the xDS collectors.
 type metrics struct {
@@ -29,89 +35,111 @@ type metrics struct {
 	evicted       prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "xds_connected_nodes", Help: "Nodes with at least one open xDS stream.",
-		}),
-		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "xds_streams", Help: "Open xDS streams, by protocol (sotw or delta).",
-		}, []string{"protocol"}),
-		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xds_pushes_total", Help: "Discovery responses sent, by resource type.",
-		}, []string{"type"}),
-		pushLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "xds_push_latency_seconds",
-			Help:    "Time from a discovery change reaching the server to the response carrying it being sent to a node, by resource type.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"type"}),
-		nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xds_nacks_total", Help: "Responses rejected by nodes (NACKs), by resource type.",
-		}, []string{"type"}),
-		reconciles: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_reconciles_total", Help: "Reconcile passes (rebuilds of node snapshots).",
-		}),
-		reconcileDur: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "xds_reconcile_duration_seconds", Help: "Time spent in one reconcile pass.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}),
-		snapshotSets: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_snapshot_updates_total", Help: "Per-node cache snapshots replaced because their content changed.",
-		}),
-		buildErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_translation_errors_total", Help: "Services that failed translation or validation (their previous resources are kept).",
-		}),
-		endpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "xds_service_endpoints", Help: "Endpoints per service, by health.",
-		}, []string{"service", "health"}),
-		expired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_nodes_expired_total", Help: "Nodes whose snapshots were dropped after the grace period.",
-		}),
-		indexErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xds_subset_index_errors_total", Help: "Client index table operations that failed, by op (acquire or release); a failed acquire falls back to this process's table.",
-		}, []string{"op"}),
-		weightUpdates: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_weight_updates_total", Help: "Sets of xdscache.EDS weights from utilization reports handed to the reconcile loop (each may cause pushes).",
-		}),
-		unknownRoute: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "xds_route_unknown_service",
-			Help: "Listener routes whose service has no instances in discovery (answered 503 until it has), by service; 0 once it has.",
-		}, []string{"service"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xds_nodes_refused_total",
-			Help: "Streams refused at their first request, by reason: malformed (the request did not decode, e.g. invalid UTF-8: InvalidArgument), node_too_large (an id, cluster, locality or user agent over 1 KiB, metadata over 16 KiB: InvalidArgument), max_groups (subsetting.max_groups reached: ResourceExhausted) or max_known_nodes (xds.max_known_nodes reached and every known node connected: ResourceExhausted).",
-		}, []string{"reason"}),
-		groups: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "xds_subset_groups", Help: "Subsetting groups of known nodes (bounded by subsetting.max_groups).",
-		}),
-		nacksIgnored: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_nacks_ignored_total", Help: "NACKs not processed (nor logged): a repeat of one already processed, or naming a response that is not the latest of its type on the stream (stale or made-up nonce).",
-		}),
-		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line (with its disconnect line), one NACK line and one refusal line per node per 10s, at most 10 lines a second of each kind over all nodes (bursts of 100), and one eviction line per 10s.",
-		}),
-		slotsHealed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_subset_slots_healed_total", Help: "Endpoint slots taken from this process's table while the shared one failed, moved back to the shared table.",
-		}),
-		indicesHealed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_subset_indices_healed_total", Help: "Client indices of connected nodes taken from this process's table while the shared one failed, moved back to the shared table.",
-		}),
-		namesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "xds_resource_names_refused_total",
-			Help: "Requests refused for the resource names they subscribe to (the stream ends), by reason: max_resource_names (more than xds.max_resource_names of one type on one stream: ResourceExhausted), max_unknown_resource_names (more than xds.max_unknown_resource_names not in the node's config, over its streams: ResourceExhausted) or name_too_large (an unknown name over 1 KiB: InvalidArgument).",
-		}, []string{"reason"}),
-		evicted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_nodes_evicted_total", Help: "Disconnected nodes forgotten before xds.node_grace, the longest disconnected first, to make room for a new node past xds.max_known_nodes.",
-		}),
-		swept: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "xds_subset_reservations_swept_total", Help: "Expired client index and endpoint slot reservations freed from this process's tables.",
-		}),
+// newMetrics makes the collectors and registers them with reg (nil:
+// none), all or none.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{}
+	m.streamMetrics()
+	m.reconcileMetrics()
+	m.subsetMetrics()
+	m.boundMetrics()
+	err := metricreg.Register(reg, m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
+		m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
+		m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed,
+		m.namesRefused, m.evicted)
+	if err != nil {
+		return nil, fmt.Errorf("xds: metrics: %w", err)
 	}
-	if reg != nil {
-		reg.MustRegister(m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
-			m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
-			m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed,
-			m.namesRefused, m.evicted)
-	}
-	return m
+	return m, nil
+}
+
+// streamMetrics makes the collectors of the nodes, their streams and what was sent to them.
+func (m *metrics) streamMetrics() {
+	m.nodes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "xds_connected_nodes", Help: "Nodes with at least one open xDS stream.",
+	})
+	m.streams = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_streams", Help: "Open xDS streams, by protocol (sotw or delta).",
+	}, []string{"protocol"})
+	m.pushes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "xds_pushes_total", Help: "Discovery responses sent, by resource type.",
+	}, []string{"type"})
+	m.pushLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "xds_push_latency_seconds",
+		Help:    "Time from a discovery change reaching the server to the response carrying it being sent to a node, by resource type.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	}, []string{"type"})
+	m.nacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "xds_nacks_total", Help: "Responses rejected by nodes (NACKs), by resource type.",
+	}, []string{"type"})
+	m.nacksIgnored = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_nacks_ignored_total", Help: "NACKs not processed (nor logged): a repeat of one already processed, or naming a response that is not the latest of its type on the stream (stale or made-up nonce).",
+	})
+}
+
+// reconcileMetrics makes the collectors of the reconcile loop and translation.
+func (m *metrics) reconcileMetrics() {
+	m.reconciles = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_reconciles_total", Help: "Reconcile passes (rebuilds of node snapshots).",
+	})
+	m.reconcileDur = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "xds_reconcile_duration_seconds", Help: "Time spent in one reconcile pass.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+	})
+	m.snapshotSets = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_snapshot_updates_total", Help: "Per-node cache snapshots replaced because their content changed.",
+	})
+	m.buildErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_translation_errors_total", Help: "Services that failed translation or validation (their previous resources are kept).",
+	})
+	m.endpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_service_endpoints", Help: "Endpoints per service, by health.",
+	}, []string{"service", "health"})
+	m.weightUpdates = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_weight_updates_total", Help: "Sets of EDS weights from utilization reports handed to the reconcile loop (each may cause pushes).",
+	})
+	m.unknownRoute = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_route_unknown_service",
+		Help: "Listener routes whose service has no instances in discovery (answered 503 until it has), by service; 0 once it has.",
+	}, []string{"service"})
+}
+
+// subsetMetrics makes the collectors of client indices, endpoint slots and groups.
+func (m *metrics) subsetMetrics() {
+	m.indexErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "xds_subset_index_errors_total", Help: "Client index table operations that failed, by op (acquire or release); a failed acquire falls back to this process's table.",
+	}, []string{"op"})
+	m.groups = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "xds_subset_groups", Help: "Subsetting groups of known nodes (bounded by subsetting.max_groups).",
+	})
+	m.swept = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_subset_reservations_swept_total", Help: "Expired client index and endpoint slot reservations freed from this process's tables.",
+	})
+	m.slotsHealed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_subset_slots_healed_total", Help: "Endpoint slots taken from this process's table while the shared one failed, moved back to the shared table.",
+	})
+	m.indicesHealed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_subset_indices_healed_total", Help: "Client indices of connected nodes taken from this process's table while the shared one failed, moved back to the shared table.",
+	})
+}
+
+// boundMetrics makes the collectors of the bounds on what nodes may ask for and be told.
+func (m *metrics) boundMetrics() {
+	m.expired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_nodes_expired_total", Help: "Nodes whose snapshots were dropped after the grace period.",
+	})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "xds_nodes_refused_total",
+		Help: "Streams refused at their first request, by reason: malformed (the request did not decode, e.g. invalid UTF-8: InvalidArgument), node_too_large (an id, cluster, locality or user agent over 1 KiB, metadata over 16 KiB: InvalidArgument), max_groups (subsetting.max_groups reached: ResourceExhausted) or max_known_nodes (xds.max_known_nodes reached and every known node connected: ResourceExhausted).",
+	}, []string{"reason"})
+	m.logSuppressed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_log_lines_suppressed_total", Help: "Log lines held back: at most one connect line (with its disconnect line), one NACK line and one refusal line per node per 10s, at most 10 lines a second of each kind over all nodes (bursts of 100), and one eviction line per 10s.",
+	})
+	m.namesRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "xds_resource_names_refused_total",
+		Help: "Requests refused for the resource names they subscribe to (the stream ends), by reason: max_resource_names (more than xds.max_resource_names of one type on one stream: ResourceExhausted), max_unknown_resource_names (more than xds.max_unknown_resource_names not in the node's config, over its streams: ResourceExhausted) or name_too_large (an unknown name over 1 KiB: InvalidArgument).",
+	}, []string{"reason"})
+	m.evicted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "xds_nodes_evicted_total", Help: "Disconnected nodes forgotten before xds.node_grace, the longest disconnected first, to make room for a new node past xds.max_known_nodes.",
+	})
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/xds-server/xds-server/internal/logclip"
 )
 
 // Resource names a node subscribes to. go-control-plane keeps, per stream
@@ -155,7 +157,7 @@ func tooMany(typeURL string, n, limit int) *refusal {
 
 func tooLarge(name string) *refusal {
 	return &refusal{reasonNameTooLarge, status.Errorf(codes.InvalidArgument,
-		"xds: resource name %q is %d bytes, more than %d", clipTo(name, 64), len(name), MaxResourceNameBytes)}
+		"xds: resource name %q is %d bytes, more than %d", logclip.To(name, 64), len(name), MaxResourceNameBytes)}
 }
 
 // sotw checks a SotW request on stream of node that names names of
@@ -204,7 +206,7 @@ func (b *nameBook) overNode(node string, d int) *refusal {
 	if n := b.nodes[node] + d; l > 0 && d > 0 && n > l {
 		return &refusal{reasonMaxUnknown, status.Errorf(codes.ResourceExhausted,
 			"xds: node %q subscribes to %d resource names its config does not have, more than xds.max_unknown_resource_names (%d)",
-			clipTo(node, 64), n, l)}
+			logclip.To(node, 64), n, l)}
 	}
 	return nil
 }

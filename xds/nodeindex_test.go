@@ -90,7 +90,7 @@ func TestIndexerGroups(t *testing.T) {
 		"index from metadata": {cfg: SubsetConfig{IndexSource: IndexMetadata}, wantGroup: "web", wantIndex: 4, wantSource: IndexMetadata},
 	} {
 		t.Run(name, func(t *testing.T) {
-			x := newIndexer(tc.cfg, nil, newMetrics(nil), quietLogger())
+			x := newIndexer(tc.cfg, nil, testMetrics(), quietLogger())
 			g, i, src := x.assign(n)
 			if g != tc.wantGroup || i != tc.wantIndex || src != tc.wantSource {
 				t.Errorf("assign = (%q, %d, %s), want (%q, %d, %s)", g, i, src, tc.wantGroup, tc.wantIndex, tc.wantSource)
@@ -108,7 +108,7 @@ func (failingTable) Acquire(context.Context, string, string) (int, error) {
 func (failingTable) Release(context.Context, string, string) error { return context.DeadlineExceeded }
 
 func TestIndexerFallsBackWhenTheTableFails(t *testing.T) {
-	m := newMetrics(nil)
+	m := testMetrics()
 	x := newIndexer(SubsetConfig{IndexSource: IndexConsul, Table: failingTable{}}, nil, m, quietLogger())
 	a := Node{ID: "a", Cluster: "c"}
 	g, i, src := x.assign(a)
@@ -159,4 +159,10 @@ func TestNodeKeepsItsIndexAcrossReconnect(t *testing.T) {
 	if got := index("d"); got != 1 {
 		t.Errorf("d after b's reservation expired: %d, want the freed 1", got)
 	}
+}
+
+// testMetrics are collectors registered nowhere.
+func testMetrics() *metrics {
+	m, _ := newMetrics(nil)
+	return m
 }

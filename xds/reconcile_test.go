@@ -90,7 +90,7 @@ func TestVersionsFollowContent(t *testing.T) {
 		t.Errorf("unchanged content re-set the snapshot (%v -> %v sets)", sets, got)
 	}
 	if v := versions(t, a, "n1"); v[types.Endpoint] != va[types.Endpoint] {
-		t.Errorf("unchanged content changed the xdscache.EDS version")
+		t.Errorf("unchanged content changed the EDS version")
 	}
 
 	w := world(3, 4)
@@ -99,7 +99,7 @@ func TestVersionsFollowContent(t *testing.T) {
 	a.rec.reconcile()
 	vc := versions(t, a, "n1")
 	if vc[types.Endpoint] == va[types.Endpoint] {
-		t.Error("a health change did not change the xdscache.EDS version")
+		t.Error("a health change did not change the EDS version")
 	}
 	for _, k := range []types.ResponseType{types.Cluster, types.Listener, types.Route} {
 		if vc[k] != va[k] {

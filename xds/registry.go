@@ -12,6 +12,8 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/xds-server/xds-server/internal/logclip"
 )
 
 // Node is what the registry knows about one xDS node.
@@ -182,7 +184,7 @@ func (r *registry) nack(id string, n NACK) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if node, ok := r.nodes[id]; ok {
-		n.Error = clipTo(n.Error, maxNACKErrorBytes)
+		n.Error = logclip.To(n.Error, maxNACKErrorBytes)
 		node.LastNACK = &n
 	}
 }

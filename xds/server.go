@@ -186,10 +186,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{cfg: cfg, reg: newRegistry(cfg.MaxKnownNodes), m: newMetrics(cfg.Registerer), closed: make(chan struct{})}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, reg: newRegistry(cfg.MaxKnownNodes), m: m, closed: make(chan struct{})}
 	var lis *listenerSet
 	if len(cfg.Listeners) > 0 {
-		var err error
 		if lis, err = newListenerSet(cfg.Listeners, cfg.RateLimitAddress, cfg.RateLimitTLS); err != nil {
 			return nil, err
 		}

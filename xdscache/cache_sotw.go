@@ -93,56 +93,24 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (
 	t := typeIn(snap, w.kind, w.req.GetTypeUrl())
 	wildcard := w.sub.IsWildcard()
 	subscribed := w.sub.SubscribedResources()
-	if w.ads && !wildcard {
-		for name := range t.items {
-			if _, ok := subscribed[name]; !ok {
-				return nil, false // ADS: wait for a request naming every resource
-			}
-		}
+	if w.ads && !wildcard && !namesAll(subscribed, t) {
+		return nil, false // ADS: wait for a request naming every resource
 	}
-	has, known := holding(w.sub.ReturnedResources(), t, h, partial(w.kind))
-	if has.len() == 0 {
-		if w.resumed == nil {
-			w.resumed = resumedSotW(w, t)
-		}
-		if w.resumed != nil {
-			has, known = hasView{m: w.resumed}, true
-		}
-	}
+	has, known := sotwHas(w, t, h)
 	reqVersion := w.req.GetVersionInfo()
 	first := w.req.GetResponseNonce() == "" && w.resumed == nil
-	nack := w.req.GetErrorDetail() != nil
-	// A full response: every requested resource.
-	full := func() *sotwResponse {
-		names := t.requested(wildcard, subscribed)
-		if wildcard {
-			return t.sotwResponse(w.req, names, t.whole(h.epoch))
-		}
-		next := t.hashesOf(names)
-		if partial(w.kind) {
-			stamp(next, h.epoch)
-		}
-		return t.sotwResponse(w.req, names, next)
-	}
 	if !known || reqVersion != t.version && first {
-		return full(), false
+		return sotwFull(w, t, h), false
 	}
-	var changed []string
-	var lost bool
-	if wildcard && has.shared && len(t.hashes) == len(t.items) {
-		d := diffOf(has.m, t.hashes) // the same for the whole group (cache_memo.go)
-		changed, lost = d.changed, len(d.removed) > 0
-	} else {
-		changed, lost = t.changed(wildcard, subscribed, has), t.lost(has)
-	}
-	if nack && reqVersion != t.version {
+	changed, lost := sotwChanges(t, has, wildcard, subscribed)
+	if w.req.GetErrorDetail() != nil && reqVersion != t.version {
 		if len(changed) == 0 && !lost && !partial(w.kind) {
 			// The node rejected the full state it would be sent again:
 			// wait for a change (answering is a NACK loop, hundreds a
 			// second). It does not have what snap holds.
 			return nil, false
 		}
-		return full(), false
+		return sotwFull(w, t, h), false
 	}
 	// The version_info of a wildcard or an Envoy node must follow the
 	// snapshot's even when nothing it asks for changed (a resource it
@@ -152,13 +120,67 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (
 	case len(changed) == 0 && !lost && !behind:
 		return nil, true
 	case fullState || !partial(w.kind) || wildcard && lost:
-		return full(), false // for a wildcard subscription that lost a resource, see above
-	}
-	if wildcard {
+		return sotwFull(w, t, h), false // for a wildcard subscription that lost a resource, see above
+	case wildcard:
 		return t.sotwResponse(w.req, changed, t.whole(h.epoch)), false // it has all of them now
 	}
-	// What left the snapshot is forgotten: its client drops it with its
-	// cluster or listener (see above).
+	return sotwPartial(w, t, h, has, changed), false
+}
+
+// namesAll reports whether subscribed names every resource of t.
+func namesAll(subscribed map[string]struct{}, t snapType) bool {
+	for name := range t.items {
+		if _, ok := subscribed[name]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// sotwHas is what w's stream has of t (and whether that is known): its
+// returned resources, or, on a new stream that has none, what it resumes
+// with (resume.go).
+func sotwHas(w *sotwWatch, t snapType, h history) (hasView, bool) {
+	has, known := holding(w.sub.ReturnedResources(), t, h, partial(w.kind))
+	if has.len() == 0 {
+		if w.resumed == nil {
+			w.resumed = resumedSotW(w, t)
+		}
+		if w.resumed != nil {
+			has, known = hasView{m: w.resumed}, true
+		}
+	}
+	return has, known
+}
+
+// sotwFull is a full response to w: every requested resource of t.
+func sotwFull(w *sotwWatch, t snapType, h history) *sotwResponse {
+	wildcard := w.sub.IsWildcard()
+	names := t.requested(wildcard, w.sub.SubscribedResources())
+	if wildcard {
+		return t.sotwResponse(w.req, names, t.whole(h.epoch))
+	}
+	next := t.hashesOf(names)
+	if partial(w.kind) {
+		stamp(next, h.epoch)
+	}
+	return t.sotwResponse(w.req, names, next)
+}
+
+// sotwChanges are the requested resources of t that differ from what has
+// holds, and whether one has left t.
+func sotwChanges(t snapType, has hasView, wildcard bool, subscribed map[string]struct{}) (changed []string, lost bool) {
+	if wildcard && has.shared && len(t.hashes) == len(t.items) {
+		d := diffOf(has.m, t.hashes) // the same for the whole group (cache_memo.go)
+		return d.changed, len(d.removed) > 0
+	}
+	return t.changed(wildcard, subscribed, has), t.lost(has)
+}
+
+// sotwPartial answers a named subscription with what changed; what left
+// the snapshot is forgotten: its client drops it with its cluster or
+// listener (see above).
+func sotwPartial(w *sotwWatch, t snapType, h history, has hasView, changed []string) *sotwResponse {
 	next := make(map[string]string, has.len()+len(changed))
 	has.each(func(n, v string) {
 		if _, ok := t.items[n]; ok {
@@ -169,7 +191,7 @@ func sotwAnswer(w *sotwWatch, snap *cache.Snapshot, h history, fullState bool) (
 		next[n] = t.hash(n)
 	}
 	stamp(next, h.epoch)
-	return t.sotwResponse(w.req, changed, next), false
+	return t.sotwResponse(w.req, changed, next)
 }
 
 // versionKey, in what a stream has (its returned resources), stands for

@@ -10,14 +10,14 @@ import (
 const MaxBytes = 256
 
 // Name returns s when it has at most MaxBytes bytes, else its first
-// MaxBytes bytes at most (cut at a rune boundary, invalid UTF-8 replaced
-// by "?") followed by "…(N bytes)", N the length of s.
+// MaxBytes bytes at most (cut at a rune boundary) followed by "…(N
+// bytes)", N the length of s; either way invalid UTF-8 is replaced by "?".
 func Name(s string) string { return To(s, MaxBytes) }
 
 // To is Name with limit bytes (>= 0) in place of MaxBytes.
 func To(s string, limit int) string {
 	if len(s) <= limit {
-		return s
+		return strings.ToValidUTF8(s, "?")
 	}
 	cut := limit
 	for cut > 0 && !utf8.RuneStart(s[cut]) {

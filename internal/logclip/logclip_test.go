@@ -13,6 +13,7 @@ func TestName(t *testing.T) {
 		in, want string
 	}{
 		"short kept":             {"web", "web"},
+		"invalid UTF-8 replaced": {"a\xffb", "a?b"},
 		"exactly MaxBytes kept":  {long[:MaxBytes], long[:MaxBytes]},
 		"long cut and measured":  {long, long[:MaxBytes] + "…(266 bytes)"},
 		"cut at a rune boundary": {across, strings.Repeat("a", MaxBytes-1) + "…(261 bytes)"},
