@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 )
 
@@ -17,14 +16,6 @@ import (
 // that left the snapshot; a named one the same over the names it
 // subscribes to. Nothing is sent when nothing differs, except the first
 // answer of a wildcard subscription (see firstDelta).
-
-// deltaWatch is an open delta watch.
-type deltaWatch struct {
-	req  *cache.DeltaRequest
-	sub  cache.Subscription
-	out  chan cache.DeltaResponse
-	kind types.ResponseType
-}
 
 // deltaAnswer is w's answer from snap; nil when the stream has what snap
 // holds for it. sync (may be nil) is the node's record of a wildcard

@@ -39,11 +39,11 @@ func routing(kind types.ResponseType) bool {
 // clustersInPlace reports whether the node's streams have every cluster
 // and load assignment of its snapshot. A type the node never asked for
 // (a client of listeners and routes alone) is not waited for.
-func (c *Cache) clustersInPlace(st *nodeState) bool {
+func clustersInPlace(st *nodeState, fullState bool) bool {
 	for _, kind := range [...]types.ResponseType{types.Cluster, types.Endpoint} {
 		url, _ := cache.GetResponseTypeURL(kind)
 		t := typeIn(st.snap, kind, url)
-		if len(t.items) > 0 && st.asked[kind] && !c.streamHas(st, kind, t) {
+		if len(t.items) > 0 && st.asked[kind] && !streamHas(st, kind, t, fullState) {
 			return false
 		}
 	}
@@ -58,14 +58,14 @@ func (c *Cache) clustersInPlace(st *nodeState) bool {
 // it never asks for the load assignments of those it rejected: its load
 // assignments are in place when those it asks for are current, or when it
 // asks for none.
-func (c *Cache) streamHas(st *nodeState, kind types.ResponseType, t snapType) bool {
+func streamHas(st *nodeState, kind types.ResponseType, t snapType, fullState bool) bool {
 	if kind == types.Cluster && st.cdsRejected {
 		return true
 	}
 	lax := kind == types.Endpoint && st.cdsNACK
 	for _, w := range st.sotw {
 		if w.kind == kind {
-			resp, upToDate := sotwAnswer(w, st.snap, st.history(kind), c.fullState)
+			resp, upToDate := sotwAnswer(w, st.snap, st.history(kind), fullState)
 			return resp == nil && (upToDate || lax)
 		}
 	}
@@ -103,32 +103,6 @@ func (st *nodeState) noteRequest(kind types.ResponseType, nonce string, nack boo
 	}
 	st.cdsNACK = st.cdsNACK || nack
 	st.cdsRejected = nack && nonce != ""
-}
-
-// releaseRouting answers the node's listener and route watches that were
-// held (see above) and can go now; called when a cluster or load
-// assignment watch of a node with a held answer opened with nothing to send.
-func (c *Cache) releaseRouting(id string, st *nodeState) {
-	if st.snap == nil {
-		return
-	}
-	st.held = false // set again by what stays held
-	keep := st.sotw[:0]
-	for _, w := range st.sotw {
-		if !(routing(w.kind) && w.ads && c.answerSotW(id, w, st)) {
-			keep = append(keep, w)
-		}
-	}
-	clear(st.sotw[len(keep):])
-	st.sotw = keep
-	keepD := st.delta[:0]
-	for _, w := range st.delta {
-		if !(routing(w.kind) && isEnvoyDelta(w) && c.answerDelta(id, w, st)) {
-			keepD = append(keepD, w)
-		}
-	}
-	clear(st.delta[len(keepD):])
-	st.delta = keepD
 }
 
 // isEnvoyDelta reports whether a delta watch is an Envoy node's.
