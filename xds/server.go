@@ -24,6 +24,7 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/internal/pause"
 	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xdscache"
 )
@@ -152,10 +153,10 @@ func (c Config) withDefaults() Config {
 	if c.Settings == nil {
 		c.Settings = func(string) translate.ServiceSettings { return translate.ServiceSettings{} }
 	}
-	c.Logger = cmp.Or(c.Logger, slog.Default()).With("component", "xds")
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Logger = cmp.Or(c.Logger, slog.Default()).With("component", "xds")
 	return c
 }
 
@@ -281,16 +282,7 @@ func (s *Server) Ready() bool { return s.rec.isReady() && !s.shutting.Load() }
 // Run runs the reconcile loop and the expiry of departed nodes until ctx is done.
 func (s *Server) Run(ctx context.Context) {
 	go s.rec.run(ctx)
-	t := time.NewTicker(min(s.cfg.NodeGrace/4, 30*time.Second))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Expire()
-		}
-	}
+	pause.Every(ctx, min(s.cfg.NodeGrace/4, 30*time.Second), s.Expire)
 }
 
 // Expire drops the snapshots of nodes disconnected for longer than the

@@ -31,3 +31,21 @@ func Until(ctx context.Context, ch <-chan time.Time) bool {
 		return false
 	}
 }
+
+// Every calls f every d (> 0), the first time d from now, until ctx is
+// done; it never calls f once ctx is done.
+func Every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if ctx.Err() != nil {
+				return
+			}
+			f()
+		}
+	}
+}

@@ -38,3 +38,22 @@ func TestForReturnsWhenCancelled(t *testing.T) {
 		t.Error("For returned true after cancel, want false")
 	}
 }
+
+// TestEvery: f runs on every tick until ctx is done, and Every returns then.
+func TestEvery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Every(ctx, time.Millisecond, func() {
+			if calls++; calls == 3 {
+				cancel()
+			}
+		})
+	}()
+	<-done
+	if calls != 3 {
+		t.Fatalf("f ran %d times, want 3 (the third cancelled)", calls)
+	}
+}
