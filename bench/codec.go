@@ -167,20 +167,31 @@ func fields(b []byte, f func(num protowire.Number, v []byte)) error {
 	return nil
 }
 
-func (t *table) parseSotW(b []byte, r *sotwResponse) error {
-	var res [][]byte
-	err := fields(b, func(num protowire.Number, v []byte) {
+// envelope reads what responses of both protocols carry (resources, type
+// URL, nonce) and hands every other field to other.
+func envelope(b []byte, other func(protowire.Number, []byte)) (res [][]byte, typeURL, nonce string, err error) {
+	err = fields(b, func(num protowire.Number, v []byte) {
 		switch num {
-		case fVersion:
-			r.version = string(v)
 		case fResources:
 			res = append(res, v)
 		case fTypeURL:
-			r.typeURL = string(v)
+			typeURL = string(v)
 		case fNonce:
-			r.nonce = string(v)
+			nonce = string(v)
+		default:
+			other(num, v)
 		}
 	})
+	return res, typeURL, nonce, err
+}
+
+func (t *table) parseSotW(b []byte, r *sotwResponse) error {
+	res, typeURL, nonce, err := envelope(b, func(num protowire.Number, v []byte) {
+		if num == fVersion {
+			r.version = string(v)
+		}
+	})
+	r.typeURL, r.nonce = typeURL, nonce
 	if err != nil || r.typeURL != resource.EndpointType {
 		return err
 	}
@@ -229,19 +240,12 @@ func decodeCLAs(value []byte, what string) (map[string]cla, error) {
 }
 
 func (t *table) parseDelta(b []byte, r *deltaResponse) error {
-	var res [][]byte
-	err := fields(b, func(num protowire.Number, v []byte) {
-		switch num {
-		case fResources:
-			res = append(res, v)
-		case fTypeURL:
-			r.typeURL = string(v)
-		case fNonce:
-			r.nonce = string(v)
-		case fRemoved:
+	res, typeURL, nonce, err := envelope(b, func(num protowire.Number, v []byte) {
+		if num == fRemoved {
 			r.removed = append(r.removed, string(v))
 		}
 	})
+	r.typeURL, r.nonce = typeURL, nonce
 	if err != nil || r.typeURL != resource.EndpointType {
 		return err
 	}
