@@ -9,7 +9,6 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -320,14 +319,4 @@ func (c *callbacks) OnFetchRequest(_ context.Context, _ *discoverygrpc.Discovery
 }
 
 func (c *callbacks) OnFetchResponse(_ *discoverygrpc.DiscoveryRequest, _ *discoverygrpc.DiscoveryResponse) {
-}
-
-// knownType is typeName for the four types served and "other" for any
-// other (client-chosen) type URL, so metric labels stay bounded.
-func knownType(url string) string {
-	switch url {
-	case resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType:
-		return xdscache.TypeName(url)
-	}
-	return "other"
 }

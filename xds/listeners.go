@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-
 	"strconv"
 	"strings"
 

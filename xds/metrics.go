@@ -3,9 +3,11 @@ package xds
 import (
 	"fmt"
 
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/internal/metricreg"
+	"github.com/xds-server/xds-server/xdscache"
 )
 
 // metrics are the xDS collectors.
@@ -142,4 +144,14 @@ func (m *metrics) boundMetrics() {
 	m.evicted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "xds_nodes_evicted_total", Help: "Disconnected nodes forgotten before xds.node_grace, the longest disconnected first, to make room for a new node past xds.max_known_nodes.",
 	})
+}
+
+// knownType is typeName for the four types served and "other" for any
+// other (client-chosen) type URL, so metric labels stay bounded.
+func knownType(url string) string {
+	switch url {
+	case resource.ClusterType, resource.EndpointType, resource.ListenerType, resource.RouteType:
+		return xdscache.TypeName(url)
+	}
+	return "other"
 }

@@ -57,7 +57,7 @@ type reconciler struct {
 	nodeSnap map[string]*cache.Snapshot // node id -> snapshot it was last given
 	ready    bool                       // a first snapshot has been built
 
-	unknownRoutes map[string]bool // routed services without instances, as last logged
+	routes *routeCheck // the services listeners route to
 
 	afterReconcile func() // test hook, called after each reconcile pass
 
@@ -73,6 +73,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg Config, lis
 		shared:   map[string]*cache.Snapshot{},
 		sub:      newSubsets(m, cfg.Logger),
 		nodeSnap: map[string]*cache.Snapshot{},
+		routes:   &routeCheck{lis: lis, m: m, log: cfg.Logger},
 	}
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
@@ -179,7 +180,7 @@ func (r *reconciler) reconcile() {
 	}
 	r.sub.settle()
 	r.recordEndpoints(*in)
-	r.checkRoutes(*in)
+	r.routes.check(*in)
 	r.m.reconciles.Inc()
 	r.m.reconcileDur.Observe(time.Since(start).Seconds())
 	if r.afterReconcile != nil {

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -8,12 +9,21 @@ import (
 	"github.com/xds-server/xds-server/discovery"
 )
 
-// checkRoutes sets xds_route_unknown_service for every service the
-// listeners route to: the number of routes to it while discovery has no
-// instance of it, else 0. A service that becomes unknown is logged once
-// as a warning (and its return once at info): its routes answer 503
-// meanwhile, as Envoy does for a cluster without endpoints.
-func (r *reconciler) checkRoutes(in discovery.Snapshot) {
+// routeCheck watches the services the configured listeners route to.
+// Used by the reconcile loop only.
+type routeCheck struct {
+	lis     *listenerSet // nil when there are no listeners
+	m       *metrics
+	log     *slog.Logger
+	unknown map[string]bool // routed services without instances, as last logged
+}
+
+// check sets xds_route_unknown_service for every service the listeners
+// route to: the number of routes to it while discovery has no instance of
+// it, else 0. A service that becomes unknown is logged once as a warning
+// (and its return once at info): its routes answer 503 meanwhile, as Envoy
+// does for a cluster without endpoints.
+func (r *routeCheck) check(in discovery.Snapshot) {
 	if r.lis == nil || len(r.lis.targets) == 0 {
 		return
 	}
@@ -23,8 +33,8 @@ func (r *reconciler) checkRoutes(in discovery.Snapshot) {
 			has[svc.Name] = true
 		}
 	}
-	if r.unknownRoutes == nil {
-		r.unknownRoutes = map[string]bool{}
+	if r.unknown == nil {
+		r.unknown = map[string]bool{}
 	}
 	for _, service := range slices.Sorted(maps.Keys(r.lis.targets)) {
 		unknown := !has[service]
@@ -33,7 +43,7 @@ func (r *reconciler) checkRoutes(in discovery.Snapshot) {
 			n = r.lis.targets[service]
 		}
 		r.m.unknownRoute.WithLabelValues(service).Set(float64(n))
-		was, seen := r.unknownRoutes[service]
+		was, seen := r.unknown[service]
 		switch {
 		case unknown && (!seen || !was):
 			r.log.Warn("listener routes point at a service with no instances; they answer 503 until it has some",
@@ -41,7 +51,7 @@ func (r *reconciler) checkRoutes(in discovery.Snapshot) {
 		case !unknown && seen && was:
 			r.log.Info("routed service has instances again", "service", service)
 		}
-		r.unknownRoutes[service] = unknown
+		r.unknown[service] = unknown
 	}
 }
 
