@@ -2,7 +2,9 @@ package translate
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -102,7 +104,37 @@ func Node(in NodeInput) (NodeResources, error) {
 	out.LoadAssignments = merged(out.LoadAssignments, nil, (*endpointv3.ClusterLoadAssignment).GetClusterName)
 	out.Listeners = merged(out.Listeners, ex.Listeners, (*listenerv3.Listener).GetName)
 	out.Routes = merged(out.Routes, ex.Routes, (*routev3.RouteConfiguration).GetName)
-	return out, nil
+	return out, consistentEDS(out)
+}
+
+// consistentEDS reports EDS clusters without their load assignment and
+// load assignments no EDS cluster uses, which a server's snapshot check
+// rejects (a service named like the RLS cluster loses its cluster to it).
+// Listener to route references are consistent by construction: a
+// configured listener brings its route, a service's api_listener comes
+// and goes with its route.
+func consistentEDS(res NodeResources) error {
+	refs := map[string]bool{}
+	for _, c := range res.Clusters {
+		if c.GetType() == clusterv3.Cluster_EDS {
+			refs[cmp.Or(c.GetEdsClusterConfig().GetServiceName(), c.GetName())] = true
+		}
+	}
+	var unused []string
+	for _, la := range res.LoadAssignments {
+		if !refs[la.GetClusterName()] {
+			unused = append(unused, la.GetClusterName())
+		}
+		delete(refs, la.GetClusterName())
+	}
+	var errs []error
+	if len(refs) > 0 {
+		errs = append(errs, fmt.Errorf("translate: EDS clusters without a load assignment: %v", slices.Sorted(maps.Keys(refs))))
+	}
+	if len(unused) > 0 {
+		errs = append(errs, fmt.Errorf("translate: load assignments without an EDS cluster: %v", unused))
+	}
+	return errors.Join(errs...)
 }
 
 // merged returns the services' resources whose names no extra takes,
