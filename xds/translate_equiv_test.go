@@ -36,14 +36,14 @@ func TestTranslateEquivalence(t *testing.T) {
 		t.Fatalf("%d golden inputs, want at least 30", len(ins))
 	}
 	for _, path := range ins {
-		in, c, err := translatetest.Load(path)
+		in, _, err := translatetest.Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		name := strings.TrimSuffix(filepath.Base(path), ".in.yaml")
 		for _, v := range variants(in) {
 			t.Run(name+"/"+v.label, func(t *testing.T) {
-				checkEquivalent(t, v.in, c)
+				checkEquivalent(t, v.in)
 			})
 		}
 	}
@@ -70,10 +70,10 @@ func variants(in translate.NodeInput) []variant {
 
 // checkEquivalent compares a fresh server's snapshot for in's node with
 // translate.Node(in).
-func checkEquivalent(t *testing.T, in translate.NodeInput, c translatetest.Case) {
+func checkEquivalent(t *testing.T, in translate.NodeInput) {
 	t.Helper()
 	want, wantErr := translate.Node(in)
-	got, gotErr := serverResources(t, in, c)
+	got, gotErr := serverResources(t, in)
 	if (wantErr != nil) != (gotErr != nil) {
 		t.Fatalf("translate.Node error: %v; server error: %v", wantErr, gotErr)
 	}
@@ -96,11 +96,11 @@ func checkEquivalent(t *testing.T, in translate.NodeInput, c translatetest.Case)
 
 // serverResources runs in through a fresh Server (one reconcile pass) and
 // returns the node's snapshot decoded, each kind sorted by name.
-func serverResources(t *testing.T, in translate.NodeInput, c translatetest.Case) (translate.NodeResources, error) {
+func serverResources(t *testing.T, in translate.NodeInput) (translate.NodeResources, error) {
 	t.Helper()
 	var out translate.NodeResources
 	cfg := Config{
-		Settings: c.ServiceSettings, Listeners: in.Listeners,
+		Settings: in.Settings, Listeners: in.Listeners,
 		RateLimitAddress: in.RateLimitAddress, RateLimitTLS: in.RateLimitTLS,
 		Registerer: prometheus.NewRegistry(), Logger: quietLogger(),
 	}

@@ -142,6 +142,3 @@ func (c Case) settings(service string) translate.ServiceSettings {
 	return translate.ServiceSettings{LBPolicy: s.LBPolicy, ConnectTimeout: s.ConnectTimeout,
 		SubsetSize: s.SubsetSize, Subsetting: s.Subsetting, Cluster: s.Cluster}
 }
-
-// ServiceSettings returns the settings the case gives service.
-func (c Case) ServiceSettings(service string) translate.ServiceSettings { return c.settings(service) }
