@@ -24,14 +24,14 @@
 // fresh server's snapshots to it.
 //
 // Golden tests (golden_test.go, testdata/golden/<case>.in.yaml ->
-// <case>.out.yaml, 50 cases; `go test ./translate -run Golden -update`
+// <case>.out.yaml, 51 cases; `go test ./translate -run Golden -update`
 // rewrites the outputs) cover: node kinds (proxyless_basic, envoy_basic);
 // edge inputs (empty_snapshot, empty_service, all_unhealthy, mixed_health,
 // endpoints_unsorted, endpoint_meta, localities, ring_hash, lb_policies,
 // cluster_options); weights (global_weights, node_weights,
-// node_weights_unknown_endpoint, subset_node_weights); subsets (classic_*,
-// steady_* incl. slots with history, replacements, subset_all_unhealthy,
-// subset_degraded_serves, subset_size_ge_endpoints, subset_no_index,
+// node_weights_unknown_endpoint, subset_node_weights); subsets
+// (classic_*, steady_* incl. slots with history and a missing slot,
+// replacements, subset_all_unhealthy, subset_degraded_serves, subset_size_ge_endpoints, subset_no_index,
 // subset_mixed_services); each drain source as package drain hands it over
 // (drain_*: consul_maintenance, static, meta, tag, admin, orca,
 // deregistered, several at once; golden_drain_test.go checks them against

@@ -208,6 +208,12 @@ func subsetFor(s envoy.Service, set ServiceSettings, slots map[string]int, i int
 		slots = nil
 	case slots == nil:
 		slots = FreshSlots(names)
+	default:
+		for _, id := range names {
+			if _, ok := slots[id]; !ok {
+				return s, fmt.Errorf("translate: subsets of %s: endpoint %q has no slot", s.Name, id)
+			}
+		}
 	}
 	plan, err := NewPlan(cmp.Or(set.Subsetting, subsetting.Steady), names, set.SubsetSize, slots)
 	if err != nil {
