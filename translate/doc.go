@@ -15,5 +15,31 @@
 // (google.golang.org/grpc, go-control-plane's server and cache); it builds
 // on envoy, discovery and subsetting.
 //
+// Node (node.go) is one node's resources from a discovery snapshot with
+// drains applied, per-service settings, global and per-node weights, the
+// node's identity and the configured listeners; subset.go is the pure
+// subset choice (plan, arrangement, a client index's pick) that xds's
+// servicePlan caches and carries over between snapshots. Node gives what
+// a server without history gives; xds/translate_equiv_test.go pins a
+// fresh server's snapshots to it.
+//
+// Golden tests (golden_test.go, testdata/golden/<case>.in.yaml ->
+// <case>.out.yaml, 51 cases; `go test ./translate -run Golden -update`
+// rewrites the outputs) cover: node kinds (proxyless_basic, envoy_basic);
+// edge inputs (empty_snapshot, empty_service, all_unhealthy, mixed_health,
+// endpoints_unsorted, endpoint_meta, localities, ring_hash, lb_policies,
+// cluster_options); weights (global_weights, node_weights,
+// node_weights_unknown_endpoint, subset_node_weights); subsets
+// (classic_*, steady_* incl. slots with history and a missing slot,
+// replacements, subset_all_unhealthy, subset_degraded_serves, subset_size_ge_endpoints, subset_no_index,
+// subset_mixed_services); each drain source as package drain hands it over
+// (drain_*: consul_maintenance, static, meta, tag, admin, orca,
+// deregistered, several at once; golden_drain_test.go checks them against
+// drain.Overlay); listeners (rate limit with plaintext, TLS and mTLS RLS,
+// a rate limit's own cluster, admission control, proxyless, no match,
+// match by cluster, name clashes with a service and with the RLS cluster,
+// routes to a missing service, duplicate names, an Envoy edge node with
+// subsets). translatetest holds the case loader, renderer and line diff.
+//
 // imports_test.go enforces the import rules.
 package translate

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xdscache"
 )
 
@@ -55,15 +56,7 @@ func (v *subsets) weighted(pos int, node, src string, eps []envoy.Endpoint, w ma
 		we.used = true
 		return we, nil
 	}
-	svc := v.inputs[name]
-	svc.Endpoints = make([]envoy.Endpoint, len(eps))
-	for k, ep := range eps {
-		if x, ok := w[ep.ID]; ok && x > 0 {
-			ep.Weight = x
-		}
-		svc.Endpoints[k] = ep
-	}
-	eds, err := encodeEDS(svc)
+	eds, err := encodeEDS(translate.WithWeights(v.inputs[name], eps, w))
 	if err != nil {
 		return nil, err
 	}
@@ -94,11 +87,7 @@ func (v *subsets) settleWeighted() {
 
 // members returns the endpoints of a choice, in plan order.
 func (sp *servicePlan) members(c *choice) []envoy.Endpoint {
-	eps := make([]envoy.Endpoint, len(c.members))
-	for k, m := range c.members {
-		eps[k] = sp.svc.Endpoints[m]
-	}
-	return eps
+	return translate.SubsetOf(sp.svc, c.members).Endpoints
 }
 
 // servingIDs returns the ids of the serving endpoints among eps, sorted.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xdscache"
 )
 
@@ -64,7 +65,7 @@ type choice struct {
 // the plan is then Ringsteady over them; without slots, or if they collide
 // (tables mixed during an outage), steady falls back to hash rings.
 func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *servicePlan, ids *uint64, slots map[string]int) (*servicePlan, error) {
-	if size <= 0 || size >= len(s.Endpoints) {
+	if !translate.Subsetted(size, len(s.Endpoints)) {
 		return nil, nil
 	}
 	if alg == "" {
@@ -80,45 +81,25 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 	if reuse {
 		plan = prev.plan
 	} else {
-		p, err := newPlan(alg, names, size, slots)
+		p, err := translate.NewPlan(alg, names, size, slots)
 		if err != nil {
 			return nil, fmt.Errorf("xds: subsets of %s: %w", s.Name, err)
 		}
 		plan = p
 	}
-	byID := make(map[string]envoy.Endpoint, len(s.Endpoints))
-	for _, ep := range s.Endpoints {
-		byID[ep.ID] = ep
+	arranged, serving, err := translate.Arrange(s, plan)
+	if err != nil {
+		return nil, err
 	}
-	backends := plan.Backends()
-	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: s, ids: ids, slots: slots,
-		serving: make([]bool, len(backends)), byIndex: map[int]*pick{}, byKey: map[string]*choice{}}
-	sp.svc.Endpoints = make([]envoy.Endpoint, len(backends))
-	for i, id := range backends {
-		ep, ok := byID[id]
-		if !ok {
-			return nil, fmt.Errorf("xds: subsets of %s: plan lost endpoint %q", s.Name, id)
-		}
-		sp.svc.Endpoints[i] = ep
-		sp.serving[i] = serving(ep.Health)
-	}
+	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: arranged, ids: ids, slots: slots,
+		serving: serving, byIndex: map[int]*pick{}, byKey: map[string]*choice{}}
 	if reuse {
-		sp.prev, sp.changed = prev, make([]bool, len(backends))
+		sp.prev, sp.changed = prev, make([]bool, len(serving))
 		for i, ep := range sp.svc.Endpoints {
 			sp.changed[i] = !sameEndpoint(ep, prev.svc.Endpoints[i])
 		}
 	}
 	return sp, nil
-}
-
-// newPlan is the subsetting plan: over slots when there are usable ones.
-func newPlan(alg subsetting.Algorithm, names []string, size int, slots map[string]int) (subsetting.Plan, error) {
-	if slots != nil {
-		if p, err := subsetting.NewSlotted(slots, size); err == nil {
-			return p, nil
-		}
-	}
-	return subsetting.New(alg, names, size)
 }
 
 // forgetPrev ends the carry-over from the previous plan.
@@ -147,11 +128,6 @@ func sameEndpoint(a, b envoy.Endpoint) bool {
 		a.Weight == b.Weight && a.Locality == b.Locality && maps.Equal(a.Meta, b.Meta)
 }
 
-// serving reports whether an endpoint takes new requests.
-func serving(h envoy.HealthStatus) bool {
-	return h == envoy.HealthHealthy || h == envoy.HealthDegraded || h == envoy.HealthUnknown
-}
-
 // choose returns the pick of client index i, computing it (and
 // translating its load assignment, unless an equal one exists) on first use.
 func (sp *servicePlan) choose(i int) (*pick, error) {
@@ -162,22 +138,12 @@ func (sp *servicePlan) choose(i int) (*pick, error) {
 		sp.byIndex[i] = p
 		return p, nil
 	}
-	size := sp.plan.Size()
-	order := sp.plan.Order(make([]int, 0, size+4), i, size)
-	for n := len(order); n < len(sp.serving); {
-		missing := size - sp.countServing(order)
-		if missing <= 0 {
-			break
-		}
-		n = min(n+missing, len(sp.serving))
-		order = sp.plan.Order(order[:0], i, n)
-	}
-	order = slices.Clip(order)
+	order := translate.Pick(sp.plan, sp.serving, i)
 	c, err := sp.choice(order)
 	if err != nil {
 		return nil, err
 	}
-	k := min(size, len(order))
+	k := min(sp.plan.Size(), len(order))
 	p := &pick{order: order, subset: order[:k], replaced: len(order) - k, choice: c}
 	sp.byIndex[i] = p
 	return p, nil
@@ -185,8 +151,7 @@ func (sp *servicePlan) choose(i int) (*pick, error) {
 
 // choice returns the shared choice of the endpoints in order.
 func (sp *servicePlan) choice(order []int) (*choice, error) {
-	members := slices.Clone(order)
-	slices.Sort(members)
+	members := translate.Members(order)
 	var b strings.Builder
 	for k, m := range members {
 		if k > 0 {
@@ -198,12 +163,7 @@ func (sp *servicePlan) choice(order []int) (*choice, error) {
 	if c, ok := sp.byKey[key]; ok {
 		return c, nil
 	}
-	sub := sp.svc
-	sub.Endpoints = make([]envoy.Endpoint, len(members))
-	for k, m := range members {
-		sub.Endpoints[k] = sp.svc.Endpoints[m]
-	}
-	eds, err := encodeEDS(sub)
+	eds, err := encodeEDS(translate.SubsetOf(sp.svc, members))
 	if err != nil {
 		return nil, err
 	}
@@ -213,15 +173,8 @@ func (sp *servicePlan) choice(order []int) (*choice, error) {
 	return c, nil
 }
 
-func (sp *servicePlan) countServing(idx []int) int {
-	n := 0
-	for _, i := range idx {
-		if sp.serving[i] {
-			n++
-		}
-	}
-	return n
-}
+// serving reports whether an endpoint takes new requests.
+func serving(h envoy.HealthStatus) bool { return translate.Serving(h) }
 
 func sortedCopy(s []string) []string {
 	c := slices.Clone(s)

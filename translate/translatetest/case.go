@@ -1,0 +1,144 @@
+package translatetest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
+)
+
+// Case is the YAML form of a translate.NodeInput (<case>.in.yaml).
+// Unknown keys are errors. Keys of envoy's structs (listeners, cluster
+// options, RLS TLS) are their Go field names in lower case
+// ("ratelimit", "admissioncontrol", "healthcheck"); durations are Go
+// durations ("5s").
+type Case struct {
+	Doc  string   `yaml:"doc"` // what the case shows
+	Node caseNode `yaml:"node"`
+	// Settings are per service; "*" is the default of services without
+	// their own (no merging: a service's entry replaces "*").
+	Settings    map[string]caseSettings      `yaml:"settings"`
+	Services    []caseService                `yaml:"services"`
+	Weights     map[string]map[string]uint32 `yaml:"weights"`      // global
+	NodeWeights map[string]map[string]uint32 `yaml:"node_weights"` // the node's own
+	Slots       map[string]map[string]int    `yaml:"slots"`        // endpoint slots; absent: a fresh table's
+	Listeners   []caseListener               `yaml:"listeners"`
+	RateLimit   caseRLS                      `yaml:"rate_limit"`
+}
+
+type caseNode struct {
+	ID       string         `yaml:"id"`
+	Cluster  string         `yaml:"cluster"`
+	Envoy    bool           `yaml:"envoy"`
+	Index    *int           `yaml:"index"` // absent: no client index
+	Locality envoy.Locality `yaml:"locality"`
+}
+
+type caseSettings struct {
+	LBPolicy       envoy.LBPolicy       `yaml:"lb_policy"`
+	ConnectTimeout time.Duration        `yaml:"connect_timeout"`
+	SubsetSize     int                  `yaml:"subset_size"`
+	Subsetting     subsetting.Algorithm `yaml:"subsetting"`
+	Cluster        envoy.ClusterOptions `yaml:"cluster"`
+}
+
+type caseService struct {
+	Name      string         `yaml:"name"`
+	Endpoints []caseEndpoint `yaml:"endpoints"`
+}
+
+// caseEndpoint is an endpoint as discovery, with the drains applied,
+// hands it over: a drained one has health "draining" and its reasons.
+type caseEndpoint struct {
+	ID       string             `yaml:"id"`
+	Address  string             `yaml:"address"`
+	Port     int                `yaml:"port"`
+	Health   string             `yaml:"health"` // discovery.ParseHealth
+	Weight   uint32             `yaml:"weight"`
+	Locality discovery.Locality `yaml:"locality"`
+	Meta     map[string]string  `yaml:"meta"`
+	Tags     []string           `yaml:"tags"`
+	Node     string             `yaml:"node"`  // Consul node
+	Drain    string             `yaml:"drain"` // drain sources, comma separated (see package drain)
+}
+
+type caseListener struct {
+	Nodes              []string `yaml:"nodes"`
+	envoy.HTTPListener `yaml:",inline"`
+}
+
+type caseRLS struct {
+	Address string              `yaml:"address"`
+	TLS     *envoy.RateLimitTLS `yaml:"tls"`
+}
+
+// Load reads and decodes a case file.
+func Load(path string) (translate.NodeInput, Case, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return translate.NodeInput{}, Case{}, fmt.Errorf("translatetest: %w", err)
+	}
+	in, c, err := Decode(b)
+	if err != nil {
+		return in, c, fmt.Errorf("translatetest: %s: %w", path, err)
+	}
+	return in, c, nil
+}
+
+// Decode decodes a case's YAML into the input of translate.Node.
+func Decode(b []byte) (translate.NodeInput, Case, error) {
+	var c Case
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return translate.NodeInput{}, c, err
+	}
+	in := translate.NodeInput{
+		Weights: c.Weights, NodeWeights: c.NodeWeights, Slots: c.Slots,
+		Node: translate.NodeIdentity{ID: c.Node.ID, Cluster: c.Node.Cluster, Envoy: c.Node.Envoy,
+			Index: -1, Locality: c.Node.Locality},
+		RateLimitAddress: c.RateLimit.Address, RateLimitTLS: c.RateLimit.TLS,
+		Settings: c.settings,
+	}
+	if c.Node.Index != nil {
+		in.Node.Index = *c.Node.Index
+	}
+	for _, l := range c.Listeners {
+		in.Listeners = append(in.Listeners, translate.Listener{HTTPListener: l.HTTPListener, Nodes: l.Nodes})
+	}
+	for _, s := range c.Services {
+		svc := discovery.Service{Name: s.Name}
+		for _, e := range s.Endpoints {
+			h, err := discovery.ParseHealth(e.Health)
+			if err != nil {
+				return in, c, fmt.Errorf("service %s, endpoint %s: %w", s.Name, e.ID, err)
+			}
+			svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{
+				ID: e.ID, Address: e.Address, Port: e.Port, Health: h, Weight: e.Weight,
+				Locality: e.Locality, Meta: e.Meta, Tags: e.Tags, Node: e.Node, Drain: e.Drain,
+			})
+		}
+		in.Snapshot.Services = append(in.Snapshot.Services, svc)
+	}
+	slices.SortFunc(in.Snapshot.Services, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) })
+	return in, c, nil
+}
+
+// settings is the case's translate.SettingsFunc.
+func (c Case) settings(service string) translate.ServiceSettings {
+	s, ok := c.Settings[service]
+	if !ok {
+		s = c.Settings["*"]
+	}
+	return translate.ServiceSettings{LBPolicy: s.LBPolicy, ConnectTimeout: s.ConnectTimeout,
+		SubsetSize: s.SubsetSize, Subsetting: s.Subsetting, Cluster: s.Cluster}
+}
