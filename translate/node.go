@@ -88,7 +88,7 @@ func Node(in NodeInput) (NodeResources, error) {
 	if settings == nil {
 		settings = func(string) ServiceSettings { return ServiceSettings{} }
 	}
-	for _, svc := range routed(in.Snapshot.Services, in.Listeners) {
+	for _, svc := range Routed(in.Snapshot, RouteTargets(in.Listeners)).Services {
 		r, err := nodeService(in, svc, settings(svc.Name))
 		if err != nil {
 			return out, err
@@ -147,22 +147,6 @@ func merged[T any](services, extras []T, name func(T) string) []T {
 	out := slices.DeleteFunc(services, func(r T) bool { return taken[name(r)] })
 	out = append(out, extras...)
 	slices.SortStableFunc(out, func(a, b T) int { return strings.Compare(name(a), name(b)) })
-	return out
-}
-
-// routed returns services plus, for every service a listener routes to
-// that they lack, that service without endpoints: a routed service has a
-// cluster as long as a route points at it.
-func routed(services []discovery.Service, ls []Listener) []discovery.Service {
-	out := slices.Clone(services)
-	for _, l := range ls {
-		for _, r := range l.Routes {
-			has := slices.ContainsFunc(out, func(s discovery.Service) bool { return s.Name == r.Service })
-			if !has {
-				out = append(out, discovery.Service{Name: r.Service})
-			}
-		}
-	}
 	return out
 }
 

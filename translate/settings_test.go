@@ -3,10 +3,11 @@ package translate
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"google.golang.org/protobuf/proto"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"

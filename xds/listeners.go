@@ -49,12 +49,6 @@ func newListenerSet(cfg []translate.Listener, rlsAddress string, rlsTLS *envoy.R
 		}
 		names[l.Name] = true
 		s.ls = append(s.ls, b)
-		for _, r := range l.Routes {
-			if s.targets == nil {
-				s.targets = map[string]int{}
-			}
-			s.targets[r.Service]++
-		}
 		if b.needsRLS && s.rls == nil {
 			c, err := translate.RateLimitCluster(rlsAddress, rlsTLS)
 			if err != nil {
@@ -69,6 +63,7 @@ func newListenerSet(cfg []translate.Listener, rlsAddress string, rlsTLS *envoy.R
 			s.rls = &it
 		}
 	}
+	s.targets = translate.RouteTargets(cfg)
 	return s, errors.Join(errs...)
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
-	"github.com/xds-server/xds-server/subsetting"
 	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xdscache"
 )
@@ -219,7 +218,7 @@ func (r *reconciler) translateAll(in discovery.Snapshot, weights map[string]map[
 	slotted := map[string]bool{} // steady subset services: their endpoints hold slots
 	for _, svc := range in.Services {
 		set := r.settings(svc.Name)
-		if usesSlots(set, len(svc.Endpoints)) {
+		if translate.UsesSlots(set, len(svc.Endpoints)) {
 			slotted[svc.Name] = true
 		}
 		w := weights[svc.Name]
@@ -268,13 +267,6 @@ func (r *reconciler) translateService(svc discovery.Service, set translate.Servi
 		return memoEntry{}, err
 	}
 	return memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in}, nil
-}
-
-// usesSlots reports whether a service's endpoints get stable slots: steady
-// subsetting of a service with more endpoints than the subset size.
-func usesSlots(set translate.ServiceSettings, endpoints int) bool {
-	return set.SubsetSize > 0 && set.SubsetSize < endpoints &&
-		(set.Subsetting == "" || set.Subsetting == subsetting.Steady)
 }
 
 // inputs returns the translation inputs of the services with per-node weights.

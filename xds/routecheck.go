@@ -4,9 +4,9 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/translate"
 )
 
 // routeCheck watches the services the configured listeners route to.
@@ -55,28 +55,11 @@ func (r *routeCheck) check(in discovery.Snapshot) {
 	}
 }
 
-// withRouted returns in plus, for every service a listener routes to that
-// in lacks, that service without endpoints (after in's). The cluster of a
-// routed service thus exists as long as a route points at it: a service
-// that comes or goes only fills or empties its load assignment, and Envoy,
-// which answers 503 for lack of a cluster (NC) while a route names a
-// cluster it does not have or still warms, answers "no healthy upstream"
-// (UH) instead while the service has no instances.
+// withRouted returns in plus the services the listeners route to that in
+// lacks, without endpoints (translate.Routed).
 func (s *listenerSet) withRouted(in discovery.Snapshot) discovery.Snapshot {
-	if s == nil || len(s.targets) == 0 {
+	if s == nil {
 		return in
 	}
-	missing := maps.Clone(s.targets)
-	for _, svc := range in.Services {
-		delete(missing, svc.Name)
-	}
-	if len(missing) == 0 {
-		return in
-	}
-	out := slices.Grow(slices.Clone(in.Services), len(missing))
-	for name := range missing {
-		out = append(out, discovery.Service{Name: name})
-	}
-	slices.SortFunc(out, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) }) // a Snapshot's services are sorted by name
-	return discovery.Snapshot{Services: out}
+	return translate.Routed(in, s.targets)
 }
