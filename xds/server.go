@@ -203,7 +203,7 @@ func New(cfg Config) (*Server, error) {
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(newSubsetCollector(s), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		cfg.Registerer.MustRegister(newSubsetCollector(s.rec, s.reg), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "xds_known_nodes", Help: "Nodes known: connected, or disconnected within xds.node_grace (bounded by xds.max_known_nodes).",
 		}, func() float64 { return float64(s.reg.size()) }))
 	}

@@ -1,5 +1,9 @@
 package xds
 
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
 // SubsetReport is /debug/subsets?service=S: which nodes have which
 // endpoints of a service, and how many connections each endpoint gets.
 // Connections and Balance count every connected node; Nodes holds a
@@ -124,4 +128,41 @@ func (r *reconciler) subsetStats(perIndex map[int]int) []subsetStat {
 		out = append(out, st)
 	}
 	return out
+}
+
+// subsetCollector exports the balance of every subset service at scrape time.
+type subsetCollector struct {
+	rec                         *reconciler
+	reg                         *registry
+	conns, ratio, replacedNodes *prometheus.Desc
+}
+
+func newSubsetCollector(rec *reconciler, reg *registry) *subsetCollector {
+	return &subsetCollector{rec: rec, reg: reg,
+		conns: prometheus.NewDesc("xds_subset_connections",
+			"Connections per serving endpoint of a subset service over connected nodes: min, mean and max.",
+			[]string{"service", "stat"}, nil),
+		ratio: prometheus.NewDesc("xds_subset_balance_ratio",
+			"Max over mean connections per serving endpoint of a subset service (1 is perfect balance).",
+			[]string{"service"}, nil),
+		replacedNodes: prometheus.NewDesc("xds_subset_replacement_nodes",
+			"Connected nodes that get replacement endpoints of a service because members of their subset are not serving.",
+			[]string{"service"}, nil),
+	}
+}
+
+func (c *subsetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.conns
+	ch <- c.ratio
+	ch <- c.replacedNodes
+}
+
+func (c *subsetCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range c.rec.subsetStats(c.reg.indexCounts(0).connected) {
+		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.bal.Min), st.service, "min")
+		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, st.bal.Mean, st.service, "mean")
+		ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(st.bal.Max), st.service, "max")
+		ch <- prometheus.MustNewConstMetric(c.ratio, prometheus.GaugeValue, st.bal.MaxOverMean, st.service)
+		ch <- prometheus.MustNewConstMetric(c.replacedNodes, prometheus.GaugeValue, float64(st.replaced), st.service)
+	}
 }
