@@ -187,11 +187,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
+	s := &Server{cfg: cfg, reg: newRegistry(cfg.MaxKnownNodes), closed: make(chan struct{})}
+	var err error
+	if s.m, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, reg: newRegistry(cfg.MaxKnownNodes), m: m, closed: make(chan struct{})}
 	var lis *listenerSet
 	if len(cfg.Listeners) > 0 {
 		if lis, err = newListenerSet(cfg.Listeners, cfg.RateLimitAddress, cfg.RateLimitTLS); err != nil {
