@@ -13,8 +13,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Publisher takes the weights the Pipeline computes and tells it which
-// endpoints each node is given; *xds.Server satisfies it.
+// Publisher takes the weights the Pipeline computes; *xds.Server
+// satisfies it. Which endpoints each node is given comes the other way,
+// fed to the pipeline (SetSubsets).
 type Publisher interface {
 	// SetWeights replaces the global EDS weights: service -> endpoint id
 	// -> weight (>= 1).
@@ -22,9 +23,6 @@ type Publisher interface {
 	// SetNodeWeights replaces the per-node EDS weights: service -> node id
 	// -> endpoint id -> weight (>= 1).
 	SetNodeWeights(map[string]map[string]map[string]uint32)
-	// NodeSubsets returns, for every connected node, the ids of the
-	// endpoints of service it is given; nil if the service is unknown.
-	NodeSubsets(service string) map[string][]string
 }
 
 // Modes of a weighted service (services.<name>.weights.mode).
@@ -124,7 +122,7 @@ type Pipeline struct {
 	addrs    map[string]map[string]string // service -> host:port -> endpoint id (for LRS)
 	sources  map[string]map[string]bool   // service -> enabled sources
 
-	lrsSubsets lrsSubsets // node subsets for the LRS split
+	subsets latestSubsets // the node subsets as last fed (SetSubsets)
 }
 
 // NewPipeline builds the pipeline and registers LRS on cfg.GRPC; nothing
@@ -168,7 +166,6 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 		Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
-	p.lrsSubsets.ttl = max(cfg.UpdatePeriod, time.Second)
 	if p.lrs, err = NewLRS(LRSConfig{Sink: p.sink(SourceLRS), Resolve: p.resolve, Split: p.split,
 		Interval: cfg.LRSInterval, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err

@@ -82,7 +82,7 @@ type haState struct {
 func (p *Pipeline) haStep(now time.Time) {
 	h := p.ha
 	p.tracker.Prune(now)
-	own := BuildSummary(h.cfg.Replica, now, p.tracker.Reports(now), p.cfg.Publisher.NodeSubsets)
+	own := BuildSummary(h.cfg.Replica, now, p.tracker.Reports(now), p.subsets.get().NodeSubsets)
 	h.cfg.Summaries.PublishSummary(own)
 	sums := []Summary{own}
 	for _, s := range h.cfg.Summaries.Summaries() {
@@ -190,7 +190,7 @@ func (p *Pipeline) haPublish(t Table) {
 // else this replica's nodes and rates.
 func (p *Pipeline) fleet(service string, at time.Time) (map[string][]string, map[string]map[string]float64) {
 	if p.ha == nil {
-		return p.cfg.Publisher.NodeSubsets(service), p.tracker.NodeRates(service, at)
+		return p.subsets.get().NodeSubsets(service), p.tracker.NodeRates(service, at)
 	}
 	p.ha.mu.Lock()
 	subs := p.ha.subsets[service]

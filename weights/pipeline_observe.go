@@ -79,13 +79,14 @@ func (p *Pipeline) publishNodes(t Table) bool {
 	p.mu.Unlock()
 	all, changed := map[string]map[string]map[string]uint32{}, false
 	keep := map[string]bool{}
+	view := p.subsets.get()
 	for _, name := range names {
 		st, ok := t.Service(name)
 		if !ok {
 			continue
 		}
 		keep[name] = true
-		m, ch, err := p.perNode.Plan(st, p.cfg.Publisher.NodeSubsets(name), p.tracker.NodeRates(name, t.At))
+		m, ch, err := p.perNode.Plan(st, view.NodeSubsets(name), p.tracker.NodeRates(name, t.At))
 		if err != nil {
 			p.log.Error("per-node weights failed; nodes keep their last weights", "service", name, "error", err)
 			continue

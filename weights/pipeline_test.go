@@ -13,9 +13,8 @@ import (
 
 // fakePublisher records what the pipeline publishes.
 type fakePublisher struct {
-	mu      sync.Mutex
-	global  map[string]map[string]uint32
-	subsets map[string]map[string][]string
+	mu     sync.Mutex
+	global map[string]map[string]uint32
 }
 
 func (f *fakePublisher) SetWeights(w map[string]map[string]uint32) {
@@ -25,12 +24,6 @@ func (f *fakePublisher) SetWeights(w map[string]map[string]uint32) {
 }
 
 func (f *fakePublisher) SetNodeWeights(map[string]map[string]map[string]uint32) {}
-
-func (f *fakePublisher) NodeSubsets(service string) map[string][]string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.subsets[service]
-}
 
 func newTestPipeline(t *testing.T, services map[string]ServiceConfig, orca func(Report)) *Pipeline {
 	t.Helper()
@@ -111,10 +104,10 @@ func TestORCAPort(t *testing.T) {
 
 // TestPipelineSplit: the LRS split of a node is its subset in the shares
 // of the weights last published (equal before any), and unknown for a node
-// the publisher does not list.
+// the subsets fed do not list.
 func TestPipelineSplit(t *testing.T) {
 	p := newTestPipeline(t, map[string]ServiceConfig{"api": {Enabled: true, Sources: []string{SourceHTTP}}}, nil)
-	p.cfg.Publisher.(*fakePublisher).subsets = map[string]map[string][]string{"api": {"n": {"a1", "a2"}}}
+	p.SetSubsets(SubsetsMap{"api": {"n": {"a1", "a2"}}})
 	p.Observe(discovery.Snapshot{Services: []discovery.Service{{Name: "api", Endpoints: []discovery.Endpoint{
 		{ID: "a1", Address: "10.0.0.1", Port: 80, Weight: 1}, {ID: "a2", Address: "10.0.0.2", Port: 80, Weight: 1}}}}})
 	ids, shares, ok := p.split("n", "api")

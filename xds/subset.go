@@ -162,18 +162,9 @@ func (sp *servicePlan) choose(i int) (*pick, error) {
 		sp.byIndex[i] = p
 		return p, nil
 	}
-	size := sp.plan.Size()
-	order := sp.plan.Order(make([]int, 0, size+4), i, size)
-	for n := len(order); n < len(sp.serving); {
-		missing := size - sp.countServing(order)
-		if missing <= 0 {
-			break
-		}
-		n = min(n+missing, len(sp.serving))
-		order = sp.plan.Order(order[:0], i, n)
-	}
-	order = slices.Clip(order)
+	order := pickOrder(sp.plan, sp.serving, i)
 	c, err := sp.choice(order)
+	size := sp.plan.Size()
 	if err != nil {
 		return nil, err
 	}
@@ -213,10 +204,28 @@ func (sp *servicePlan) choice(order []int) (*choice, error) {
 	return c, nil
 }
 
-func (sp *servicePlan) countServing(idx []int) int {
+// pickOrder is client index i's order in plan: its subset, then as many
+// replacement candidates as its members that are not serving (by plan
+// index), so that it gets the subset size of serving endpoints when there
+// are enough. Pure: views (SubsetsView) compute it outside the lock.
+func pickOrder(plan subsetting.Plan, serving []bool, i int) []int {
+	size := plan.Size()
+	order := plan.Order(make([]int, 0, size+4), i, size)
+	for n := len(order); n < len(serving); {
+		missing := size - countServing(serving, order)
+		if missing <= 0 {
+			break
+		}
+		n = min(n+missing, len(serving))
+		order = plan.Order(order[:0], i, n)
+	}
+	return slices.Clip(order)
+}
+
+func countServing(serving []bool, idx []int) int {
 	n := 0
 	for _, i := range idx {
-		if sp.serving[i] {
+		if serving[i] {
 			n++
 		}
 	}

@@ -14,7 +14,9 @@ import (
 //     removal guard and the drains) goes to the change log, the weights
 //     pipeline, the xDS server and the console, in that order (Observe);
 //   - each ORCA report goes back to the drain overlay as its endpoint's
-//     lame-duck state (orca).
+//     lame-duck state (orca);
+//   - each node subsets view the xDS server publishes goes to the weights
+//     pipeline (subsets).
 //
 // Its readers are set while serve wires the components, because two of
 // them are built after the drain overlay that emits to them (the console
@@ -35,6 +37,10 @@ func (f *fanOut) Observe(snap discovery.Snapshot) {
 	f.xds.Update(snap)
 	f.console.Observe(snap)
 }
+
+// subsets feeds the xDS server's node subsets to the weights pipeline
+// (xds.Config.OnSubsets); views only exist once discovery has started.
+func (f *fanOut) subsets(v *xds.SubsetsView) { f.weights.SetSubsets(v) }
 
 // orca is the weights pipeline's ORCA sink of drain.orca_metric metric: a
 // report with the metric at 1 or more marks its endpoint lame duck.
