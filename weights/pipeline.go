@@ -1,7 +1,6 @@
 package weights
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,10 +60,11 @@ type PipelineConfig struct {
 	// GRPC is the server the LRS service is registered on (the xDS one);
 	// required.
 	GRPC *grpc.Server
-	// ORCASink, optional, sees every ORCA report, whether or not its
-	// service takes ORCA reports for weights (the lame-duck drain source).
-	// It must not block.
-	ORCASink func(Report)
+	// LameDuckMetric, optional (drain.orca_metric), is the ORCA named
+	// metric whose value of 1 or more marks an endpoint lame duck, whether
+	// or not its service takes ORCA reports for weights: the transitions
+	// go to the subscribers (SubscribeLameDuck, the drains). "": off.
+	LameDuckMetric string
 	// HA, optional, shares reports and the global table with the other
 	// replicas (ha.enabled); nil: this replica alone (as without HA).
 	HA *HAConfig
@@ -113,6 +113,7 @@ type Pipeline struct {
 	push    http.Handler
 	perNode *PerNode
 	ha      *haState // nil unless cfg.HA
+	lame    *lameDucks
 
 	mu       sync.Mutex
 	perSvc   map[string]bool              // services in per_node mode
@@ -140,15 +141,14 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
-	p := &Pipeline{cfg: cfg, log: log, tracker: tr, known: map[string]bool{},
+	p := &Pipeline{cfg: cfg, log: log, tracker: tr, known: map[string]bool{}, lame: newLameDucks(),
 		addrs: map[string]map[string]string{}, sources: map[string]map[string]bool{}, perSvc: map[string]bool{}}
 	if p.perNode, err = NewPerNode(cfg.Solve, cfg.MinChange); err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	rc := RunnerConfig{Tracker: tr, Registerer: cfg.Registerer,
 		Publish:      func(t Table) { cfg.Publisher.SetWeights(t.Map()) },
-		PublishNodes: p.publishNodes,
-		Adjust:       p.balance,
+		PublishNodes: func(t Table) bool { return p.publishNodes(t, p.subsets.get()) },
 		NodeDebug: func(service, node string) (any, bool) {
 			return p.perNode.Debug(service, node)
 		},
@@ -157,13 +157,13 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 	if cfg.HA != nil {
 		merged, _ := NewTracker(cfg.Tracker) // the same config NewTracker took above
 		p.ha = &haState{cfg: *cfg.HA, merged: merged, merger: NewMerger()}
-		rc.Tracker, rc.Publish, rc.BeforeStep = merged, p.haPublish, p.haStep
+		rc.Tracker, rc.Publish = merged, p.haPublish
 	}
 	if p.runner, err = NewRunner(rc); err != nil {
 		return nil, err
 	}
 	if p.orca, err = NewORCA(ORCAConfig{Sink: p.sink(SourceORCA), Interval: cfg.ORCAInterval,
-		Logger: log, Registerer: cfg.Registerer}); err != nil {
+		LameDuckMetric: cfg.LameDuckMetric, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
 	if p.lrs, err = NewLRS(LRSConfig{Sink: p.sink(SourceLRS), Resolve: p.resolve, Split: p.split,
@@ -175,12 +175,6 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 	}
 	p.lrs.Register(cfg.GRPC)
 	return p, nil
-}
-
-// Run recomputes weights until ctx is done, then stops the ORCA streams.
-func (p *Pipeline) Run(ctx context.Context) {
-	p.runner.Run(ctx)
-	p.orca.Close()
 }
 
 // StopLRS ends the LRS streams (which would otherwise hold a graceful

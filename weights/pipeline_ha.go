@@ -76,13 +76,14 @@ type haState struct {
 	last    Summary      // last summary built
 }
 
-// haStep runs before every Step: it builds and hands over this replica's
-// summary, feeds every replica's latest summary (its own fresh) into the
-// merged tracker, and serves the leader's table when it changed.
-func (p *Pipeline) haStep(now time.Time) {
+// haMerge is the HA merge stage, before the merged tracker's table is
+// taken: it builds and hands over this replica's summary (over the nodes'
+// subsets in view), feeds every replica's latest summary (its own fresh)
+// into the merged tracker, and serves the leader's table when it changed.
+func (p *Pipeline) haMerge(now time.Time, view Subsets) {
 	h := p.ha
 	p.tracker.Prune(now)
-	own := BuildSummary(h.cfg.Replica, now, p.tracker.Reports(now), p.subsets.get().NodeSubsets)
+	own := BuildSummary(h.cfg.Replica, now, p.tracker.Reports(now), view.NodeSubsets)
 	h.cfg.Summaries.PublishSummary(own)
 	sums := []Summary{own}
 	for _, s := range h.cfg.Summaries.Summaries() {
@@ -183,19 +184,6 @@ func (p *Pipeline) haPublish(t Table) {
 	if p.ha.cfg.Tables.Leader() {
 		p.handOver(SharedTable{At: t.At.UnixMilli(), Weights: t.Map()})
 	}
-}
-
-// fleet returns what balancing a service sees: in HA mode the pseudo
-// nodes of every replica's summary and their rates in the merged tracker,
-// else this replica's nodes and rates.
-func (p *Pipeline) fleet(service string, at time.Time) (map[string][]string, map[string]map[string]float64) {
-	if p.ha == nil {
-		return p.subsets.get().NodeSubsets(service), p.tracker.NodeRates(service, at)
-	}
-	p.ha.mu.Lock()
-	subs := p.ha.subsets[service]
-	p.ha.mu.Unlock()
-	return subs, p.ha.merged.NodeRates(service, at)
 }
 
 // LastSummary returns the summary this replica built last (HA mode); false

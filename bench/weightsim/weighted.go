@@ -30,9 +30,10 @@ type weighted struct {
 	mode    weightMode
 	tr      *weights.Tracker
 	run     *weights.Runner
-	per     *weights.PerNode    // modePerNode only
-	nodes   []string            // by client; nil for modeFormula
-	subsets map[string][]string // node -> endpoint ids; nil for modeFormula
+	solve   func(weights.Table) weights.Table // the solve stage (balanced), between Track and Offer; nil: none
+	per     *weights.PerNode                  // modePerNode only
+	nodes   []string                          // by client; nil for modeFormula
+	subsets map[string][]string               // node -> endpoint ids; nil for modeFormula
 	split   [][]float64
 	err     error // of the last publication
 }
@@ -53,7 +54,7 @@ func newWeighted(f fleet, o options, mode weightMode) (*weighted, error) {
 	}
 	switch mode {
 	case modeBalanced:
-		cfg.Adjust = w.balance
+		w.solve = w.balance
 	case modePerNode:
 		if w.per, err = weights.NewPerNode(weights.DefaultSolveConfig(), weights.DefaultMinChange); err != nil {
 			return nil, fmt.Errorf("weightsim: %w", err)
@@ -78,7 +79,11 @@ func (w *weighted) observe(obs observation) error {
 		}
 	}
 	w.err = nil
-	w.run.Step(obs.at)
+	t := w.run.Track(obs.at)
+	if w.solve != nil {
+		t = w.solve(t)
+	}
+	w.run.Offer(obs.at, t)
 	return w.err
 }
 

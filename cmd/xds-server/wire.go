@@ -110,14 +110,13 @@ func (a *app) wireHA(_ context.Context, cl *closers) (err error) {
 }
 
 // wireSnapshots builds the weights pipeline, the drain overlay and the
-// removal guard, joined by the snapshot fan-out.
+// removal guard, joined by the snapshot fan-out; the drains subscribe to
+// the pipeline's lame-duck transitions.
 func (a *app) wireSnapshots(context.Context, *closers) error {
 	a.fan.changes, a.fan.xds = discovery.NewChangeLog(a.log, a.cfg.Discovery.Source), a.srv
 	wc := a.cfg.WeightsPipeline()
 	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer, wc.HA = a.srv, a.srv.GRPC(), a.log, a.reg, a.ha.wcfg
-	if m := a.cfg.Drain.ORCAMetric; m != "" {
-		wc.ORCASink = a.fan.orca(m)
-	}
+	wc.LameDuckMetric = a.cfg.Drain.ORCAMetric
 	var err error
 	if a.ws, err = weights.NewPipeline(wc); err != nil {
 		return err
@@ -127,7 +126,7 @@ func (a *app) wireSnapshots(context.Context, *closers) error {
 	if err != nil {
 		return err
 	}
-	a.fan.drains = a.drains
+	a.ws.SubscribeLameDuck(a.drains.SetORCA) // drain.orca_metric: ORCA reports' lame-duck transitions
 	gc := a.cfg.RemovalGuard()
 	gc.Emit, gc.Logger, gc.Metrics = a.drains.Observe, a.log, a.dm
 	a.guard, err = discovery.NewGuard(gc) // before the drain overlay: held removals start no drain windows
