@@ -57,7 +57,9 @@ func TestPipelineSourceFilter(t *testing.T) {
 	p := newTestPipeline(t, map[string]ServiceConfig{
 		"api": {Enabled: true, Sources: []string{SourceHTTP}},
 		"web": {Enabled: true, Mode: ModePerNode, Sources: []string{SourceLRS}, ORCAPortMeta: "orca_port"},
-	}, func(service, endpoint string, on bool) { lame = append(lame, fmt.Sprint(service, "/", endpoint, "=", on)) })
+	}, func(service, endpoint string, on bool) {
+		lame = append(lame, fmt.Sprint(service, "/", endpoint, "=", on))
+	})
 	p.Observe(discovery.Snapshot{Services: []discovery.Service{
 		{Name: "api", Endpoints: []discovery.Endpoint{{ID: "a1", Address: "10.0.0.1", Port: 80, Weight: 1}}},
 		{Name: "off", Endpoints: []discovery.Endpoint{{ID: "o1", Address: "10.0.0.3", Port: 80}}},
