@@ -101,7 +101,7 @@ func startWReplicaWith(t *testing.T, client *api.Client, id string, mode string,
 		if err != nil {
 			t.Fatal(err)
 		}
-		ha = &weights.HAConfig{Replica: id, Summaries: w, Tables: w}
+		ha = w.PipelineHA()
 	}
 	var balance *weights.BalanceConfig
 	if mode == modeBalanced {

@@ -112,7 +112,7 @@ type Pipeline struct {
 	lrs     *LRS
 	push    http.Handler
 	perNode *PerNode
-	ha      *haState // nil unless cfg.HA
+	ha      *haWeights // nil unless cfg.HA
 	lame    *lameDucks
 
 	mu       sync.Mutex
@@ -155,9 +155,10 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 		UpdatePeriod: cfg.UpdatePeriod, MinChange: cfg.MinChange, MinPushInterval: cfg.MinPushInterval,
 	}
 	if cfg.HA != nil {
-		merged, _ := NewTracker(cfg.Tracker) // the same config NewTracker took above
-		p.ha = &haState{cfg: *cfg.HA, merged: merged, merger: NewMerger()}
-		rc.Tracker, rc.Publish = merged, p.haPublish
+		if p.ha, err = newHAWeights(*cfg.HA, cfg.Tracker, log); err != nil {
+			return nil, err
+		}
+		rc.Tracker, rc.Publish = p.ha.merged, p.ha.publish
 	}
 	if p.runner, err = NewRunner(rc); err != nil {
 		return nil, err

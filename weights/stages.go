@@ -11,8 +11,9 @@ import (
 //   - ingest (event-driven: Observe for discovery snapshots, the report
 //     sinks for ORCA, LRS and the push API): the tracker learns endpoints
 //     and reports, and ORCA reports' LameDuck their transitions;
-//   - HA merge (haMerge, with ha.enabled): this replica's summary out,
-//     every replica's into the merged tracker, the leader's table served;
+//   - HA merge (haMerge, with ha.enabled; ha.go): this replica's summary
+//     out, every replica's into the merged tracker, the leader's table
+//     served;
 //   - track (Runner.Track): the tracker's table at now (the merged one
 //     with HA);
 //   - solve (solve): global balancing over the nodes' subsets and rates;
@@ -93,11 +94,8 @@ func (p *Pipeline) solve(t Table, view Subsets) Table {
 // nodes of every replica's summary and their rates in the merged tracker,
 // else this replica's nodes in view and their rates.
 func (p *Pipeline) fleet(service string, at time.Time, view Subsets) (map[string][]string, map[string]map[string]float64) {
-	if p.ha == nil {
-		return view.NodeSubsets(service), p.tracker.NodeRates(service, at)
+	if p.ha != nil {
+		return p.ha.fleet(service, at)
 	}
-	p.ha.mu.Lock()
-	subs := p.ha.subsets[service]
-	p.ha.mu.Unlock()
-	return subs, p.ha.merged.NodeRates(service, at)
+	return view.NodeSubsets(service), p.tracker.NodeRates(service, at)
 }
