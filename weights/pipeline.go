@@ -101,8 +101,11 @@ func (c PipelineConfig) Validate() error {
 // Pipeline wires EDS weights from utilization reports: the tracker and its
 // runner (which hands tables to the Publisher), the ORCA client (streams
 // to the backends of services with the orca source), the LRS server (on
-// the GRPC server) and the HTTP push API. Discovery snapshots (Observe)
-// tell it which endpoints exist. Safe for concurrent use.
+// the GRPC server) and the HTTP push API, run as stages (stages.go).
+// Discovery snapshots (Observe) tell it which endpoints exist, the xDS
+// server's views (SetSubsets) which endpoints each node is given; the
+// drains subscribe to its lame-duck transitions (SubscribeLameDuck).
+// Safe for concurrent use.
 type Pipeline struct {
 	cfg     PipelineConfig
 	log     *slog.Logger
