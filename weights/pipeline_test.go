@@ -16,6 +16,7 @@ import (
 type fakePublisher struct {
 	mu     sync.Mutex
 	global map[string]map[string]uint32
+	nodes  map[string]map[string]map[string]uint32
 }
 
 func (f *fakePublisher) SetWeights(w map[string]map[string]uint32) {
@@ -24,7 +25,11 @@ func (f *fakePublisher) SetWeights(w map[string]map[string]uint32) {
 	f.global = w
 }
 
-func (f *fakePublisher) SetNodeWeights(map[string]map[string]map[string]uint32) {}
+func (f *fakePublisher) SetNodeWeights(w map[string]map[string]map[string]uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodes = w
+}
 
 func newTestPipeline(t *testing.T, services map[string]ServiceConfig, lameDuck LameDuckFunc) *Pipeline {
 	t.Helper()
