@@ -33,12 +33,17 @@ type viewNode struct {
 }
 
 // viewService is what a view needs of one service's translation; nothing
-// in it changes after the pass that built it.
+// in it changes after the translation that built it but the cache of
+// picks, which the views of that translation share (a view after a node
+// connected computes only the new node's pick).
 type viewService struct {
 	all     []string        // without subsets: the serving endpoint ids, sorted
 	plan    subsetting.Plan // nil: every node gets all
 	ids     []string        // endpoint ids in plan order
 	serving []bool          // by plan index
+
+	mu      sync.Mutex
+	byIndex map[int][]string // client index -> its serving ids, as computed
 }
 
 // Version numbers the views one server published, from 1, increasing.
@@ -79,15 +84,19 @@ func (s *viewService) nodeSubsets(nodes []viewNode) map[string][]string {
 		}
 		return out
 	}
-	byIndex := map[int][]string{} // nodes of several groups share an index
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byIndex == nil {
+		s.byIndex = map[int][]string{}
+	}
 	for _, n := range nodes {
 		if n.index < 0 {
 			continue
 		}
-		ids, ok := byIndex[n.index]
+		ids, ok := s.byIndex[n.index] // nodes of several groups share an index
 		if !ok {
 			ids = s.servingOf(pickOrder(s.plan, s.serving, n.index))
-			byIndex[n.index] = ids
+			s.byIndex[n.index] = ids
 		}
 		out[n.id] = ids
 	}
