@@ -17,12 +17,13 @@ const (
 	modePerNode                    // each client its own weights (weights.PerNode)
 )
 
-// weighted drives the product's own loop, weights.Runner, one Step per
-// report interval: the tracker (formula, smoothing, overload guard with
-// its period), the push policy (weights.Changed at DefaultMinChange, at
-// most one publication per MinPushInterval, 5s as xds-server's default
-// weights.min_push_interval), and for the balanced and per-node policies
-// the runner's Adjust (weights.BalanceService) or PublishNodes
+// weighted drives the product's own stages, weights.Runner's Track and
+// Offer, once per report interval: the tracker (formula, smoothing,
+// overload guard with its period), the push policy (weights.Changed at
+// DefaultMinChange, at most one publication per MinPushInterval, 5s as
+// xds-server's default weights.min_push_interval), and for the balanced
+// and per-node policies the solve stage between them
+// (weights.BalanceService) or the runner's PublishNodes
 // (weights.PerNode.Plan). Clients split in proportion to the integer
 // weights last published to them.
 type weighted struct {
