@@ -164,11 +164,10 @@ func (sp *servicePlan) choose(i int) (*pick, error) {
 	}
 	order := pickOrder(sp.plan, sp.serving, i)
 	c, err := sp.choice(order)
-	size := sp.plan.Size()
 	if err != nil {
 		return nil, err
 	}
-	k := min(size, len(order))
+	k := min(sp.plan.Size(), len(order))
 	p := &pick{order: order, subset: order[:k], replaced: len(order) - k, choice: c}
 	sp.byIndex[i] = p
 	return p, nil
