@@ -272,7 +272,7 @@ func (r *reconciler) translateService(svc discovery.Service, set translate.Servi
 		return memoEntry{}, err
 	}
 	e := memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in}
-	e.view = newViewService(e)
+	e.view = newViewService(e, r.memo[svc.Name].view)
 	return e, nil
 }
 

@@ -35,15 +35,21 @@ type viewNode struct {
 // viewService is what a view needs of one service's translation; nothing
 // in it changes after the translation that built it but the cache of
 // picks, which the views of that translation share (a view after a node
-// connected computes only the new node's pick).
+// connected computes only the new node's pick), and so do the next
+// translations while the plan and its endpoints' serving states stay (a
+// weights change retranslates a service, not its subsets).
 type viewService struct {
 	all     []string        // without subsets: the serving endpoint ids, sorted
 	plan    subsetting.Plan // nil: every node gets all
 	ids     []string        // endpoint ids in plan order
 	serving []bool          // by plan index
+	picks   *pickCache
+}
 
+// pickCache holds the serving ids of client indices, as computed.
+type pickCache struct {
 	mu      sync.Mutex
-	byIndex map[int][]string // client index -> its serving ids, as computed
+	byIndex map[int][]string
 }
 
 // Version numbers the views one server published, from 1, increasing.
@@ -84,19 +90,17 @@ func (s *viewService) nodeSubsets(nodes []viewNode) map[string][]string {
 		}
 		return out
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byIndex == nil {
-		s.byIndex = map[int][]string{}
-	}
+	c := s.picks
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, n := range nodes {
 		if n.index < 0 {
 			continue
 		}
-		ids, ok := s.byIndex[n.index] // nodes of several groups share an index
+		ids, ok := c.byIndex[n.index] // nodes of several groups share an index
 		if !ok {
 			ids = s.servingOf(pickOrder(s.plan, s.serving, n.index))
-			s.byIndex[n.index] = ids
+			c.byIndex[n.index] = ids
 		}
 		out[n.id] = ids
 	}
@@ -116,8 +120,10 @@ func (s *viewService) servingOf(order []int) []string {
 	return ids
 }
 
-// newViewService captures a translated service for views.
-func newViewService(e memoEntry) *viewService {
+// newViewService captures a translated service for views; prev is the
+// service's previous capture (nil if none), whose picks are kept if they
+// still hold.
+func newViewService(e memoEntry, prev *viewService) *viewService {
 	if e.plan == nil {
 		return &viewService{all: servingIDs(e.in.Endpoints)}
 	}
@@ -125,7 +131,13 @@ func newViewService(e memoEntry) *viewService {
 	for i, ep := range e.plan.svc.Endpoints {
 		ids[i] = ep.ID
 	}
-	return &viewService{plan: e.plan.plan, ids: ids, serving: e.plan.serving}
+	v := &viewService{plan: e.plan.plan, ids: ids, serving: e.plan.serving}
+	if prev != nil && prev.plan == v.plan && slices.Equal(prev.ids, ids) && slices.Equal(prev.serving, v.serving) {
+		v.picks = prev.picks
+	} else {
+		v.picks = &pickCache{byIndex: map[int][]string{}}
+	}
+	return v
 }
 
 // servingIDs returns the ids of the serving endpoints among eps, sorted.

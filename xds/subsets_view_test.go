@@ -72,3 +72,37 @@ func TestSubsetsViewImmutable(t *testing.T) {
 		t.Errorf("next view = %v, want every endpoint for n1 and n2", got)
 	}
 }
+
+// A weights change retranslates a service but keeps its subsets: the
+// next view answers alike from the picks already computed; a health
+// change computes them anew.
+func TestSubsetsViewKeepsPicksAcrossWeights(t *testing.T) {
+	s := subsetServer(t, 3, subsetting.Steady)
+	for i, id := range []string{"n0", "n1"} {
+		connect(s, int64(i+1), id)
+	}
+	w := world(1, 9)
+	s.Update(w)
+	s.rec.reconcile()
+	before := s.SubsetsView().NodeSubsets("svc-000")
+	picks := s.rec.memo["svc-000"].view.picks
+	s.SetWeights(map[string]map[string]uint32{"svc-000": {"svc-000-000": 7}})
+	s.rec.reconcile()
+	if s.rec.memo["svc-000"].view.picks != picks {
+		t.Error("a weights change dropped the computed picks")
+	}
+	if after := s.SubsetsView().NodeSubsets("svc-000"); !slices.Equal(after["n0"], before["n0"]) || !slices.Equal(after["n1"], before["n1"]) {
+		t.Errorf("subsets after a weights change %v, want %v", after, before)
+	}
+	w.Services[0].Endpoints = slices.Clone(w.Services[0].Endpoints)
+	failed := slices.IndexFunc(w.Services[0].Endpoints, func(ep discovery.Endpoint) bool { return ep.ID == before["n0"][0] })
+	w.Services[0].Endpoints[failed].Health = discovery.HealthUnhealthy
+	s.Update(w)
+	s.rec.reconcile()
+	if s.rec.memo["svc-000"].view.picks == picks {
+		t.Error("a health change kept the picks")
+	}
+	if got := s.SubsetsView().NodeSubsets("svc-000")["n0"]; slices.Contains(got, before["n0"][0]) || len(got) != 3 {
+		t.Errorf("n0 after %s failed: %v, want 3 others", before["n0"][0], got)
+	}
+}
