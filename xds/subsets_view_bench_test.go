@@ -21,18 +21,7 @@ import (
 //
 //	go test ./xds -run '^$' -bench SubsetsView -benchmem
 func BenchmarkSubsetsView(b *testing.B) {
-	s, err := New(Config{
-		Settings: func(string) translate.ServiceSettings {
-			return translate.ServiceSettings{SubsetSize: 20, Subsetting: subsetting.Steady}
-		},
-		Logger: quietLogger(),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range 10000 {
-		s.cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: "g"})
-	}
+	s := steadyFleet(b, 10000)
 	w := world(50, 100)
 	s.Update(w)
 	s.rec.reconcile()
@@ -64,4 +53,23 @@ func BenchmarkSubsetsView(b *testing.B) {
 			}
 		})
 	}
+}
+
+// steadyFleet is a server with steady subsets of 20 and nodes connected
+// ("node-00000"... in one group).
+func steadyFleet(b *testing.B, nodes int) *Server {
+	b.Helper()
+	s, err := New(Config{
+		Settings: func(string) translate.ServiceSettings {
+			return translate.ServiceSettings{SubsetSize: 20, Subsetting: subsetting.Steady}
+		},
+		Logger: quietLogger(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range nodes {
+		s.cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: "g"})
+	}
+	return s
 }
