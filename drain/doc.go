@@ -9,8 +9,10 @@
 // and the drains in force into the snapshot served, with the reasons in
 // Endpoint.Drain, and says when it must run again; it reads no clock and
 // starts nothing. The Manager (manager.go) is the shell around it: it
-// takes discovery snapshots, admin drains and ORCA lame-duck states,
-// emits the result, arms the timers and exports xds_draining_endpoints.
+// takes discovery snapshots, admin drains and ORCA lame-duck states (as a
+// subscriber of the weights pipeline's lame-duck transitions, applied at
+// once), emits the result, arms the timers and exports
+// xds_draining_endpoints.
 // http.go serves the admin API. store.go is the Store interface: with HA
 // (ha.DrainStore), admin drains are written to Consul KV first (503 when
 // that fails: nothing changes) and every replica applies the store's

@@ -1,7 +1,6 @@
 package drain
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -235,17 +234,21 @@ func TestDrainsORCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx)
 	s.Observe(drainWorld(ep("a")))
 	<-emitted
-	s.SetORCA("api", "a", true)
+	s.SetORCA("api", "a", true) // applied and emitted before it returns
+	if len(emitted) != 1 {
+		t.Fatalf("%d snapshots emitted by SetORCA, want 1 before it returns", len(emitted))
+	}
 	if h, why, _ := drainOf(<-emitted, "a"); h != discovery.HealthDraining || why != SourceORCA {
 		t.Errorf("after the lame-duck report: %v %q", h, why)
 	}
 	s.SetORCA("api", "a", false)
 	if h, _, _ := drainOf(<-emitted, "a"); h != discovery.HealthHealthy {
 		t.Errorf("after lame duck ended: %v", h)
+	}
+	s.SetORCA("api", "a", false)
+	if len(emitted) != 0 {
+		t.Error("an unchanged lame-duck state emitted a snapshot")
 	}
 }

@@ -2,7 +2,6 @@ package drain
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,10 +66,6 @@ type Manager struct {
 	closed bool
 	loaded bool       // the Store's content has arrived (always true without a Store)
 	dep    Departures // the Store, if it shares departures; nil: local windows only
-
-	orcaMu  sync.Mutex
-	pending map[[2]string]bool // ORCA lame-duck states not applied yet
-	kick    chan struct{}      // buffered(1): pending has news
 }
 
 // New returns a Manager; nothing is emitted before the first Observe.
@@ -81,7 +76,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Manager{cfg: cfg, d: NewOverlay(cfg.Policy), loaded: cfg.Store == nil, pending: map[[2]string]bool{}, kick: make(chan struct{}, 1),
+	s := &Manager{cfg: cfg, d: NewOverlay(cfg.Policy), loaded: cfg.Store == nil,
 		draining: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "xds_draining_endpoints",
 			Help: "Endpoints served as DRAINING, by service and drain source (an endpoint drained by two sources counts under both).",
@@ -106,40 +101,16 @@ func (s *Manager) Observe(raw discovery.Snapshot) {
 	s.applyLocked()
 }
 
-// SetORCA records an endpoint's ORCA lame-duck state; Run applies a
-// change at once. It never waits for Emit (ORCA streams call it, and Emit
-// may wait for ORCA streams to stop).
+// SetORCA records an endpoint's ORCA lame-duck state and applies a change
+// at once, emitting before it returns. It subscribes to the weights
+// pipeline's lame-duck transitions (weights.Pipeline.SubscribeLameDuck),
+// which delivers them on the pipeline's goroutine, never on an ORCA
+// stream's: Emit may then wait for ORCA streams to stop.
 func (s *Manager) SetORCA(service, endpoint string, lameDuck bool) {
-	s.orcaMu.Lock()
-	s.pending[[2]string{service, endpoint}] = lameDuck
-	s.orcaMu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Run applies ORCA lame-duck changes until ctx is done.
-func (s *Manager) Run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.kick:
-		}
-		s.orcaMu.Lock()
-		pending := s.pending
-		s.pending = map[[2]string]bool{}
-		s.orcaMu.Unlock()
-		s.mu.Lock()
-		changed := false
-		for k, v := range pending {
-			changed = s.d.SetORCA(k[0], k[1], v) || changed
-		}
-		if changed {
-			s.applyLocked()
-		}
-		s.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.d.SetORCA(service, endpoint, lameDuck) {
+		s.applyLocked()
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -102,7 +104,8 @@ type Weights struct {
 }
 
 // NewWeights validates cfg and registers the metrics xds_ha_leader and
-// xds_ha_summary_age_seconds; start it with Run.
+// xds_ha_summary_age_seconds; start it with Run, and hand PipelineHA to
+// the weights pipeline. It is the one constructor of the HA weights.
 func NewWeights(cfg WeightsConfig) (*Weights, error) {
 	var errs []error
 	if cfg.Client == nil {
@@ -161,6 +164,12 @@ func (w *Weights) Run(ctx context.Context) {
 	if _, err := w.kv.Delete(w.keys.Summary(w.cfg.Replica), (&api.WriteOptions{}).WithContext(dctx)); err != nil {
 		w.countError("delete_summary", err)
 	}
+}
+
+// PipelineHA is the weights pipeline's side of w (PipelineConfig.HA):
+// w is both its summary exchange and its table exchange.
+func (w *Weights) PipelineHA() *weights.HAConfig {
+	return &weights.HAConfig{Replica: w.cfg.Replica, Summaries: w, Tables: w}
 }
 
 // PublishSummary keeps s to be written at the next publish tick.
@@ -231,6 +240,18 @@ func (w *Weights) Status() WeightsStatus {
 		st.TableAt = time.UnixMilli(w.table.At).UTC()
 	}
 	return st
+}
+
+// DebugSummaries is the weights' part of /debug/ha: this replica's last
+// write and, per replica, when the summary seen was built.
+func (w *Weights) DebugSummaries() Summaries {
+	st := w.Status()
+	out := Summaries{Published: st.LastPublished, PublishedBytes: st.LastBytes}
+	for _, r := range slices.Sorted(maps.Keys(st.SummaryAge)) {
+		age := time.Duration(st.SummaryAge[r] * float64(time.Second))
+		out.Merged = append(out.Merged, ReplicaSummary{Replica: r, Updated: time.Now().Add(-age)})
+	}
+	return out
 }
 
 func (w *Weights) countWrite(kind string) {

@@ -28,10 +28,9 @@ const (
 
 // recorder is the xDS side of a replica: what the pipeline hands over.
 type recorder struct {
-	mu      sync.Mutex
-	global  []map[string]map[string]uint32 // every SetWeights, in order
-	nodes   map[string]map[string]map[string]uint32
-	subsets map[string][]string
+	mu     sync.Mutex
+	global []map[string]map[string]uint32 // every SetWeights, in order
+	nodes  map[string]map[string]map[string]uint32
 }
 
 func (r *recorder) SetWeights(w map[string]map[string]uint32) {
@@ -44,12 +43,6 @@ func (r *recorder) SetNodeWeights(w map[string]map[string]map[string]uint32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nodes = w
-}
-
-func (r *recorder) NodeSubsets(string) map[string][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.subsets
 }
 
 func (r *recorder) last() map[string]uint32 {
@@ -108,7 +101,7 @@ func startWReplicaWith(t *testing.T, client *api.Client, id string, mode string,
 		if err != nil {
 			t.Fatal(err)
 		}
-		ha = &weights.HAConfig{Replica: id, Summaries: w, Tables: w}
+		ha = w.PipelineHA()
 	}
 	var balance *weights.BalanceConfig
 	if mode == modeBalanced {
@@ -120,7 +113,7 @@ func startWReplicaWith(t *testing.T, client *api.Client, id string, mode string,
 	for _, f := range tweak {
 		f(&tc)
 	}
-	rec := &recorder{subsets: subsets}
+	rec := &recorder{}
 	grpcSrv := grpc.NewServer()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,6 +129,7 @@ func startWReplicaWith(t *testing.T, client *api.Client, id string, mode string,
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.SetSubsets(weights.SubsetsMap{"api": subsets})
 	svc := discovery.Service{Name: "api"}
 	for i, e := range testEndpoints {
 		svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{ID: e, Address: "127.0.0.1", Port: 9001 + i, Weight: 1})

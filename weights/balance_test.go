@@ -187,29 +187,27 @@ func TestBalanceService(t *testing.T) {
 	}
 }
 
-// The runner publishes the adjusted table, so the push policy compares
-// balanced weights.
-func TestRunnerAdjust(t *testing.T) {
+// The publish stage (Runner.Offer) publishes the table the solve stage
+// gave it, so the push policy compares balanced weights.
+func TestRunnerOffersTheSolvedTable(t *testing.T) {
 	tr, subsets, now := balanceFixture(t)
 	var got Table
 	r, err := NewRunner(RunnerConfig{Tracker: tr, Registerer: prometheus.NewRegistry(),
-		Publish: func(t Table) { got = t },
-		Adjust: func(tab Table) Table {
-			st, _ := tab.Service("api")
-			b, _, err := BalanceService(st, subsets, tr.NodeRates("api", tab.At), DefaultBalanceConfig())
-			if err != nil {
-				t.Error(err)
-			}
-			tab.Services = []ServiceTable{b}
-			return tab
-		}})
+		Publish: func(t Table) { got = t }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Step(now) {
-		t.Fatal("the first step published nothing")
+	tab := r.Track(now)
+	st, _ := tab.Service("api")
+	b, _, err := BalanceService(st, subsets, tr.NodeRates("api", tab.At), DefaultBalanceConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.Services = []ServiceTable{b}
+	if !r.Offer(now, tab) {
+		t.Fatal("the first offer published nothing")
 	}
 	if st, _ := got.Service("api"); st.PredictedSpread == 0 {
-		t.Error("the published table is not the adjusted one")
+		t.Error("the published table is not the solved one")
 	}
 }

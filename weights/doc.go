@@ -4,24 +4,33 @@
 // integer scaling, push policy) and the per-node solver, plus the shell
 // around that core: report ingestion (orca.go: the ORCA out-of-band client;
 // lrs.go: the LRS server; http.go and load.go: the HTTP push API) and the
-// Runner (run.go), which recomputes the table on a ticker, applies the push
-// policy and serves /debug/weights. The core (report, formula, tracker,
+// Runner (run.go), the track and publish stages: the tracker's table, the
+// push policy, and /debug/weights. The core (report, formula, tracker,
 // table, scale, solver) has no goroutines, no I/O, no logging and no clock
 // (every method that needs the time takes it as now) and imports only the
 // standard library; the shell uses gRPC, go-control-plane's LRS and ORCA
 // protos, and Prometheus.
 //
-// The Pipeline (pipeline.go, pipeline_observe.go) wires it all for the
-// server: it takes discovery snapshots (ORCA targets, LRS address map, the
-// tracker's endpoints), filters reports by each service's sources, balances
-// global-mode services, plans per-node weights, and hands the results to a
-// Publisher (an interface *xds.Server satisfies); an optional ORCASink
-// sees every ORCA report (the lame-duck drain source).
+// The Pipeline (pipeline.go, pipeline_observe.go, stages.go) wires it
+// all for the server as explicit stages (stages.go): ingest (discovery
+// snapshots give the ORCA targets, the LRS address map and the tracker's
+// endpoints; reports are filtered by each service's sources) -> HA merge
+// (pipeline_ha.go, with ha.enabled) -> track (Runner.Track) -> solve
+// (balancing global-mode services) -> publish (Runner.Offer: the push
+// policy hands the table to a Publisher, an interface *xds.Server
+// satisfies, and plans per-node weights; then the lame-duck transitions).
+// Data only flows in: the nodes' subsets are fed to it (SetSubsets, a
+// Subsets view the xDS server publishes after each pass; subsets.go), and
+// the drains subscribe to ORCA reports' LameDuck transitions
+// (SubscribeLameDuck; lameduck.go), delivered on the pipeline's goroutine
+// so that a subscriber may block. Nothing in weights calls the xDS server
+// or the drains back.
 //
 // weights may import discovery (the model) and the internal/ leaves
 // (httpjson for the push API's and /debug/weights' answers, metricreg,
-// pause); it must not import envoy, xds or cmd: it hands plain values (Table, Solution, weight maps) to the xds
-// reconciler, which translates them.
+// pause); it must not import envoy, xds or cmd: it hands plain values
+// (Table, Solution, weight maps) to the xds reconciler, which translates
+// them, and reads xds's subsets through its own Subsets interface.
 //
 // # Reports and the formula
 //

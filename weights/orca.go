@@ -65,6 +65,9 @@ type ORCAConfig struct {
 	Registerer prometheus.Registerer
 	// Now is the clock that stamps reports; nil means time.Now.
 	Now func() time.Time
+	// LameDuckMetric, if set, is the named metric (or named utilization)
+	// whose value of 1 or more marks a report LameDuck (drain.orca_metric).
+	LameDuckMetric string
 }
 
 // orcaConfigError is the error of ORCAConfig.Validate: its message starts

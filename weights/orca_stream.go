@@ -88,7 +88,9 @@ func (o *ORCA) session(ctx context.Context, t ORCATarget, log *slog.Logger) (rep
 		reported = true
 		o.metrics.reported()
 		now := o.cfg.Now()
-		if err := o.cfg.Sink.Observe(orcaReport(t, lr, now), now); err != nil {
+		r := orcaReport(t, lr, now)
+		r.LameDuck = o.cfg.LameDuckMetric != "" && r.Named[o.cfg.LameDuckMetric] >= 1
+		if err := o.cfg.Sink.Observe(r, now); err != nil {
 			o.metrics.failed(errObserve)
 			level := slog.LevelDebug // the same error at every report is logged once
 			if rejected == 0 {

@@ -1,7 +1,6 @@
 package weights
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +12,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Publisher takes the weights the Pipeline computes and tells it which
-// endpoints each node is given; *xds.Server satisfies it.
+// Publisher takes the weights the Pipeline computes; *xds.Server
+// satisfies it. Which endpoints each node is given comes the other way,
+// fed to the pipeline (SetSubsets).
 type Publisher interface {
 	// SetWeights replaces the global EDS weights: service -> endpoint id
 	// -> weight (>= 1).
@@ -22,9 +22,6 @@ type Publisher interface {
 	// SetNodeWeights replaces the per-node EDS weights: service -> node id
 	// -> endpoint id -> weight (>= 1).
 	SetNodeWeights(map[string]map[string]map[string]uint32)
-	// NodeSubsets returns, for every connected node, the ids of the
-	// endpoints of service it is given; nil if the service is unknown.
-	NodeSubsets(service string) map[string][]string
 }
 
 // Modes of a weighted service (services.<name>.weights.mode).
@@ -63,10 +60,11 @@ type PipelineConfig struct {
 	// GRPC is the server the LRS service is registered on (the xDS one);
 	// required.
 	GRPC *grpc.Server
-	// ORCASink, optional, sees every ORCA report, whether or not its
-	// service takes ORCA reports for weights (the lame-duck drain source).
-	// It must not block.
-	ORCASink func(Report)
+	// LameDuckMetric, optional (drain.orca_metric), is the ORCA named
+	// metric whose value of 1 or more marks an endpoint lame duck, whether
+	// or not its service takes ORCA reports for weights: the transitions
+	// go to the subscribers (SubscribeLameDuck, the drains). "": off.
+	LameDuckMetric string
 	// HA, optional, shares reports and the global table with the other
 	// replicas (ha.enabled); nil: this replica alone (as without HA).
 	HA *HAConfig
@@ -103,8 +101,11 @@ func (c PipelineConfig) Validate() error {
 // Pipeline wires EDS weights from utilization reports: the tracker and its
 // runner (which hands tables to the Publisher), the ORCA client (streams
 // to the backends of services with the orca source), the LRS server (on
-// the GRPC server) and the HTTP push API. Discovery snapshots (Observe)
-// tell it which endpoints exist. Safe for concurrent use.
+// the GRPC server) and the HTTP push API, run as stages (stages.go).
+// Discovery snapshots (Observe) tell it which endpoints exist, the xDS
+// server's views (SetSubsets) which endpoints each node is given; the
+// drains subscribe to its lame-duck transitions (SubscribeLameDuck).
+// Safe for concurrent use.
 type Pipeline struct {
 	cfg     PipelineConfig
 	log     *slog.Logger
@@ -114,7 +115,8 @@ type Pipeline struct {
 	lrs     *LRS
 	push    http.Handler
 	perNode *PerNode
-	ha      *haState // nil unless cfg.HA
+	ha      *haWeights // nil unless cfg.HA
+	lame    *lameDucks
 
 	mu       sync.Mutex
 	perSvc   map[string]bool              // services in per_node mode
@@ -124,7 +126,7 @@ type Pipeline struct {
 	addrs    map[string]map[string]string // service -> host:port -> endpoint id (for LRS)
 	sources  map[string]map[string]bool   // service -> enabled sources
 
-	lrsSubsets lrsSubsets // node subsets for the LRS split
+	subsets latestSubsets // the node subsets as last fed (SetSubsets)
 }
 
 // NewPipeline builds the pipeline and registers LRS on cfg.GRPC; nothing
@@ -142,33 +144,32 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
-	p := &Pipeline{cfg: cfg, log: log, tracker: tr, known: map[string]bool{},
+	p := &Pipeline{cfg: cfg, log: log, tracker: tr, known: map[string]bool{}, lame: newLameDucks(),
 		addrs: map[string]map[string]string{}, sources: map[string]map[string]bool{}, perSvc: map[string]bool{}}
 	if p.perNode, err = NewPerNode(cfg.Solve, cfg.MinChange); err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
 	rc := RunnerConfig{Tracker: tr, Registerer: cfg.Registerer,
 		Publish:      func(t Table) { cfg.Publisher.SetWeights(t.Map()) },
-		PublishNodes: p.publishNodes,
-		Adjust:       p.balance,
+		PublishNodes: func(t Table) bool { return p.publishNodes(t, p.subsets.get()) },
 		NodeDebug: func(service, node string) (any, bool) {
 			return p.perNode.Debug(service, node)
 		},
 		UpdatePeriod: cfg.UpdatePeriod, MinChange: cfg.MinChange, MinPushInterval: cfg.MinPushInterval,
 	}
 	if cfg.HA != nil {
-		merged, _ := NewTracker(cfg.Tracker) // the same config NewTracker took above
-		p.ha = &haState{cfg: *cfg.HA, merged: merged, merger: NewMerger()}
-		rc.Tracker, rc.Publish, rc.BeforeStep = merged, p.haPublish, p.haStep
+		if p.ha, err = newHAWeights(*cfg.HA, cfg.Tracker, log); err != nil {
+			return nil, err
+		}
+		rc.Tracker, rc.Publish = p.ha.merged, p.ha.publish
 	}
 	if p.runner, err = NewRunner(rc); err != nil {
 		return nil, err
 	}
 	if p.orca, err = NewORCA(ORCAConfig{Sink: p.sink(SourceORCA), Interval: cfg.ORCAInterval,
-		Logger: log, Registerer: cfg.Registerer}); err != nil {
+		LameDuckMetric: cfg.LameDuckMetric, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
-	p.lrsSubsets.ttl = max(cfg.UpdatePeriod, time.Second)
 	if p.lrs, err = NewLRS(LRSConfig{Sink: p.sink(SourceLRS), Resolve: p.resolve, Split: p.split,
 		Interval: cfg.LRSInterval, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
@@ -178,12 +179,6 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 	}
 	p.lrs.Register(cfg.GRPC)
 	return p, nil
-}
-
-// Run recomputes weights until ctx is done, then stops the ORCA streams.
-func (p *Pipeline) Run(ctx context.Context) {
-	p.runner.Run(ctx)
-	p.orca.Close()
 }
 
 // StopLRS ends the LRS streams (which would otherwise hold a graceful

@@ -3,7 +3,6 @@ package weights
 import (
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"time"
 
@@ -64,10 +63,10 @@ func (p *Pipeline) Observe(s discovery.Snapshot) {
 }
 
 // publishNodes plans the per-node weights of the services in per_node
-// mode from table t (the runner calls it at most once per
-// MinPushInterval) and hands them to the publisher when some node's
-// changed; it reports whether it did.
-func (p *Pipeline) publishNodes(t Table) bool {
+// mode from table t over the nodes' subsets in view (the runner calls it
+// at most once per MinPushInterval) and hands them to the publisher when
+// some node's changed; it reports whether it did.
+func (p *Pipeline) publishNodes(t Table, view Subsets) bool {
 	p.mu.Lock()
 	var names []string
 	for name, on := range p.perSvc {
@@ -85,7 +84,7 @@ func (p *Pipeline) publishNodes(t Table) bool {
 			continue
 		}
 		keep[name] = true
-		m, ch, err := p.perNode.Plan(st, p.cfg.Publisher.NodeSubsets(name), p.tracker.NodeRates(name, t.At))
+		m, ch, err := p.perNode.Plan(st, view.NodeSubsets(name), p.tracker.NodeRates(name, t.At))
 		if err != nil {
 			p.log.Error("per-node weights failed; nodes keep their last weights", "service", name, "error", err)
 			continue
@@ -104,38 +103,6 @@ func (p *Pipeline) publishNodes(t Table) bool {
 	p.mu.Unlock()
 	p.cfg.Publisher.SetNodeWeights(all)
 	return true
-}
-
-// balance rewrites, with Balance set, the table of every weighted service
-// in global mode by BalanceService over its nodes' subsets and LRS rates
-// (services no node reports on keep the formula's weights).
-func (p *Pipeline) balance(t Table) Table {
-	if p.cfg.Balance == nil {
-		return t
-	}
-	p.mu.Lock()
-	global := map[string]bool{}
-	for name, perNode := range p.perSvc {
-		global[name] = !perNode
-	}
-	p.mu.Unlock()
-	out := t
-	out.Services = slices.Clone(t.Services)
-	for k, st := range out.Services {
-		if !global[st.Name] {
-			continue
-		}
-		subsets, rates := p.fleet(st.Name, t.At)
-		b, ok, err := BalanceService(st, subsets, rates, *p.cfg.Balance)
-		if err != nil {
-			p.log.Error("weights: balancing failed; the formula's weights stay", "service", st.Name, "error", err)
-			continue
-		}
-		if ok {
-			out.Services[k] = b
-		}
-	}
-	return out
 }
 
 // orcaPort is the endpoint's ORCA port: its meta value at key, else the
@@ -165,8 +132,8 @@ type sourceFilter struct {
 }
 
 func (f sourceFilter) Observe(r Report, now time.Time) error {
-	if f.source == SourceORCA && f.p.cfg.ORCASink != nil {
-		f.p.cfg.ORCASink(r)
+	if f.source == SourceORCA {
+		f.p.lame.observe(r)
 	}
 	if !f.takes(r.Service) {
 		return fmt.Errorf("%w: service %s does not take %s reports (services.%s.weights.sources)",

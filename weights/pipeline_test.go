@@ -2,6 +2,7 @@ package weights
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,9 +14,9 @@ import (
 
 // fakePublisher records what the pipeline publishes.
 type fakePublisher struct {
-	mu      sync.Mutex
-	global  map[string]map[string]uint32
-	subsets map[string]map[string][]string
+	mu     sync.Mutex
+	global map[string]map[string]uint32
+	nodes  map[string]map[string]map[string]uint32
 }
 
 func (f *fakePublisher) SetWeights(w map[string]map[string]uint32) {
@@ -24,28 +25,29 @@ func (f *fakePublisher) SetWeights(w map[string]map[string]uint32) {
 	f.global = w
 }
 
-func (f *fakePublisher) SetNodeWeights(map[string]map[string]map[string]uint32) {}
-
-func (f *fakePublisher) NodeSubsets(service string) map[string][]string {
+func (f *fakePublisher) SetNodeWeights(w map[string]map[string]map[string]uint32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.subsets[service]
+	f.nodes = w
 }
 
-func newTestPipeline(t *testing.T, services map[string]ServiceConfig, orca func(Report)) *Pipeline {
+func newTestPipeline(t *testing.T, services map[string]ServiceConfig, lameDuck LameDuckFunc) *Pipeline {
 	t.Helper()
 	g := grpc.NewServer()
 	t.Cleanup(g.Stop)
 	p, err := NewPipeline(PipelineConfig{
 		Tracker: DefaultConfig(), Solve: DefaultSolveConfig(),
 		Services:  func(s string) ServiceConfig { return services[s] },
-		Publisher: &fakePublisher{}, GRPC: g, ORCASink: orca,
+		Publisher: &fakePublisher{}, GRPC: g, LameDuckMetric: "lame_duck",
 		UpdatePeriod: time.Second, MinPushInterval: time.Second, ORCAInterval: time.Second, LRSInterval: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.orca.Close)
+	if lameDuck != nil {
+		p.SubscribeLameDuck(lameDuck)
+	}
 	return p
 }
 
@@ -56,23 +58,25 @@ func TestPipelineConfigValidate(t *testing.T) {
 }
 
 func TestPipelineSourceFilter(t *testing.T) {
-	var orca []Report
+	var lame []string
 	p := newTestPipeline(t, map[string]ServiceConfig{
 		"api": {Enabled: true, Sources: []string{SourceHTTP}},
 		"web": {Enabled: true, Mode: ModePerNode, Sources: []string{SourceLRS}, ORCAPortMeta: "orca_port"},
-	}, func(r Report) { orca = append(orca, r) })
+	}, func(service, endpoint string, on bool) {
+		lame = append(lame, fmt.Sprint(service, "/", endpoint, "=", on))
+	})
 	p.Observe(discovery.Snapshot{Services: []discovery.Service{
 		{Name: "api", Endpoints: []discovery.Endpoint{{ID: "a1", Address: "10.0.0.1", Port: 80, Weight: 1}}},
 		{Name: "off", Endpoints: []discovery.Endpoint{{ID: "o1", Address: "10.0.0.3", Port: 80}}},
 		{Name: "web", Endpoints: []discovery.Endpoint{{ID: "w1", Address: "10.0.0.2", Port: 8080, Meta: map[string]string{"orca_port": "9000"}}}},
 	}})
 	now := time.Unix(1_000_000, 0)
-	r := Report{Service: "api", Endpoint: "a1", At: now, QPS: 10, CPU: 0.5}
+	r := Report{Service: "api", Endpoint: "a1", At: now, QPS: 10, CPU: 0.5, LameDuck: true}
 	if err := p.sink(SourceORCA).Observe(r, now); !errors.Is(err, ErrUnknownEndpoint) {
 		t.Errorf("orca report for an http-only service: %v, want ErrUnknownEndpoint", err)
 	}
-	if len(orca) != 1 {
-		t.Errorf("ORCASink saw %d reports, want 1 (every ORCA report, taken or not)", len(orca))
+	if n := p.lame.publish(); n != 1 || len(lame) != 1 || lame[0] != "api/a1=true" {
+		t.Errorf("lame-duck transitions %d %v, want api/a1=true (every ORCA report, taken or not)", n, lame)
 	}
 	if err := p.sink(SourceHTTP).Observe(r, now); err != nil {
 		t.Errorf("http report for an http service: %v", err)
@@ -111,10 +115,10 @@ func TestORCAPort(t *testing.T) {
 
 // TestPipelineSplit: the LRS split of a node is its subset in the shares
 // of the weights last published (equal before any), and unknown for a node
-// the publisher does not list.
+// the subsets fed do not list.
 func TestPipelineSplit(t *testing.T) {
 	p := newTestPipeline(t, map[string]ServiceConfig{"api": {Enabled: true, Sources: []string{SourceHTTP}}}, nil)
-	p.cfg.Publisher.(*fakePublisher).subsets = map[string]map[string][]string{"api": {"n": {"a1", "a2"}}}
+	p.SetSubsets(SubsetsMap{"api": {"n": {"a1", "a2"}}})
 	p.Observe(discovery.Snapshot{Services: []discovery.Service{{Name: "api", Endpoints: []discovery.Endpoint{
 		{ID: "a1", Address: "10.0.0.1", Port: 80, Weight: 1}, {ID: "a2", Address: "10.0.0.2", Port: 80, Weight: 1}}}}})
 	ids, shares, ok := p.split("n", "api")
@@ -132,7 +136,7 @@ func TestPipelineSplit(t *testing.T) {
 			}
 		}
 	}
-	p.runner.Step(t0.Add(DefaultBlackoutPeriod + time.Second))
+	p.Step(t0.Add(DefaultBlackoutPeriod + time.Second))
 	ids, shares, _ = p.split("n", "api")
 	if ids[0] != "a1" || shares[0] < 0.7 || shares[0] > 0.8 || shares[0]+shares[1] < 1-1e-9 {
 		t.Errorf("after weights 3:1: %v %v, want a1 at about 0.75", ids, shares)

@@ -38,6 +38,11 @@ type Report struct {
 	// Named metrics (ORCA named_metrics, LRS load_metric_stats): finite
 	// values, at most MaxNamed, names non-empty. Informational only.
 	Named map[string]float64
+	// LameDuck, on ORCA reports only, says the backend asks to be drained:
+	// its lame-duck metric (ORCAConfig.LameDuckMetric) is 1 or more. The
+	// pipeline turns it into transitions that drains subscribe to
+	// (Pipeline.SubscribeLameDuck); the formula ignores it.
+	LameDuck bool
 }
 
 // Utilization is the utilization the formula uses: App when set (> 0),

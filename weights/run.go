@@ -2,7 +2,6 @@ package weights
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,21 +13,16 @@ import (
 	"github.com/xds-server/xds-server/internal/metricreg"
 )
 
-// RunnerConfig configures the Runner.
+// RunnerConfig configures the Runner: the track stage's tracker and the
+// publish stage's outputs.
 type RunnerConfig struct {
 	Tracker *Tracker    // required
 	Publish func(Table) // required: hands a table to the xDS server
 	// PublishNodes, optional, plans and hands on per-node weights from the
 	// table; it reports whether some node's weights changed (so a push).
-	// It is called at every Step once MinPushInterval has passed since the
-	// last publication, whether or not the global weights changed.
+	// It is called at every Offer once MinPushInterval has passed since
+	// the last publication, whether or not the global weights changed.
 	PublishNodes func(Table) bool
-	// BeforeStep, optional, runs at the start of every Step (HA: summaries
-	// in, the shared table out).
-	BeforeStep func(now time.Time)
-	// Adjust, optional, rewrites each computed table before the push
-	// policy sees it (global balancing: BalanceService).
-	Adjust func(Table) Table
 	// NodeDebug, optional, answers /debug/weights?service=S&node=ID with
 	// what the node was sent and why; false if nothing is known.
 	NodeDebug func(service, node string) (any, bool)
@@ -114,31 +108,19 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 	return r, nil
 }
 
-// Run calls Step every UpdatePeriod until ctx is done.
-func (r *Runner) Run(ctx context.Context) {
-	t := time.NewTicker(r.cfg.UpdatePeriod)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			r.Step(now)
-		}
-	}
-}
+// Step runs the track and publish stages alone (no HA merge, no
+// solving): Offer(now, Track(now)). The Pipeline runs its own stages.
+func (r *Runner) Step(now time.Time) bool { return r.Offer(now, r.Track(now)) }
 
-// Step computes the table at now and, at most once per MinPushInterval,
-// publishes it if it changed enough (and the per-node weights through
-// PublishNodes, if set); it reports whether it published anything.
-func (r *Runner) Step(now time.Time) bool {
-	if r.cfg.BeforeStep != nil {
-		r.cfg.BeforeStep(now)
-	}
-	t := r.cfg.Tracker.Update(now)
-	if r.cfg.Adjust != nil {
-		t = r.cfg.Adjust(t)
-	}
+// Track is the track stage: the tracker's table at now (blackout, expiry,
+// smoothing applied).
+func (r *Runner) Track(now time.Time) Table { return r.cfg.Tracker.Update(now) }
+
+// Offer is the publish stage: it records t as the table last computed
+// (and in the metrics) and, at most once per MinPushInterval, publishes it
+// if it changed enough (and the per-node weights through PublishNodes, if
+// set); it reports whether it published anything.
+func (r *Runner) Offer(now time.Time, t Table) bool {
 	r.updates.Inc()
 	r.record(t)
 	r.mu.Lock()

@@ -38,7 +38,9 @@
 // responses in pooled buffers of at most twice their size (rather than
 // grpc-go's 1 MiB ones), which the nodes of a push share.
 //
-// xds must not import cmd, config or viper.
+// xds must not import cmd, config, weights or viper: the weights pipeline
+// is fed the node subsets (SubsetsView, through Config.OnSubsets) and
+// hands weights back (SetWeights, SetNodeWeights); neither calls the other.
 //
 // imports_test.go enforces the import rules.
 package xds

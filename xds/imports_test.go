@@ -8,5 +8,5 @@ import (
 
 // TestImportRules enforces doc.go's import rules (design guide §3).
 func TestImportRules(t *testing.T) {
-	importrules.Check(t, "cmd", "config", "github.com/spf13/viper")
+	importrules.Check(t, "cmd", "config", "weights", "github.com/spf13/viper")
 }

@@ -2,7 +2,6 @@ package xds
 
 import (
 	"maps"
-	"slices"
 	"strconv"
 
 	"github.com/xds-server/xds-server/envoy"
@@ -88,51 +87,4 @@ func (v *subsets) settleWeighted() {
 // members returns the endpoints of a choice, in plan order.
 func (sp *servicePlan) members(c *choice) []envoy.Endpoint {
 	return translate.SubsetOf(sp.svc, c.members).Endpoints
-}
-
-// servingIDs returns the ids of the serving endpoints among eps, sorted.
-func servingIDs(eps []envoy.Endpoint) []string {
-	var ids []string
-	for _, ep := range eps {
-		if serving(ep.Health) {
-			ids = append(ids, ep.ID)
-		}
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-// nodeSubsets returns, for every registered node, the ids of the serving
-// endpoints of service it is given (sorted): its subset and replacements,
-// or every serving endpoint of a service without subsets. Nodes without a
-// client index are left out of a subset service; nil if the service is
-// unknown.
-func (r *reconciler) nodeSubsets(service string) map[string][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.memo[service]
-	if !ok {
-		return nil
-	}
-	out := map[string][]string{}
-	var all []string
-	if e.plan == nil {
-		all = servingIDs(e.in.Endpoints)
-	}
-	for _, id := range r.reg.ids() {
-		node, _ := r.reg.get(id)
-		if e.plan == nil {
-			out[id] = all
-			continue
-		}
-		if node.Index < 0 {
-			continue
-		}
-		p, err := e.plan.choose(node.Index)
-		if err != nil {
-			continue
-		}
-		out[id] = servingIDs(e.plan.members(p.choice))
-	}
-	return out
 }

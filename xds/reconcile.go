@@ -23,6 +23,7 @@ type memoEntry struct {
 	plan  *servicePlan      // nil when the service is not subset
 	w     map[string]uint32 // the weights it was translated with
 	in    envoy.Service     // the translation input
+	view  *viewService      // what subsets views need of it
 }
 
 // reconciler turns discovery snapshots into per-node cache snapshots.
@@ -61,6 +62,8 @@ type reconciler struct {
 	afterReconcile func() // test hook, called after each reconcile pass
 
 	pushes pushTimes // changes awaiting their push, for the latency metric
+
+	views subsetViews // the node subsets published after each pass
 }
 
 func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
@@ -73,6 +76,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg Config, lis
 		sub:      newSubsets(m, cfg.Logger),
 		nodeSnap: map[string]*cache.Snapshot{},
 		routes:   &routeCheck{lis: lis, m: m, log: cfg.Logger},
+		views:    subsetViews{publish: cfg.OnSubsets},
 	}
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
@@ -178,6 +182,7 @@ func (r *reconciler) reconcile() {
 		r.setLocked(node, changedAt)
 	}
 	r.sub.settle()
+	r.publishSubsetsLocked()
 	r.recordEndpoints(*in)
 	r.routes.check(*in)
 	r.m.reconciles.Inc()
@@ -266,7 +271,9 @@ func (r *reconciler) translateService(svc discovery.Service, set translate.Servi
 	if err != nil {
 		return memoEntry{}, err
 	}
-	return memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in}, nil
+	e := memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in}
+	e.view = newViewService(e, r.memo[svc.Name].view)
+	return e, nil
 }
 
 // inputs returns the translation inputs of the services with per-node weights.
@@ -323,6 +330,7 @@ func (r *reconciler) connected(id string) {
 	defer r.mu.Unlock()
 	if r.ready {
 		r.setLocked(node, time.Time{})
+		r.nodesChangedLocked()
 	}
 }
 
@@ -330,6 +338,7 @@ func (r *reconciler) connected(id string) {
 func (r *reconciler) forget(id string) {
 	r.mu.Lock()
 	delete(r.nodeSnap, id)
+	r.nodesChangedLocked()
 	r.mu.Unlock()
 	r.cache.Clear(id)
 	r.pushes.forget(id)

@@ -91,9 +91,15 @@ type Config struct {
 	// Authorization, when not empty, ties client certificates to the nodes
 	// they may claim (see AuthzRule; needs mTLS Credentials).
 	Authorization []AuthzRule
-	Logger        *slog.Logger // nil means slog.Default()
-	Registerer    prometheus.Registerer
-	Now           func() time.Time // nil means time.Now
+	// OnSubsets, optional, receives the node subsets (SubsetsView) after
+	// every reconcile pass, and after known nodes changed (at most once
+	// per Debounce): the weights pipeline's input. It is called with the
+	// reconciler's lock held, in version order: it must not block or call
+	// the server.
+	OnSubsets  func(*SubsetsView)
+	Logger     *slog.Logger // nil means slog.Default()
+	Registerer prometheus.Registerer
+	Now        func() time.Time // nil means time.Now
 }
 
 // Validate reports configuration errors.
@@ -263,13 +269,9 @@ func (s *Server) SetNodeWeights(w NodeWeights) {
 	s.rec.setNodeWeights(w)
 }
 
-// NodeSubsets returns, for every connected node, the ids of the serving
-// endpoints of service it is given (its subset and replacements, or every
-// serving endpoint without subsetting): the per-node solver's subsets.
-// nil if the service is unknown.
-func (s *Server) NodeSubsets(service string) map[string][]string {
-	return s.rec.nodeSubsets(service)
-}
+// SubsetsView returns the node subsets as last published (see
+// Config.OnSubsets); nil before the first reconcile pass.
+func (s *Server) SubsetsView() *SubsetsView { return s.rec.views.latest.Load() }
 
 // Reconcile applies the latest Update now, without waiting for the
 // debounce; the Run loop does the same after each burst.

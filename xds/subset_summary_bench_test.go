@@ -1,14 +1,6 @@
 package xds
 
-import (
-	"fmt"
-	"testing"
-
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
-	"github.com/xds-server/xds-server/subsetting"
-	"github.com/xds-server/xds-server/translate"
-)
+import "testing"
 
 // BenchmarkConsoleSubsets measures what the console's service page asks
 // each second, the summary (SubsetSummary with 500 node ids, plus SubsetOf
@@ -18,18 +10,7 @@ import (
 //
 //	go test ./xds -run '^$' -bench ConsoleSubsets -benchmem
 func BenchmarkConsoleSubsets(b *testing.B) {
-	s, err := New(Config{
-		Settings: func(string) translate.ServiceSettings {
-			return translate.ServiceSettings{SubsetSize: 20, Subsetting: subsetting.Steady}
-		},
-		Logger: quietLogger(),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range 10000 {
-		s.cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: "g"})
-	}
+	s := steadyFleet(b, 10000)
 	s.Update(world(1, 1000))
 	s.rec.reconcile()
 	for name, q := range map[string]SubsetQuery{

@@ -78,7 +78,7 @@ func simulatePushes(b *testing.B, perNode bool) (time.Duration, float64) {
 	if perNode {
 		rc.PublishNodes = func(t weights.Table) bool {
 			st, _ := t.Service(svc.Name)
-			m, changed, err := planner.Plan(st, s.NodeSubsets(svc.Name), tr.NodeRates(svc.Name, t.At))
+			m, changed, err := planner.Plan(st, s.SubsetsView().NodeSubsets(svc.Name), tr.NodeRates(svc.Name, t.At))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -93,7 +93,7 @@ func simulatePushes(b *testing.B, perNode bool) (time.Duration, float64) {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	subsets := s.NodeSubsets(svc.Name)
+	subsets := s.SubsetsView().NodeSubsets(svc.Name)
 	last := map[string]string{}
 	lastPush := map[string]time.Time{}
 	gap, pushes := time.Duration(pushSeconds)*time.Second, 0

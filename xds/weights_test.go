@@ -86,7 +86,7 @@ func TestNodeWeightsWithoutSubsets(t *testing.T) {
 	if v := versions(t, s, "n2"); v[types.Cluster] != n2[types.Cluster] {
 		t.Errorf("n2 clusters changed: %v -> %v", n2, v)
 	}
-	if got := s.NodeSubsets("svc-000"); len(got["n1"]) != 3 || len(got["n2"]) != 3 {
+	if got := s.SubsetsView().NodeSubsets("svc-000"); len(got["n1"]) != 3 || len(got["n2"]) != 3 {
 		t.Errorf("NodeSubsets = %v, want every endpoint for both nodes", got)
 	}
 
@@ -125,7 +125,7 @@ func TestNodeWeightsOverSubsets(t *testing.T) {
 	}
 	s.Update(world(1, 9))
 	s.rec.reconcile()
-	subsets := s.NodeSubsets("svc-000")
+	subsets := s.SubsetsView().NodeSubsets("svc-000")
 	if len(subsets) != 3 {
 		t.Fatalf("NodeSubsets = %v, want 3 nodes", subsets)
 	}

@@ -17,12 +17,13 @@ const (
 	modePerNode                    // each client its own weights (weights.PerNode)
 )
 
-// weighted drives the product's own loop, weights.Runner, one Step per
-// report interval: the tracker (formula, smoothing, overload guard with
-// its period), the push policy (weights.Changed at DefaultMinChange, at
-// most one publication per MinPushInterval, 5s as xds-server's default
-// weights.min_push_interval), and for the balanced and per-node policies
-// the runner's Adjust (weights.BalanceService) or PublishNodes
+// weighted drives the product's own stages, weights.Runner's Track and
+// Offer, once per report interval: the tracker (formula, smoothing,
+// overload guard with its period), the push policy (weights.Changed at
+// DefaultMinChange, at most one publication per MinPushInterval, 5s as
+// xds-server's default weights.min_push_interval), and for the balanced
+// and per-node policies the solve stage between them
+// (weights.BalanceService) or the runner's PublishNodes
 // (weights.PerNode.Plan). Clients split in proportion to the integer
 // weights last published to them.
 type weighted struct {
@@ -30,9 +31,10 @@ type weighted struct {
 	mode    weightMode
 	tr      *weights.Tracker
 	run     *weights.Runner
-	per     *weights.PerNode    // modePerNode only
-	nodes   []string            // by client; nil for modeFormula
-	subsets map[string][]string // node -> endpoint ids; nil for modeFormula
+	solve   func(weights.Table) weights.Table // the solve stage (balanced), between Track and Offer; nil: none
+	per     *weights.PerNode                  // modePerNode only
+	nodes   []string                          // by client; nil for modeFormula
+	subsets map[string][]string               // node -> endpoint ids; nil for modeFormula
 	split   [][]float64
 	err     error // of the last publication
 }
@@ -53,7 +55,7 @@ func newWeighted(f fleet, o options, mode weightMode) (*weighted, error) {
 	}
 	switch mode {
 	case modeBalanced:
-		cfg.Adjust = w.balance
+		w.solve = w.balance
 	case modePerNode:
 		if w.per, err = weights.NewPerNode(weights.DefaultSolveConfig(), weights.DefaultMinChange); err != nil {
 			return nil, fmt.Errorf("weightsim: %w", err)
@@ -78,7 +80,11 @@ func (w *weighted) observe(obs observation) error {
 		}
 	}
 	w.err = nil
-	w.run.Step(obs.at)
+	t := w.run.Track(obs.at)
+	if w.solve != nil {
+		t = w.solve(t)
+	}
+	w.run.Offer(obs.at, t)
 	return w.err
 }
 

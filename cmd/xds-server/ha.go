@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -63,18 +60,18 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, cl *c
 		m.Errors.WithLabelValues("alive").Inc()
 		hlog.Warn("alive check not registered; the weights lead waits for it", "error", err)
 	}
-	hw, wcfg, err := haWeights(ha.WeightsConfig{Client: client, Prefix: hc.Prefix, Replica: hc.Replica,
+	hw, err := ha.NewWeights(ha.WeightsConfig{Client: client, Prefix: hc.Prefix, Replica: hc.Replica,
 		PublishInterval: hc.PublishInterval, LockDelay: hc.LeaderLockDelay, SessionChecks: []string{alive.CheckID()},
 		CountWrite: func(kind string) { m.Writes.WithLabelValues(kind).Inc() },
 		CountError: func(op string) { m.Errors.WithLabelValues(op).Inc() },
 		Logger:     hlog, Leader: m.Leader, SummaryAge: m.SummaryAge})
 	if err != nil {
-		return haParts{}, err
+		return haParts{}, fmt.Errorf("serve: %w", err)
 	}
 	page := ha.DebugConfig{Replica: hc.Replica, Prefix: hc.Prefix, Drains: store.Seen,
-		Leader: func() string { return hw.Status().Leader }, Summaries: func() ha.Summaries { return weightsSummaries(hw.Status()) }}
+		Leader: func() string { return hw.Status().Leader }, Summaries: hw.DebugSummaries}
 	hlog.Info("high availability on: drains and weights shared through consul KV", "replica", hc.Replica, "prefix", hc.Prefix)
-	return haParts{drains: store, weights: hw, wcfg: wcfg, alive: check,
+	return haParts{drains: store, weights: hw, wcfg: hw.PipelineHA(), alive: check,
 		debug: func(mux *http.ServeMux) { mux.Handle("GET /debug/ha", page.Handler()) }}, nil
 }
 
@@ -108,14 +105,4 @@ func (c *aliveCheck) release() {
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	c.Run(done)
-}
-
-// weightsSummaries is the weights' part of /debug/ha.
-func weightsSummaries(st ha.WeightsStatus) ha.Summaries {
-	out := ha.Summaries{Published: st.LastPublished, PublishedBytes: st.LastBytes}
-	for _, r := range slices.Sorted(maps.Keys(st.SummaryAge)) {
-		age := time.Duration(st.SummaryAge[r] * float64(time.Second))
-		out.Merged = append(out.Merged, ha.ReplicaSummary{Replica: r, Updated: time.Now().Add(-age)})
-	}
-	return out
 }

@@ -44,7 +44,6 @@ func (a *app) start(l *lifecycle) {
 	l.loop(a.srv.Run)
 	l.loop(a.ws.Run)
 	a.ha.start(l)
-	l.loop(a.drains.Run)
 	l.loop(a.ui.Run)
 	l.loop(a.drains.Watch) // a no-op without HA
 	l.run(func(ctx context.Context) error {

@@ -51,7 +51,7 @@ type app struct {
 // wire builds the components of cfg in order; what a step acquires goes
 // on cl, so that a failed step leaves nothing held once cl is closed.
 func wire(ctx context.Context, cfg config.Config, log *slog.Logger, cl *closers) (*app, error) {
-	a := &app{cfg: cfg, log: log, reg: newRegistry()}
+	a := &app{cfg: cfg, log: log, reg: newRegistry(), fan: &fanOut{}}
 	a.lm, a.dm = netlimit.NewMetrics(a.reg), discovery.NewMetrics(a.reg)
 	for _, step := range []func(context.Context, *closers) error{
 		a.wireXDS, a.wireListeners, a.wireHA, a.wireSnapshots, a.wireRateLimit, a.wireAdmin,
@@ -72,7 +72,7 @@ func (a *app) wireXDS(ctx context.Context, cl *closers) error {
 	}
 	a.src, a.sec = src, newSecurity(a.reg, a.log)
 	xc := a.cfg.ServerConfig()
-	xc.Logger, xc.Registerer = a.log, a.reg
+	xc.Logger, xc.Registerer, xc.OnSubsets = a.log, a.reg, a.fan.subsets
 	if tc, err := a.sec.serverTLS("xds", a.cfg.XDS.TLS); err != nil {
 		return err
 	} else if tc != nil {
@@ -110,14 +110,13 @@ func (a *app) wireHA(_ context.Context, cl *closers) (err error) {
 }
 
 // wireSnapshots builds the weights pipeline, the drain overlay and the
-// removal guard, joined by the snapshot fan-out.
+// removal guard, joined by the snapshot fan-out; the drains subscribe to
+// the pipeline's lame-duck transitions.
 func (a *app) wireSnapshots(context.Context, *closers) error {
-	a.fan = &fanOut{changes: discovery.NewChangeLog(a.log, a.cfg.Discovery.Source), xds: a.srv}
+	a.fan.changes, a.fan.xds = discovery.NewChangeLog(a.log, a.cfg.Discovery.Source), a.srv
 	wc := a.cfg.WeightsPipeline()
 	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer, wc.HA = a.srv, a.srv.GRPC(), a.log, a.reg, a.ha.wcfg
-	if m := a.cfg.Drain.ORCAMetric; m != "" {
-		wc.ORCASink = a.fan.orca(m)
-	}
+	wc.LameDuckMetric = a.cfg.Drain.ORCAMetric
 	var err error
 	if a.ws, err = weights.NewPipeline(wc); err != nil {
 		return err
@@ -127,7 +126,7 @@ func (a *app) wireSnapshots(context.Context, *closers) error {
 	if err != nil {
 		return err
 	}
-	a.fan.drains = a.drains
+	a.ws.SubscribeLameDuck(a.drains.SetORCA) // drain.orca_metric: ORCA reports' lame-duck transitions
 	gc := a.cfg.RemovalGuard()
 	gc.Emit, gc.Logger, gc.Metrics = a.drains.Observe, a.log, a.dm
 	a.guard, err = discovery.NewGuard(gc) // before the drain overlay: held removals start no drain windows

@@ -114,7 +114,7 @@ func (t *Tracker) Prune(now time.Time) {
 }
 
 // BuildSummary summarizes a replica's fresh reports at now. subsets
-// returns a service's connected nodes' subsets (Publisher.NodeSubsets); a
+// returns a service's connected nodes' subsets (Subsets.NodeSubsets); a
 // reporting node without a subset is grouped by the endpoints it
 // reported on. Services without fresh reports are left out. Rates are
 // rounded to 5 significant digits (compactness).

@@ -101,7 +101,7 @@ func TestHALeaderRewritesATableTheStoreLacks(t *testing.T) {
 	}
 	step := func() {
 		now = now.Add(time.Second)
-		p.runner.Step(now)
+		p.Step(now)
 	}
 
 	report(0.25, 0.75)

@@ -2,6 +2,8 @@ package weights
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -40,6 +42,11 @@ type TableExchange interface {
 // publishes its Summary, keeps a merged tracker of every replica's
 // summaries, and serves the leader's table; per_node services are solved
 // locally over the merged table (the other replicas' load is background).
+// ha.Weights is both exchanges (ha.Weights.PipelineHA builds this).
+//
+// The HA weights live here and in ha_summary.go (what a replica
+// publishes), ha_merge.go (how summaries are merged) and ha/weights*.go
+// (the exchange over Consul KV, its layout and the lead).
 type HAConfig struct {
 	Replica   string // this replica's id; required
 	Summaries SummaryExchange
@@ -61,9 +68,11 @@ func (c *HAConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// haState is the Pipeline's HA part.
-type haState struct {
+// haWeights is the Pipeline's HA part: the merged tracker (the runner's),
+// the merger, and what this replica last built, led and served.
+type haWeights struct {
 	cfg    HAConfig
+	log    *slog.Logger
 	merged *Tracker // every replica's summaries; the runner's tracker
 	merger *Merger
 
@@ -76,15 +85,25 @@ type haState struct {
 	last    Summary      // last summary built
 }
 
-// haStep runs before every Step: it builds and hands over this replica's
-// summary, feeds every replica's latest summary (its own fresh) into the
-// merged tracker, and serves the leader's table when it changed.
-func (p *Pipeline) haStep(now time.Time) {
-	h := p.ha
-	p.tracker.Prune(now)
-	own := BuildSummary(h.cfg.Replica, now, p.tracker.Reports(now), p.cfg.Publisher.NodeSubsets)
-	h.cfg.Summaries.PublishSummary(own)
-	sums := []Summary{own}
+// newHAWeights returns the HA part for cfg, its merged tracker built with
+// the pipeline's tracker config tc (already validated).
+func newHAWeights(cfg HAConfig, tc Config, log *slog.Logger) (*haWeights, error) {
+	merged, err := NewTracker(tc)
+	if err != nil {
+		return nil, fmt.Errorf("weights: ha: %w", err)
+	}
+	return &haWeights{cfg: cfg, log: log, merged: merged, merger: NewMerger()}, nil
+}
+
+// merge is the HA merge stage: it builds this replica's summary from its
+// own tracker at now (over the nodes' subsets in view) and hands it over,
+// and feeds every replica's latest summary (its own fresh) into the
+// merged tracker.
+func (h *haWeights) merge(now time.Time, own *Tracker, view Subsets) {
+	own.Prune(now)
+	mine := BuildSummary(h.cfg.Replica, now, own.Reports(now), view.NodeSubsets)
+	h.cfg.Summaries.PublishSummary(mine)
+	sums := []Summary{mine}
 	for _, s := range h.cfg.Summaries.Summaries() {
 		if s.Replica != h.cfg.Replica {
 			sums = append(sums, s)
@@ -92,25 +111,22 @@ func (p *Pipeline) haStep(now time.Time) {
 	}
 	h.mu.Lock()
 	m := h.merger.Feed(h.merged, sums, now)
-	h.subsets, h.last = m.Subsets, own
+	h.subsets, h.last = m.Subsets, mine
 	h.mu.Unlock()
 	if m.Rejected > 0 {
-		p.log.Debug("weights: ha: loads of unknown endpoints left out", "count", m.Rejected)
+		h.log.Debug("weights: ha: loads of unknown endpoints left out", "count", m.Rejected)
 	}
-	p.syncShared()
-	p.serveShared()
 }
 
-// syncShared keeps, while this replica leads, the store holding the table
-// it handed over last: written again at every step until the store holds
-// it (a write lost with a lead whose session was already gone, or a store
+// sync keeps, while this replica leads, the store holding the table it
+// handed over last: written again at every step until the store holds it
+// (a write lost with a lead whose session was already gone, or a store
 // that lost its state). On taking the lead, or when the store holds no
-// table and nothing was handed over since, it hands over the table last
-// computed if the stored one differs from it by more than the push policy
-// tolerates (or there is none): the runner's push policy ran while this
-// replica did not lead, and so wrote nothing.
-func (p *Pipeline) syncShared() {
-	h := p.ha
+// table and nothing was handed over since, it hands over computed (the
+// table last computed) if the stored one differs from it by more than
+// minChange (or there is none): the push policy ran while this replica
+// did not lead, and so wrote nothing.
+func (h *haWeights) sync(computed Table, minChange float64) {
 	lead := h.cfg.Tables.Leader()
 	cur, _, ok := h.cfg.Tables.Table()
 	h.mu.Lock()
@@ -128,23 +144,22 @@ func (p *Pipeline) syncShared() {
 			h.cfg.Tables.WriteTable(*want)
 		}
 	case first || !ok:
-		t := p.runner.Table()
-		if t.At.IsZero() {
+		if computed.At.IsZero() {
 			return
 		}
-		if mine := t.Map(); !ok || tablesDiffer(cur.Weights, mine, p.runner.cfg.MinChange) {
-			p.handOver(SharedTable{At: t.At.UnixMilli(), Weights: mine})
+		if mine := computed.Map(); !ok || tablesDiffer(cur.Weights, mine, minChange) {
+			h.handOver(SharedTable{At: computed.At.UnixMilli(), Weights: mine})
 		}
 	}
 }
 
 // handOver hands t to the exchange to be written, and remembers it until
 // the lead is lost.
-func (p *Pipeline) handOver(t SharedTable) {
-	p.ha.mu.Lock()
-	p.ha.want = &t
-	p.ha.mu.Unlock()
-	p.ha.cfg.Tables.WriteTable(t)
+func (h *haWeights) handOver(t SharedTable) {
+	h.mu.Lock()
+	h.want = &t
+	h.mu.Unlock()
+	h.cfg.Tables.WriteTable(t)
 }
 
 // tablesDiffer reports whether two weight maps differ in their services,
@@ -162,9 +177,8 @@ func tablesDiffer(a, b map[string]map[string]uint32, minChange float64) bool {
 	return false
 }
 
-// serveShared hands the leader's table to the publisher when it changed.
-func (p *Pipeline) serveShared() {
-	h := p.ha
+// serve hands the leader's table to pub when it changed.
+func (h *haWeights) serve(pub Publisher) {
 	t, seq, ok := h.cfg.Tables.Table()
 	h.mu.Lock()
 	fresh := ok && (!h.servedT || seq != h.served)
@@ -173,29 +187,35 @@ func (p *Pipeline) serveShared() {
 	}
 	h.mu.Unlock()
 	if fresh {
-		p.cfg.Publisher.SetWeights(t.Weights)
+		pub.SetWeights(t.Weights)
 	}
 }
 
-// haPublish is the runner's Publish in HA mode: the leader writes the
-// table; every replica serves what is in the store (serveShared).
-func (p *Pipeline) haPublish(t Table) {
-	if p.ha.cfg.Tables.Leader() {
-		p.handOver(SharedTable{At: t.At.UnixMilli(), Weights: t.Map()})
+// publish is the publish stage's output in HA mode (the runner's
+// Publish): the leader writes the table; every replica serves what is in
+// the store (serve).
+func (h *haWeights) publish(t Table) {
+	if h.cfg.Tables.Leader() {
+		h.handOver(SharedTable{At: t.At.UnixMilli(), Weights: t.Map()})
 	}
 }
 
-// fleet returns what balancing a service sees: in HA mode the pseudo
-// nodes of every replica's summary and their rates in the merged tracker,
-// else this replica's nodes and rates.
-func (p *Pipeline) fleet(service string, at time.Time) (map[string][]string, map[string]map[string]float64) {
-	if p.ha == nil {
-		return p.cfg.Publisher.NodeSubsets(service), p.tracker.NodeRates(service, at)
-	}
-	p.ha.mu.Lock()
-	subs := p.ha.subsets[service]
-	p.ha.mu.Unlock()
-	return subs, p.ha.merged.NodeRates(service, at)
+// fleet returns what balancing a service sees in HA mode: the pseudo
+// nodes of every replica's summary and their rates in the merged tracker.
+func (h *haWeights) fleet(service string, at time.Time) (map[string][]string, map[string]map[string]float64) {
+	h.mu.Lock()
+	subs := h.subsets[service]
+	h.mu.Unlock()
+	return subs, h.merged.NodeRates(service, at)
+}
+
+// haMerge runs the HA merge stage with the pipeline's parts: summaries
+// out and in, then the store synced with the table last computed and the
+// leader's table served.
+func (p *Pipeline) haMerge(now time.Time, view Subsets) {
+	p.ha.merge(now, p.tracker, view)
+	p.ha.sync(p.runner.Table(), p.runner.cfg.MinChange)
+	p.ha.serve(p.cfg.Publisher)
 }
 
 // LastSummary returns the summary this replica built last (HA mode); false
