@@ -28,39 +28,31 @@ type weightedEDS struct {
 	used bool // by a node this pass
 }
 
-// nodeServices lists, in item order, the positions of the services that
-// have weights of their own for node.
-func (v *subsets) nodeServices(node string) []int {
-	var out []int
-	for pos, it := range v.items {
-		if v.nodeW[it[xdscache.EDS].Name][node] != nil {
-			out = append(out, pos)
-		}
-	}
-	return out
-}
+// weightedSet holds the weighted load assignments of a pass: service ->
+// node id -> its load assignment.
+type weightedSet map[string]map[string]*weightedEDS
 
-// weighted returns node's load assignment of service pos: the endpoints eps
-// (the members of a choice, or every endpoint of a service without
-// subsets), identified by src, with node's weights w. It is translated
-// again only when src or the weights changed.
-func (v *subsets) weighted(pos int, node, src string, eps []envoy.Endpoint, w map[string]uint32) (*weightedEDS, error) {
-	name := v.items[pos][xdscache.EDS].Name
-	byNode := v.perNode[name]
+// get returns node's load assignment of service name, whose translation
+// input is svc: the endpoints eps (the members of a choice, or every endpoint of
+// a service without subsets), identified by src, with node's weights w.
+// It is translated again only when src or the weights changed; ids
+// numbers new ones.
+func (ws weightedSet) get(name string, svc envoy.Service, node, src string, eps []envoy.Endpoint, w map[string]uint32, ids *uint64) (*weightedEDS, error) {
+	byNode := ws[name]
 	if byNode == nil {
 		byNode = map[string]*weightedEDS{}
-		v.perNode[name] = byNode
+		ws[name] = byNode
 	}
 	if we := byNode[node]; we != nil && we.src == src && maps.Equal(we.w, w) {
 		we.used = true
 		return we, nil
 	}
-	eds, err := encodeEDS(translate.WithWeights(v.inputs[name], eps, w))
+	eds, err := encodeEDS(translate.WithWeights(svc, eps, w))
 	if err != nil {
 		return nil, err
 	}
-	v.choiceIDs++
-	we := &weightedEDS{src: src, w: w, id: v.choiceIDs, eds: eds, used: true}
+	*ids++
+	we := &weightedEDS{src: src, w: w, id: *ids, eds: eds, used: true}
 	byNode[node] = we
 	return we, nil
 }
@@ -68,10 +60,10 @@ func (v *subsets) weighted(pos int, node, src string, eps []envoy.Endpoint, w ma
 // weightedKey is a variant key's part for a weighted load assignment.
 func weightedKey(we *weightedEDS) string { return "/n" + strconv.FormatUint(we.id, 10) }
 
-// settleWeighted drops the weighted load assignments no node used this
-// pass and clears the marks of the others.
-func (v *subsets) settleWeighted() {
-	for name, byNode := range v.perNode {
+// settle drops the weighted load assignments no node used this pass and
+// clears the marks of the others.
+func (ws weightedSet) settle() {
+	for name, byNode := range ws {
 		for node, we := range byNode {
 			if !we.used {
 				delete(byNode, node)
@@ -79,12 +71,7 @@ func (v *subsets) settleWeighted() {
 			we.used = false
 		}
 		if len(byNode) == 0 {
-			delete(v.perNode, name)
+			delete(ws, name)
 		}
 	}
-}
-
-// members returns the endpoints of a choice, in plan order.
-func (sp *servicePlan) members(c *choice) []envoy.Endpoint {
-	return translate.SubsetOf(sp.svc, c.members).Endpoints
 }

@@ -15,17 +15,6 @@ import (
 	"github.com/xds-server/xds-server/xdscache"
 )
 
-// memoEntry is the translation of one service, kept while its input is unchanged.
-type memoEntry struct {
-	src   discovery.Service
-	set   translate.ServiceSettings
-	items xdscache.ServiceItems
-	plan  *servicePlan      // nil when the service is not subset
-	w     map[string]uint32 // the weights it was translated with
-	in    envoy.Service     // the translation input
-	view  *viewService      // what subsets views need of it
-}
-
 // reconciler turns discovery snapshots into per-node cache snapshots.
 // Update and kick may be called from any goroutine; rebuilds happen on the
 // loop goroutine, debounced.
@@ -66,7 +55,18 @@ type reconciler struct {
 	views subsetViews // the node subsets published after each pass
 }
 
-func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg Config, lis *listenerSet) *reconciler {
+// reconcileConfig is what the reconcile loop takes of the server's
+// Config (see there).
+type reconcileConfig struct {
+	Settings  translate.SettingsFunc
+	Logger    *slog.Logger
+	Now       func() time.Time
+	Debounce  time.Duration
+	MaxDelay  time.Duration
+	OnSubsets func(*SubsetsView)
+}
+
+func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileConfig, lis *listenerSet) *reconciler {
 	r := &reconciler{
 		cache: c, reg: reg, m: m, log: cfg.Logger, settings: cfg.Settings, lis: lis, now: cfg.Now,
 		debounce: cfg.Debounce, maxDelay: cfg.MaxDelay,
@@ -272,7 +272,7 @@ func (r *reconciler) translateService(svc discovery.Service, set translate.Servi
 		return memoEntry{}, err
 	}
 	e := memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in}
-	e.view = newViewService(e, r.memo[svc.Name].view)
+	e.view = newViewService(e.plan, e.in, r.memo[svc.Name].view)
 	return e, nil
 }
 
@@ -376,4 +376,20 @@ func (r *reconciler) recordEndpoints(in discovery.Snapshot) {
 			r.m.endpoints.WithLabelValues(svc.Name, h.String()).Set(float64(counts[h]))
 		}
 	}
+}
+
+// publishSubsetsLocked publishes the view of the pass that just ended.
+// r.mu must be held.
+func (r *reconciler) publishSubsetsLocked() {
+	svcs := make(map[string]*viewService, len(r.memo))
+	for name, e := range r.memo {
+		svcs[name] = e.view
+	}
+	r.views.next(svcs, viewNodes(r.reg))
+}
+
+// nodesChangedLocked schedules, after the debounce, a view of the last
+// pass's services over the nodes known then. r.mu must be held.
+func (r *reconciler) nodesChangedLocked() {
+	r.views.nodesChanged(r.debounce, &r.mu, func() []viewNode { return viewNodes(r.reg) })
 }

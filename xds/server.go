@@ -205,7 +205,8 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.cache = xdscache.New(cfg.SotWFullState)
-	s.rec = newReconciler(s.cache, s.reg, s.m, cfg, lis)
+	s.rec = newReconciler(s.cache, s.reg, s.m, reconcileConfig{Settings: cfg.Settings, Logger: cfg.Logger, Now: cfg.Now,
+		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, OnSubsets: cfg.OnSubsets}, lis)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)
 	if cfg.Registerer != nil {

@@ -71,19 +71,19 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 	if alg == "" {
 		alg = subsetting.Steady
 	}
-	names := make([]string, len(s.Endpoints))
+	backends := make([]string, len(s.Endpoints))
 	for i, ep := range s.Endpoints {
-		names[i] = ep.ID
+		backends[i] = ep.ID
 	}
 	var plan subsetting.Plan
 	reuse := prev != nil && prev.alg == alg && prev.plan.Size() == size &&
-		slices.Equal(prev.plan.Backends(), sortedCopy(names)) && maps.Equal(prev.slots, slots)
+		slices.Equal(prev.plan.Backends(), sortedCopy(backends)) && maps.Equal(prev.slots, slots)
 	if reuse {
 		plan = prev.plan
 	} else {
-		p, err := translate.NewPlan(alg, names, size, slots)
+		p, err := translate.NewPlan(alg, backends, size, slots)
 		if err != nil {
-			return nil, fmt.Errorf("xds: subsets of %s: %w", s.Name, err)
+			return nil, fmt.Errorf("xds: subset plan of %s: %w", s.Name, err)
 		}
 		plan = p
 	}
@@ -180,4 +180,9 @@ func sortedCopy(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
 	return slices.Compact(c)
+}
+
+// members returns the endpoints of a choice, in plan order.
+func (sp *servicePlan) members(c *choice) []envoy.Endpoint {
+	return translate.SubsetOf(sp.svc, c.members).Endpoints
 }

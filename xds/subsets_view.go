@@ -121,18 +121,19 @@ func (s *viewService) servingOf(order []int) []string {
 	return ids
 }
 
-// newViewService captures a translated service for views; prev is the
+// newViewService captures a translated service for views (its plan, nil
+// without subsetting, and its translation input); prev is the
 // service's previous capture (nil if none), whose picks are kept if they
 // still hold.
-func newViewService(e memoEntry, prev *viewService) *viewService {
-	if e.plan == nil {
-		return &viewService{all: servingIDs(e.in.Endpoints)}
+func newViewService(sp *servicePlan, in envoy.Service, prev *viewService) *viewService {
+	if sp == nil {
+		return &viewService{all: servingIDs(in.Endpoints)}
 	}
-	ids := make([]string, len(e.plan.svc.Endpoints))
-	for i, ep := range e.plan.svc.Endpoints {
+	ids := make([]string, len(sp.svc.Endpoints))
+	for i, ep := range sp.svc.Endpoints {
 		ids[i] = ep.ID
 	}
-	v := &viewService{plan: e.plan.plan, ids: ids, serving: e.plan.serving}
+	v := &viewService{plan: sp.plan, ids: ids, serving: sp.serving}
 	if prev != nil && prev.plan == v.plan && slices.Equal(prev.ids, ids) && slices.Equal(prev.serving, v.serving) {
 		v.picks = prev.picks
 	} else {
@@ -164,47 +165,38 @@ type subsetViews struct {
 	pending *time.Timer // a publication after node changes is due
 }
 
-// publishSubsetsLocked publishes the view of the pass that just ended.
-// r.mu must be held.
-func (r *reconciler) publishSubsetsLocked() {
-	svcs := make(map[string]*viewService, len(r.memo))
-	for name, e := range r.memo {
-		svcs[name] = e.view
+// next publishes the next view of svcs over nodes. Called under the
+// reconciler's lock: views are published in version order.
+func (vs *subsetViews) next(svcs map[string]*viewService, nodes []viewNode) {
+	vs.version++
+	v := &SubsetsView{version: vs.version, nodes: nodes, services: svcs}
+	vs.latest.Store(v)
+	if vs.publish != nil {
+		vs.publish(v)
 	}
-	r.publishViewLocked(svcs)
 }
 
-// nodesChangedLocked schedules, after the debounce, a view of the last
-// pass's services over the nodes known then. r.mu must be held.
-func (r *reconciler) nodesChangedLocked() {
-	if r.views.pending != nil || r.views.latest.Load() == nil {
+// nodesChanged schedules, after debounce, a view of the last view's
+// services over the nodes known then (nodes, called under mu, the
+// reconciler's lock, which is held when nodesChanged is called).
+func (vs *subsetViews) nodesChanged(debounce time.Duration, mu sync.Locker, nodes func() []viewNode) {
+	if vs.pending != nil || vs.latest.Load() == nil {
 		return
 	}
-	r.views.pending = time.AfterFunc(r.debounce, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.views.pending = nil
-		r.publishViewLocked(r.views.latest.Load().services)
+	vs.pending = time.AfterFunc(debounce, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		vs.pending = nil
+		vs.next(vs.latest.Load().services, nodes())
 	})
 }
 
-// publishViewLocked publishes the next view of svcs over the known nodes.
-// r.mu must be held: views are published in version order.
-func (r *reconciler) publishViewLocked(svcs map[string]*viewService) {
-	r.views.version++
-	v := &SubsetsView{version: r.views.version, nodes: r.viewNodes(), services: svcs}
-	r.views.latest.Store(v)
-	if r.views.publish != nil {
-		r.views.publish(v)
-	}
-}
-
 // viewNodes lists the known nodes' places, sorted by id.
-func (r *reconciler) viewNodes() []viewNode {
-	ids := r.reg.ids()
+func viewNodes(reg *registry) []viewNode {
+	ids := reg.ids()
 	out := make([]viewNode, 0, len(ids))
 	for _, id := range ids {
-		if node, ok := r.reg.get(id); ok {
+		if node, ok := reg.get(id); ok {
 			out = append(out, viewNode{id: id, index: node.Index})
 		}
 	}

@@ -56,16 +56,16 @@ type subsets struct {
 	variants map[string]*cache.Snapshot // assembly key + "/" + choice ids -> variant
 	byIndex  map[indexKey]variantRef    // this pass's lookups
 
-	nodeW   NodeWeights                        // per-node weights of this pass
-	inputs  map[string]envoy.Service           // service -> translation input (for nodeW)
-	perNode map[string]map[string]*weightedEDS // service -> node -> its weighted load assignment
-	ownLive map[string]bool                    // variants of nodes with weights of their own, this pass
+	nodeW   NodeWeights              // per-node weights of this pass
+	inputs  map[string]envoy.Service // service -> translation input (for nodeW)
+	perNode weightedSet              // service -> node -> its weighted load assignment
+	ownLive map[string]bool          // variants of nodes with weights of their own, this pass
 }
 
 func newSubsets(m *metrics, log *slog.Logger) *subsets {
 	return &subsets{m: m, log: log, sigs: map[string]string{},
 		variants: map[string]*cache.Snapshot{}, byIndex: map[indexKey]variantRef{},
-		perNode: map[string]map[string]*weightedEDS{}, ownLive: map[string]bool{}}
+		perNode: weightedSet{}, ownLive: map[string]bool{}}
 }
 
 // rebase starts a reconcile pass over new items, plans and bases, with the
@@ -103,7 +103,7 @@ func (v *subsets) settle() {
 	for _, p := range v.planned {
 		p.sp.forgetPrev()
 	}
-	v.settleWeighted()
+	v.perNode.settle()
 }
 
 // baseSig summarizes what a variant takes from its base: every type's
@@ -228,4 +228,23 @@ func (v *subsets) replaceSubsets(node Node, repl map[int]xdscache.Item, key *str
 func (v *subsets) translateFailed(service, node string, err error) {
 	v.m.buildErrors.Inc()
 	v.log.Error("subset translation failed; node gets the shared endpoints", "service", service, "node", node, "error", err)
+}
+
+// nodeServices lists, in item order, the positions of the services that
+// have weights of their own for node.
+func (v *subsets) nodeServices(node string) []int {
+	var out []int
+	for pos, it := range v.items {
+		if v.nodeW[it[xdscache.EDS].Name][node] != nil {
+			out = append(out, pos)
+		}
+	}
+	return out
+}
+
+// weighted returns node's load assignment of service pos with its weights
+// w (see weightedSet.get).
+func (v *subsets) weighted(pos int, node, src string, eps []envoy.Endpoint, w map[string]uint32) (*weightedEDS, error) {
+	name := v.items[pos][xdscache.EDS].Name
+	return v.perNode.get(name, v.inputs[name], node, src, eps, w, &v.choiceIDs)
 }
