@@ -86,7 +86,7 @@
 // ha imports consulstate (the Consul-state layer), drain (the drain
 // types it stores), weights (the summary and table types it exchanges),
 // discovery (only ReplicaCheckPrefix), the internal/ leaves (httpjson,
-// logclip, metricreg) and consul/api; it must not import
+// logclip, metricreg, pause) and consul/api; it must not import
 // xds, envoy or cmd.
 //
 // imports_test.go enforces the import rules.

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/xds-server/xds-server/consulstate"
+	"github.com/xds-server/xds-server/internal/pause"
 	"github.com/xds-server/xds-server/weights"
 )
 
@@ -47,17 +48,10 @@ func decodeGzipJSON(b []byte, v any) error {
 // its content changed and the leader's table when handed over: one
 // transaction, the table fenced by the lead's session.
 func (w *Weights) publishLoop(ctx context.Context) {
-	t := time.NewTicker(w.cfg.PublishInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			w.publishOnce(ctx)
-			w.refreshAges()
-		}
-	}
+	pause.Every(ctx, w.cfg.PublishInterval, func() {
+		w.publishOnce(ctx)
+		w.refreshAges()
+	})
 }
 
 // publishOnce makes at most one write (a transaction, retried once without

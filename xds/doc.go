@@ -12,12 +12,20 @@
 // identical resources share one cache snapshot, and resource versions are
 // content hashes, so nothing is pushed when nothing changed.
 //
-// Subsetting glue (subset*.go, slots*.go, nodeindex.go, groups.go,
+// Subsetting glue (subset.go, slots*.go, nodeindex.go, groups.go,
 // variants.go, nodeweights.go): client indices and endpoint slots come
-// from a nodeindex.Table; per service, a plan (subsetting) gives each
-// client index its endpoints; variants are the shared snapshots with each
-// subset service's load assignment replaced by a node's pick, keyed so
-// that nodes with equal picks share one.
+// from a nodeindex.Table; per service, a plan (translate's subset choice)
+// gives each client index its endpoints, kept low-churn across snapshots;
+// variants are the shared snapshots with each subset service's load
+// assignment replaced by a node's pick (and its weights of its own),
+// keyed so that nodes with equal picks share one. After each pass, and
+// after nodes come or go, the reconciler publishes an immutable,
+// versioned SubsetsView (Config.OnSubsets) that the weights pipeline
+// reads: weights are fed, they never call back.
+//
+// Files are layered one way: each uses only files below it (registry,
+// bounds, buffers, memo at the bottom; the reconcile loop in the middle;
+// callbacks, the server and its debug pages on top).
 //
 // Listeners from configuration (Config.Listeners, translated once by
 // translate) go to the nodes whose id or cluster matches their globs:
