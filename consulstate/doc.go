@@ -10,13 +10,11 @@
 //     Clock (clock.go: Clock, Sleep);
 //   - sessions (session.go: CreateSession, KeepAlive, DestroySession,
 //     SessionGone, LiveSessions) and a lock held with one (lock.go: Lead);
-//   - transactions (txn.go: Txn, MaxTxnOps).
-//
-// It does not make the Consul API client: that is discovery's
-// ConsulConfig.ConsulClient (discovery.consul's address, datacenter, token,
-// token file followed on rotation, TLS), which cmd/xds-server hands to ha
-// and nodeindex; following a token file needs certs, which this layer
-// must not import.
+//   - transactions (txn.go: Txn, MaxTxnOps);
+//   - the Consul API client (client.go: NewClient, with TLS and an ACL
+//     token file followed on rotation, token.go): discovery's Consul
+//     source, ha and nodeindex all take their client from it, and
+//     cmd/xds-server makes one for ha and nodeindex together.
 //
 // Sessions are not shared between ha and nodeindex: the weights leader's
 // session (TTL 10s, lock-delay ha.leader_lock_delay, invalidated by the
@@ -27,8 +25,8 @@
 // would change when a replica's index holds lapse. Each package keeps its
 // own KV layout, keys, values, TTLs and retry timings.
 //
-// consulstate must not import any other package of this module (but
-// internal/*).
+// consulstate imports certs (to follow the token file) and internal/*
+// leaves; it must not import any other package of this module.
 //
 // imports_test.go enforces the import rules.
 package consulstate

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/consulstate"
 )
 
 // Defaults of ConsulConfig.
 const (
-	DefaultConsulAddress     = "127.0.0.1:8500"
+	DefaultConsulAddress     = consulstate.DefaultAddress
 	DefaultConsulWait        = 5 * time.Minute
 	DefaultConsulMinInterval = 100 * time.Millisecond
 	DefaultConsulBackoffBase = 250 * time.Millisecond

@@ -1,68 +1,19 @@
 package discovery
 
 import (
-	"cmp"
-	"fmt"
-	"os"
-	"strings"
-
 	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/consulstate"
 )
 
-// ConsulTLS configures HTTPS to Consul. Empty fields fall back to Consul's
-// own environment variables: CONSUL_CACERT, CONSUL_CLIENT_CERT,
-// CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME (and CONSUL_HTTP_SSL_VERIFY=false
-// for InsecureSkipVerify).
-type ConsulTLS struct {
-	CAFile             string // PEM CA bundle verifying Consul's certificate; "" = system roots
-	CertFile           string // PEM client certificate (Consul's verify_incoming)
-	KeyFile            string // its private key
-	ServerName         string // name the certificate is verified for; "" = the address's host
-	InsecureSkipVerify bool   // testing only
-}
-
-// withEnv fills the empty fields of t from Consul's env vars.
-func (t ConsulTLS) withEnv() ConsulTLS {
-	t.CAFile = cmp.Or(t.CAFile, os.Getenv("CONSUL_CACERT"))
-	t.CertFile = cmp.Or(t.CertFile, os.Getenv("CONSUL_CLIENT_CERT"))
-	t.KeyFile = cmp.Or(t.KeyFile, os.Getenv("CONSUL_CLIENT_KEY"))
-	t.ServerName = cmp.Or(t.ServerName, os.Getenv("CONSUL_TLS_SERVER_NAME"))
-	return t
-}
-
-// enabled reports whether t asks for HTTPS.
-func (t ConsulTLS) enabled() bool {
-	return t != ConsulTLS{}
-}
+// ConsulTLS configures HTTPS to Consul: consulstate.TLS (empty fields
+// fall back to Consul's CONSUL_* environment variables).
+type ConsulTLS = consulstate.TLS
 
 // ConsulClient returns a Consul API client for c's address, datacenter,
-// token and TLS. The token is c.Token, else the content of c.TokenFile,
-// else Consul's CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE env vars; a
-// token file is followed (a rotated token is used without a restart). Any
-// TLS setting (c.TLS or its env vars) makes a host:port address https. It
-// does not contact Consul.
+// token and TLS, as consulstate.NewClient makes it (a token file is
+// followed; it does not contact Consul).
 func (c ConsulConfig) ConsulClient() (*api.Client, error) {
-	addr := cmp.Or(c.Address, DefaultConsulAddress)
-	t := c.TLS.withEnv()
-	ac := &api.Config{Address: addr, Token: c.Token, TokenFile: c.TokenFile, Datacenter: c.Datacenter,
-		TLSConfig: api.TLSConfig{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
-			Address: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}}
-	if c.Token != "" {
-		ac.TokenFile = "" // api's precedence is the other way round
-	}
-	if t.enabled() && !strings.Contains(addr, "://") {
-		ac.Scheme = "https"
-	}
-	client, err := api.NewClient(ac)
-	if err != nil {
-		return nil, fmt.Errorf("discovery: consul: client for %s: %w", addr, err)
-	}
-	// NewClient filled ac: the token file it read (ours, or
-	// CONSUL_HTTP_TOKEN_FILE's) and the http.Client the client uses.
-	if c.Token == "" && ac.TokenFile != "" && ac.HttpClient != nil {
-		if err := followTokenFile(ac.HttpClient, ac.TokenFile, ac.Token, 0, c.Now); err != nil {
-			return nil, err
-		}
-	}
-	return client, nil
+	return consulstate.NewClient(consulstate.ClientConfig{Address: c.Address, Datacenter: c.Datacenter,
+		Token: c.Token, TokenFile: c.TokenFile, TLS: c.TLS, Now: c.Now})
 }

@@ -22,15 +22,14 @@
 // sources are package drain's, applied over these snapshots.
 //
 // Other packages use its Consul helpers: ConsulConfig.ConsulClient and
-// ConsulTLS (the one Consul client of cmd, config and ha; the ACL token
-// is re-read through certs), CheckConsulAddress (config's validation), NextIndex and Backoff (blocking-query index rules and
-// retry delays, for ha's watches) and ReplicaCheckPrefix (the id prefix of
-// the HA alive checks, which health mapping ignores). Metrics (metrics.go)
-// are its collectors.
+// ConsulTLS (discovery.consul's settings made into consulstate's client,
+// for cmd, config and ha), CheckConsulAddress (config's validation) and
+// ReplicaCheckPrefix (the id prefix of the HA alive checks, which health
+// mapping ignores). Metrics (metrics.go) are its collectors.
 //
 // discovery must not import envoy, xds, subsetting, weights, ratelimit or
-// cmd; besides the internal/ leaves it imports only certs (the token and
-// TLS files, reloaded).
+// cmd; of this module it imports consulstate (the client, blocking-query
+// index rules and retry delays) and the internal/ leaves.
 //
 // imports_test.go enforces the import rules.
 package discovery

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/config"
@@ -27,7 +28,7 @@ type haParts struct {
 // newHA builds the HA parts of cfg; with ha.enabled false it returns the
 // in-memory defaults (no store, no page). It registers the alive check;
 // cl deregisters it unless start ran it.
-func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, cl *closers) (haParts, error) {
+func newHA(cfg config.Config, consul func() (*api.Client, error), log *slog.Logger, reg prometheus.Registerer, cl *closers) (haParts, error) {
 	if !cfg.HA.Enabled {
 		return haParts{debug: func(*http.ServeMux) {}}, nil
 	}
@@ -36,7 +37,7 @@ func newHA(cfg config.Config, log *slog.Logger, reg prometheus.Registerer, cl *c
 		return haParts{}, err
 	}
 	hc.Replica = ha.NewReplicaID()
-	client, err := cfg.ConsulSource().ConsulClient()
+	client, err := consul()
 	if err != nil {
 		return haParts{}, fmt.Errorf("ha: consul client: %w", err)
 	}

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 
+	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc/credentials"
@@ -32,6 +34,9 @@ type app struct {
 	lm  *netlimit.Metrics
 	dm  *discovery.Metrics
 	sec security
+	// consul is the one Consul client of ha and the index table (made on
+	// first use, from discovery.consul's address, token and TLS).
+	consul func() (*api.Client, error)
 
 	src      discovery.Source
 	srv      *xds.Server
@@ -52,6 +57,7 @@ type app struct {
 // on cl, so that a failed step leaves nothing held once cl is closed.
 func wire(ctx context.Context, cfg config.Config, log *slog.Logger, cl *closers) (*app, error) {
 	a := &app{cfg: cfg, log: log, reg: newRegistry(), fan: &fanOut{}}
+	a.consul = sync.OnceValues(cfg.ConsulSource().ConsulClient)
 	a.lm, a.dm = netlimit.NewMetrics(a.reg), discovery.NewMetrics(a.reg)
 	for _, step := range []func(context.Context, *closers) error{
 		a.wireXDS, a.wireListeners, a.wireHA, a.wireSnapshots, a.wireRateLimit, a.wireAdmin,
@@ -79,7 +85,7 @@ func (a *app) wireXDS(ctx context.Context, cl *closers) error {
 		xc.Credentials = credentials.NewTLS(tc)
 	}
 	if a.cfg.Subsetting.IndexSource == xds.IndexConsul {
-		table, err := newConsulIndex(ctx, a.cfg, a.log, a.reg)
+		table, err := newConsulIndex(ctx, a.cfg, a.consul, a.log, a.reg)
 		if err != nil {
 			return err
 		}
@@ -105,7 +111,7 @@ func (a *app) wireListeners(_ context.Context, cl *closers) error {
 
 // wireHA builds the HA parts (ha.enabled), registering the alive check.
 func (a *app) wireHA(_ context.Context, cl *closers) (err error) {
-	a.ha, err = newHA(a.cfg, a.log, a.reg, cl)
+	a.ha, err = newHA(a.cfg, a.consul, a.log, a.reg, cl)
 	return err
 }
 
@@ -212,8 +218,8 @@ func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (disco
 
 // newConsulIndex opens the client index table in Consul KV, with the
 // Consul address, token and datacenter of discovery.consul.
-func newConsulIndex(ctx context.Context, cfg config.Config, log *slog.Logger, reg prometheus.Registerer) (*nodeindex.Consul, error) {
-	client, err := cfg.ConsulSource().ConsulClient()
+func newConsulIndex(ctx context.Context, cfg config.Config, consul func() (*api.Client, error), log *slog.Logger, reg prometheus.Registerer) (*nodeindex.Consul, error) {
+	client, err := consul()
 	if err != nil {
 		return nil, fmt.Errorf("subsetting: consul client: %w", err)
 	}

@@ -1,4 +1,4 @@
-package discovery
+package consulstate
 
 import (
 	"bytes"
@@ -43,7 +43,7 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func followTokenFile(hc *http.Client, path, start string, every time.Duration, now func() time.Time) error {
 	f, err := certs.NewFile(path, every, now)
 	if err != nil {
-		return fmt.Errorf("discovery: consul token file: %w", err)
+		return fmt.Errorf("consulstate: consul token file: %w", err)
 	}
 	base := hc.Transport
 	if base == nil {

@@ -1,4 +1,4 @@
-package discovery
+package consulstate
 
 import (
 	"net/http"
@@ -33,8 +33,8 @@ func TestConsulTokenFileRotates(t *testing.T) {
 	}
 	write("first-token\n")
 	clock := time.Unix(1000, 0)
-	c := ConsulConfig{Address: srv.URL, TokenFile: path, Now: func() time.Time { return clock }}
-	client, err := c.ConsulClient()
+	c := ClientConfig{Address: srv.URL, TokenFile: path, Now: func() time.Time { return clock }}
+	client, err := NewClient(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestConsulExplicitTokenWins(t *testing.T) {
 	if err := os.WriteFile(path, []byte("from-file"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	client, err := ConsulConfig{Address: srv.URL, Token: "explicit", TokenFile: path}.ConsulClient()
+	client, err := NewClient(ClientConfig{Address: srv.URL, Token: "explicit", TokenFile: path})
 	if err != nil {
 		t.Fatal(err)
 	}
