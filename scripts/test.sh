@@ -19,14 +19,23 @@ CACHE="${XDS_SERVER_CACHE:-$HOME/.cache/xds-server}"
 # Where the tests find consul and envoy (the Makefile passes it).
 TEST_PATH="${TEST_PATH:-$CACHE/consul-v1.14.11/bin:$CACHE/envoy-1.40.0/bin:$CACHE/bin}"
 logs="$(mktemp -d)"
-cleanup() {
-	for p in $(jobs -p); do kill -- "-$p" 2>/dev/null || true; done
-	rm -rf "$logs"
-}
-trap cleanup EXIT
 t0=$(date +%s)
 # since START: seconds from START (seconds since the epoch) to now.
 since() { echo "$(($(date +%s) - $1))s"; }
+# The phases' times, printed at the end, also when one fails.
+times=()
+cleanup() {
+	for p in $(jobs -p); do
+		kill -- "-$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	[ ! -f "$logs/deps.time" ] || times=("installs $(cat "$logs/deps.time")" "${times[@]}")
+	printf 'test: '
+	[ ${#times[@]} -eq 0 ] || printf '%s, ' "${times[@]}"
+	echo "total $(since "$t0") (the installs beside lint and compile)"
+	rm -rf "$logs"
+}
+trap cleanup EXIT
 
 deps() {
 	bash scripts/install-consul.sh >/dev/null
@@ -39,11 +48,11 @@ deps >"$logs/deps.log" 2>&1 &
 deps_pid=$!
 
 make --no-print-directory lint GO="$GO"
-lint=$(since "$t0")
+times+=("lint $(since "$t0")")
 s=$(date +%s)
 # A package that does not compile is reported by go test below.
 "$GO" list -export -test -race -deps ./... >/dev/null 2>&1 || true
-compile=$(since "$s")
+times+=("compile $(since "$s")")
 if ! wait "$deps_pid"; then
 	cat "$logs/deps.log" >&2
 	echo "test: installing the test dependencies failed" >&2
@@ -59,11 +68,10 @@ fuzzdirs=$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(f \*testing
 fuzzbuild_pid=$!
 s=$(date +%s)
 PATH="$TEST_PATH:$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
-	"$GO" test -race -count=1 -timeout 30m ./...
-gotest=$(since "$s")
+	"$GO" test -race -count=1 -timeout 30m ./... || { times+=("go test $(since "$s") (failed)"); exit 1; }
+times+=("go test $(since "$s")")
 wait "$fuzzbuild_pid" || true
 
 s=$(date +%s)
-FUZZTIME=3s GO="$GO" bash scripts/fuzz.sh
-echo "test: installs $(cat "$logs/deps.time") beside lint $lint then compile $compile;" \
-	"go test $gotest; fuzz $(since "$s"); total $(since "$t0")"
+FUZZTIME=3s GO="$GO" bash scripts/fuzz.sh || { times+=("fuzz $(since "$s") (failed)"); exit 1; }
+times+=("fuzz $(since "$s")")
