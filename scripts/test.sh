@@ -37,11 +37,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# deps: Consul's build (compiling) beside the downloads of the others.
 deps() {
-	bash scripts/install-consul.sh >/dev/null
+	bash scripts/install-consul.sh >/dev/null &
+	local consul=$!
 	bash scripts/install-envoy.sh >/dev/null
 	bash scripts/install-redis.sh
 	bash scripts/install-chromium.sh
+	wait "$consul"
 	since "$t0" >"$logs/deps.time"
 }
 deps >"$logs/deps.log" 2>&1 &
