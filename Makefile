@@ -28,11 +28,9 @@ deps:
 	bash scripts/install-redis.sh
 	bash scripts/install-chromium.sh
 
-## test: install test dependencies, check formatting and vet, run every test with the race detector
-test: deps lint
-	PATH="$(CONSUL_BIN):$(ENVOY_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
-		$(GO) test -race -count=1 -timeout 30m ./...
-	FUZZTIME=3s GO=$(GO) bash scripts/fuzz.sh
+## test: install test dependencies, check formatting and vet, run every test with the race detector, fuzz each target 3s (scripts/test.sh: installs beside compilation; prints each phase's time)
+test:
+	GO=$(GO) TEST_PATH="$(CONSUL_BIN):$(ENVOY_BIN):$(XDS_SERVER_CACHE)/bin" bash scripts/test.sh
 
 ## fuzz: run every fuzz target for FUZZTIME (default 1m) each; new failing inputs land in testdata/fuzz
 fuzz:

@@ -25,6 +25,12 @@ func fitConnectionCaps(cfg config.Config, log *slog.Logger) config.Config {
 	if err != nil {
 		log.Warn("could not raise the open file limit", "limit", n, "error", err)
 	}
+	return fitConnectionCapsTo(cfg, n, log)
+}
+
+// fitConnectionCapsTo is fitConnectionCaps for an open-file limit of n
+// files (0: unknown).
+func fitConnectionCapsTo(cfg config.Config, n uint64, log *slog.Logger) config.Config {
 	caps := []*uint32{&cfg.XDS.MaxConnections, &cfg.RateLimit.MaxConnections, &cfg.Admin.MaxConnections}
 	shares := []netlimit.Share{
 		{Name: "xds", Max: int(cfg.XDS.MaxConnections)}, {Name: "ratelimit", Max: int(cfg.RateLimit.MaxConnections)},
