@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make test` runs: the installs (scripts/install-*.sh), the lint
-# (gofmt, go vet), every test with the race detector, then every fuzz
+# (gofmt, go vet), every test with the race detector and, beside them, every fuzz
 # target for 3s (scripts/fuzz.sh). On a fresh machine the installs are
 # mostly waiting (Consul's modules, Envoy's wheel, Debian's packages) and
 # the rest is compiling, so the installs run beside the module download,
@@ -63,12 +63,13 @@ if ! wait "$deps_pid"; then
 fi
 cat "$logs/deps.log" >&2
 
-# The fuzzing instrumentation of every package with fuzz targets builds
-# (at low priority) while the tests run; scripts/fuzz.sh then finds it
-# in the build cache.
-fuzzdirs=$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' . | xargs -n1 dirname | sort -u)
-(for d in $fuzzdirs; do nice -n 19 "$GO" test -c -fuzz . -o /dev/null "$d" || true; done) >/dev/null 2>&1 &
-fuzzbuild_pid=$!
+# The fuzz targets (scripts/fuzz.sh: one instrumented build per package,
+# then each target for 3s) run at the lowest priority beside the tests:
+# the tests mostly wait on Consul and Envoy, and the fuzzing takes the
+# CPU they leave idle.
+(nice -n 19 env FUZZTIME=3s GO="$GO" bash scripts/fuzz.sh >"$logs/fuzz.log" 2>&1
+	echo $? >"$logs/fuzz.rc") &
+fuzz_pid=$!
 # go test starts packages in the order given, two at a time (2 cores):
 # the slowest first (2-4 minutes each, most of it waiting on Consul and
 # Envoy), so that no long package runs alone at the end.
@@ -78,8 +79,11 @@ s=$(date +%s)
 PATH="$TEST_PATH:$PATH" XDS_SERVER_REQUIRE_INTEGRATION=1 \
 	"$GO" test -race -count=1 -timeout 30m $slowest ./... || { times+=("go test $(since "$s") (failed)"); exit 1; }
 times+=("go test $(since "$s")")
-wait "$fuzzbuild_pid" || true
-
 s=$(date +%s)
-FUZZTIME=3s GO="$GO" bash scripts/fuzz.sh || { times+=("fuzz $(since "$s") (failed)"); exit 1; }
-times+=("fuzz $(since "$s")")
+wait "$fuzz_pid" || true
+cat "$logs/fuzz.log"
+if [ "$(cat "$logs/fuzz.rc" 2>/dev/null)" != 0 ]; then
+	times+=("fuzz (failed)")
+	exit 1
+fi
+times+=("fuzz beside the tests, then $(since "$s")")
