@@ -17,6 +17,7 @@ import (
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/translate/translatetest"
 	"github.com/xds-server/xds-server/xdscache"
 )
 
@@ -54,24 +55,8 @@ func TestParseGlob(t *testing.T) {
 	}
 }
 
-// testListeners: "ingress" for edge-* nodes (with a rate limit on the
-// generated RLS cluster), "internal" for nodes of cluster "mesh".
-func testListeners() []translate.Listener {
-	return []translate.Listener{
-		{Nodes: []string{"edge-*"}, HTTPListener: envoy.HTTPListener{
-			Name: "ingress", Address: "0.0.0.0:10000",
-			Routes: []envoy.Route{
-				{Prefix: "/api", Service: "svc-001", Timeout: 5 * time.Second},
-				{Prefix: "/", Service: "svc-000"},
-			},
-			RateLimit: &envoy.RateLimit{Domain: "edge", Actions: [][]envoy.RateLimitAction{{{RemoteAddress: true}}}},
-		}},
-		{Nodes: []string{"mesh"}, HTTPListener: envoy.HTTPListener{
-			Name: "internal", Address: "0.0.0.0:10001",
-			Routes: []envoy.Route{{Prefix: "/", Service: "svc-002"}},
-		}},
-	}
-}
+// testListeners are translatetest.Listeners.
+func testListeners() []translate.Listener { return translatetest.Listeners() }
 
 // connectAs registers a node with a cluster and a user agent.
 func connectAs(s *Server, stream int64, id, cluster, agent string) {

@@ -3,7 +3,6 @@ package xds
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -18,25 +17,14 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/translate/translatetest"
 	"github.com/xds-server/xds-server/xdscache"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func world(services, endpoints int) discovery.Snapshot {
-	var s discovery.Snapshot
-	for i := range services {
-		svc := discovery.Service{Name: fmt.Sprintf("svc-%03d", i)}
-		for j := range endpoints {
-			svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{
-				ID: fmt.Sprintf("svc-%03d-%03d", i, j), Address: fmt.Sprintf("10.%d.%d.%d", i/256, i%256, j),
-				Port: 8080, Health: discovery.HealthHealthy, Locality: discovery.Locality{Zone: fmt.Sprintf("z%d", j%3)},
-				Meta: map[string]string{},
-			})
-		}
-		s.Services = append(s.Services, svc)
-	}
-	return s
+	return translatetest.World(services, endpoints)
 }
 
 func newTestServer(t *testing.T, cfg Config) *Server {

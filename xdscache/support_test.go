@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -12,6 +11,7 @@ import (
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/translate"
+	"github.com/xds-server/xds-server/translate/translatetest"
 )
 
 // What the cache tests serve is built as the reconciler builds it (package
@@ -24,22 +24,9 @@ const (
 	keyEnvoy     = "envoy"
 )
 
-// world is a discovery snapshot of services svc-000.. with endpoints
-// each, all healthy.
+// world is translatetest.World.
 func world(services, endpoints int) discovery.Snapshot {
-	var s discovery.Snapshot
-	for i := range services {
-		svc := discovery.Service{Name: fmt.Sprintf("svc-%03d", i)}
-		for j := range endpoints {
-			svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{
-				ID: fmt.Sprintf("svc-%03d-%03d", i, j), Address: fmt.Sprintf("10.%d.%d.%d", i/256, i%256, j),
-				Port: 8080, Health: discovery.HealthHealthy, Locality: discovery.Locality{Zone: fmt.Sprintf("z%d", j%3)},
-				Meta: map[string]string{},
-			})
-		}
-		s.Services = append(s.Services, svc)
-	}
-	return s
+	return translatetest.World(services, endpoints)
 }
 
 // encode translates a service and encodes its resources.
@@ -57,24 +44,8 @@ func encode(s envoy.Service) (ServiceItems, error) {
 	return out, nil
 }
 
-// testListeners: "ingress" for edge-* nodes (with a rate limit on the
-// generated RLS cluster), "internal" for nodes of cluster "mesh".
-func testListeners() []translate.Listener {
-	return []translate.Listener{
-		{Nodes: []string{"edge-*"}, HTTPListener: envoy.HTTPListener{
-			Name: "ingress", Address: "0.0.0.0:10000",
-			Routes: []envoy.Route{
-				{Prefix: "/api", Service: "svc-001", Timeout: 5 * time.Second},
-				{Prefix: "/", Service: "svc-000"},
-			},
-			RateLimit: &envoy.RateLimit{Domain: "edge", Actions: [][]envoy.RateLimitAction{{{RemoteAddress: true}}}},
-		}},
-		{Nodes: []string{"mesh"}, HTTPListener: envoy.HTTPListener{
-			Name: "internal", Address: "0.0.0.0:10001",
-			Routes: []envoy.Route{{Prefix: "/", Service: "svc-002"}},
-		}},
-	}
-}
+// testListeners are translatetest.Listeners.
+func testListeners() []translate.Listener { return translatetest.Listeners() }
 
 // listenerSet is configured listeners, encoded.
 type listenerSet struct {

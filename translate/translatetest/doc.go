@@ -1,7 +1,8 @@
 // Package translatetest holds what the golden tests of translate.Node
 // and xds's equivalence test share: the YAML form of a node's input
 // (Load, Decode), the YAML rendering of its resources (Render) and a
-// line diff for failures (Diff). Tests only: nothing in production
+// line diff for failures (Diff), and the fixtures the xds and xdscache
+// tests share (World, Listeners). Tests only: nothing in production
 // imports it.
 //
 // translatetest may import translate, envoy, discovery and subsetting,
