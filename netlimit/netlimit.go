@@ -126,8 +126,8 @@ func (l *Listener) shedOldestIdle() bool {
 	if victim == nil {
 		return false
 	}
+	l.shed.Inc() // counted before the close: whoever sees the close sees the count
 	_ = victim.Close()
-	l.shed.Inc()
 	return true
 }
 
@@ -140,8 +140,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		if n := l.open.Add(1); l.max > 0 && n > l.max && !(l.shedding && l.shedOldestIdle()) {
 			l.open.Add(-1)
+			l.refused.Inc() // counted before the close, as above
 			_ = c.Close()
-			l.refused.Inc()
 			continue
 		}
 		l.gauge.Inc()
