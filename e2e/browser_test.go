@@ -43,7 +43,14 @@ func newBrowser(t *testing.T, path string) *browser {
 		chromedp.WindowSize(1280, 1000), chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	t.Cleanup(func() {
+		// Cancel waits for the browser to exit and its profile directory
+		// to be removed; cancelling alone leaves the directory behind
+		// when the test process exits first.
+		_ = chromedp.Cancel(ctx)
+		cancel()
+		cancelAlloc()
+	})
 	b := &browser{ctx: ctx}
 	msgs := chromedp.Console(ctx)
 	done := make(chan struct{})

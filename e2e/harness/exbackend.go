@@ -3,49 +3,21 @@ package harness
 import (
 	"bufio"
 	"errors"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-var (
-	exBuildOnce sync.Once
-	exBuildPath string
-	exBuildErr  error
-)
+var exBackendBin built
 
 // ExampleBackendBinary builds examples/backend once per test process (or
 // returns $XDS_SERVER_BACKEND_BIN when set) and returns the path of the
 // binary.
 func ExampleBackendBinary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("XDS_SERVER_BACKEND_BIN"); p != "" {
-		return p
-	}
-	exBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "xds-server-backend-bin-")
-		if err != nil {
-			exBuildErr = err
-			return
-		}
-		exBuildPath = filepath.Join(dir, "backend")
-		cmd := exec.Command("go", "build", "-o", exBuildPath, "./examples/backend")
-		cmd.Dir = repoRoot()
-		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			exBuildErr = fmt.Errorf("go build ./examples/backend: %w\n%s", err, out)
-		}
-	})
-	if exBuildErr != nil {
-		t.Fatal(exBuildErr)
-	}
-	return exBuildPath
+	return exBackendBin.get(t, "XDS_SERVER_BACKEND_BIN", "backend", "./examples/backend")
 }
 
 // ExBackend is a running example backend process (examples/backend).

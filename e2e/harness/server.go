@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -20,37 +19,13 @@ import (
 	"time"
 )
 
-var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-)
+var serverBin built
 
 // ServerBinary builds cmd/xds-server once per test process (or returns
 // $XDS_SERVER_BIN when set) and returns the path of the binary.
 func ServerBinary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("XDS_SERVER_BIN"); p != "" {
-		return p
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "xds-server-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "xds-server")
-		cmd := exec.Command("go", "build", "-o", buildPath, "./cmd/xds-server")
-		cmd.Dir = repoRoot()
-		cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildPath
+	return serverBin.get(t, "XDS_SERVER_BIN", "xds-server", "./cmd/xds-server")
 }
 
 // repoRoot is the module root, found from this file's location.
