@@ -30,6 +30,19 @@ type Endpoint struct {
 	Locality Locality
 	Meta     map[string]string // sent as filter metadata under "xds-server"; may be nil
 	ID       string            // endpoint id, sent as filter metadata "id" (and hostname for debugging)
+	// Datacenter is where the endpoint was discovered, sent as filter
+	// metadata "datacenter" when set; "" means unknown (or the only one).
+	Datacenter string
+	// Priority is the EDS priority level: 0 first, then 1 when 0 cannot
+	// take the load. The priorities of a service's endpoints must be
+	// contiguous from 0 (grpc-go rejects a gap).
+	Priority uint32
+}
+
+// PriorityLocality is a locality at one priority level.
+type PriorityLocality struct {
+	Priority uint32
+	Locality Locality
 }
 
 // LBPolicy names a cluster load-balancing policy.
@@ -53,4 +66,13 @@ type Service struct {
 	ConnectTimeout time.Duration  // > 0; 0 means 1s
 	Endpoints      []Endpoint     // in the order they should appear; grouped by locality on output
 	Cluster        ClusterOptions // protocol, health checks, outlier detection, circuit breakers...
+	// LocalityWeights sets the weight (>= 1) of the localities listed,
+	// in place of the sum of their serving endpoints' weights; nil for
+	// none (see LoadAssignment).
+	LocalityWeights map[PriorityLocality]uint32
+	// OverprovisioningFactor is the load assignment's
+	// overprovisioning_factor, in percent (Envoy moves traffic to the next
+	// priority once healthy hosts x factor fall below 100%); 0 leaves it
+	// unset (Envoy's default, 140).
+	OverprovisioningFactor uint32
 }

@@ -125,7 +125,8 @@ func (sp *servicePlan) carried(i int) (*pick, bool) {
 // sameEndpoint reports whether two endpoints translate alike.
 func sameEndpoint(a, b envoy.Endpoint) bool {
 	return a.ID == b.ID && a.Address == b.Address && a.Port == b.Port && a.Health == b.Health &&
-		a.Weight == b.Weight && a.Locality == b.Locality && maps.Equal(a.Meta, b.Meta)
+		a.Weight == b.Weight && a.Locality == b.Locality && a.Datacenter == b.Datacenter && a.Priority == b.Priority &&
+		maps.Equal(a.Meta, b.Meta)
 }
 
 // choose returns the pick of client index i, computing it (and
