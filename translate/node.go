@@ -30,7 +30,15 @@ type NodeIdentity struct {
 	// Index is the node's client index for subsetting; -1 means none yet
 	// (the node gets every endpoint of subset services).
 	Index    int
-	Locality envoy.Locality // where the node runs (not used by the translation yet)
+	Locality envoy.Locality // where the node runs (node.locality)
+	// Datacenter is the node's datacenter (its metadata "datacenter",
+	// else the server's local one); "" when unknown.
+	Datacenter string
+}
+
+// Place is where the node runs, as its priorities depend on it.
+func (n NodeIdentity) Place() Place {
+	return Place{Datacenter: n.Datacenter, Region: n.Locality.Region, Zone: n.Locality.Zone}
 }
 
 // NodeInput is everything one node's resources are made of.
@@ -54,6 +62,12 @@ type NodeInput struct {
 	// table holds them: service -> endpoint id -> slot. A service absent
 	// gets FreshSlots (a table without history).
 	Slots map[string]map[string]int
+	// Datacenters is the datacenter failover order (the local one first),
+	// for services with a datacenter failover level.
+	Datacenters []string
+	// Spill are the zone spill states of services with locality.spill:
+	// service -> zone -> state.
+	Spill map[string]map[Zone]ZoneSpill
 }
 
 // NodeResources are what one node receives, each kind sorted by name.
@@ -161,6 +175,14 @@ func nodeService(in NodeInput, svc discovery.Service, set ServiceSettings) (Reso
 	own := in.NodeWeights[svc.Name]
 	view := s
 	switch {
+	case set.Locality.On():
+		if view, err = Localize(s, set, LocalizeInput{At: in.Node.Place(), Datacenters: in.Datacenters,
+			Spill: in.Spill[svc.Name], Slots: in.Slots[svc.Name], Index: in.Node.Index}); err != nil {
+			return r, err
+		}
+		if own != nil {
+			view = WithWeights(view, view.Endpoints, own)
+		}
 	case in.Node.Index >= 0 && Subsetted(set.SubsetSize, len(svc.Endpoints)):
 		if view, err = subsetFor(s, set, in.Slots[svc.Name], in.Node.Index); err != nil {
 			return r, err

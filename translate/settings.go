@@ -23,6 +23,12 @@ type ServiceSettings struct {
 	// Cluster are the optional cluster settings (protocol, health checks,
 	// outlier detection, circuit breakers, locality weights, ring size).
 	Cluster envoy.ClusterOptions
+	// Locality is how a node's locality orders the endpoints into
+	// priorities (zero: every endpoint at priority 0, as without it).
+	Locality LocalityPolicy
+	// OverprovisioningFactor is the load assignments'
+	// overprovisioning_factor in percent; 0 leaves Envoy's default (140).
+	OverprovisioningFactor uint32
 }
 
 // SettingsFunc returns the settings for a service (the "*" defaults merged
@@ -55,7 +61,8 @@ func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint
 			Locality: envoy.Locality{
 				Region: ep.Locality.Region, Zone: ep.Locality.Zone, SubZone: ep.Locality.SubZone,
 			},
-			Meta: endpointMeta(ep),
+			Meta:       endpointMeta(ep),
+			Datacenter: ep.Datacenter,
 		})
 	}
 	return envoy.Service{
@@ -64,6 +71,8 @@ func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint
 		ConnectTimeout: set.ConnectTimeout,
 		Endpoints:      eps,
 		Cluster:        set.Cluster,
+
+		OverprovisioningFactor: set.OverprovisioningFactor,
 	}
 }
 

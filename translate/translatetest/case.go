@@ -33,6 +33,9 @@ type Case struct {
 	Slots       map[string]map[string]int    `yaml:"slots"`        // endpoint slots; absent: a fresh table's
 	Listeners   []caseListener               `yaml:"listeners"`
 	RateLimit   caseRLS                      `yaml:"rate_limit"`
+	Datacenters []string                     `yaml:"datacenters"` // failover order, the local one first
+	// Spill is service -> "region/zone" -> the zone's spill state.
+	Spill map[string]map[string]translate.ZoneSpill `yaml:"spill"`
 }
 
 type caseNode struct {
@@ -41,6 +44,8 @@ type caseNode struct {
 	Envoy    bool           `yaml:"envoy"`
 	Index    *int           `yaml:"index"` // absent: no client index
 	Locality envoy.Locality `yaml:"locality"`
+	// Datacenter is the node's datacenter.
+	Datacenter string `yaml:"datacenter"`
 }
 
 type caseSettings struct {
@@ -49,6 +54,15 @@ type caseSettings struct {
 	SubsetSize     int                  `yaml:"subset_size"`
 	Subsetting     subsetting.Algorithm `yaml:"subsetting"`
 	Cluster        envoy.ClusterOptions `yaml:"cluster"`
+	Locality       caseLocality         `yaml:"locality"`
+	// OverprovisioningFactor is in percent; 0: Envoy's default.
+	OverprovisioningFactor uint32 `yaml:"overprovisioning_factor"`
+}
+
+type caseLocality struct {
+	Failover   []string `yaml:"failover"`
+	Distribute float64  `yaml:"distribute"`
+	Spill      bool     `yaml:"spill"`
 }
 
 type caseService struct {
@@ -69,6 +83,8 @@ type caseEndpoint struct {
 	Tags     []string           `yaml:"tags"`
 	Node     string             `yaml:"node"`  // Consul node
 	Drain    string             `yaml:"drain"` // drain sources, comma separated (see package drain)
+	// Datacenter is where it was discovered; "" unknown.
+	Datacenter string `yaml:"datacenter"`
 }
 
 type caseListener struct {
@@ -105,7 +121,8 @@ func Decode(b []byte) (translate.NodeInput, Case, error) {
 	in := translate.NodeInput{
 		Weights: c.Weights, NodeWeights: c.NodeWeights, Slots: c.Slots,
 		Node: translate.NodeIdentity{ID: c.Node.ID, Cluster: c.Node.Cluster, Envoy: c.Node.Envoy,
-			Index: -1, Locality: c.Node.Locality},
+			Index: -1, Locality: c.Node.Locality, Datacenter: c.Node.Datacenter},
+		Datacenters:      c.Datacenters,
 		RateLimitAddress: c.RateLimit.Address, RateLimitTLS: c.RateLimit.TLS,
 		Settings: c.settings,
 	}
@@ -125,12 +142,35 @@ func Decode(b []byte) (translate.NodeInput, Case, error) {
 			svc.Endpoints = append(svc.Endpoints, discovery.Endpoint{
 				ID: e.ID, Address: e.Address, Port: e.Port, Health: h, Weight: e.Weight,
 				Locality: e.Locality, Meta: e.Meta, Tags: e.Tags, Node: e.Node, Drain: e.Drain,
+				Datacenter: e.Datacenter,
 			})
 		}
 		in.Snapshot.Services = append(in.Snapshot.Services, svc)
 	}
 	slices.SortFunc(in.Snapshot.Services, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) })
+	for name, set := range c.Settings {
+		if _, err := translate.ParseFailover(set.Locality.Failover); err != nil {
+			return in, c, fmt.Errorf("settings %s: %w", name, err)
+		}
+	}
+	in.Spill = spillStates(c.Spill)
 	return in, c, nil
+}
+
+// spillStates converts the case's spill states ("region/zone" keys).
+func spillStates(in map[string]map[string]translate.ZoneSpill) map[string]map[translate.Zone]translate.ZoneSpill {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]map[translate.Zone]translate.ZoneSpill, len(in))
+	for svc, zones := range in {
+		out[svc] = map[translate.Zone]translate.ZoneSpill{}
+		for k, z := range zones {
+			region, zone, _ := strings.Cut(k, "/")
+			out[svc][translate.Zone{Region: region, Zone: zone}] = z
+		}
+	}
+	return out
 }
 
 // settings is the case's translate.SettingsFunc.
@@ -139,6 +179,9 @@ func (c Case) settings(service string) translate.ServiceSettings {
 	if !ok {
 		s = c.Settings["*"]
 	}
+	f, _ := translate.ParseFailover(s.Locality.Failover) // checked by Decode
 	return translate.ServiceSettings{LBPolicy: s.LBPolicy, ConnectTimeout: s.ConnectTimeout,
-		SubsetSize: s.SubsetSize, Subsetting: s.Subsetting, Cluster: s.Cluster}
+		SubsetSize: s.SubsetSize, Subsetting: s.Subsetting, Cluster: s.Cluster,
+		Locality:               translate.LocalityPolicy{Failover: f, Distribute: s.Locality.Distribute, Spill: s.Locality.Spill},
+		OverprovisioningFactor: s.OverprovisioningFactor}
 }
