@@ -3,9 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,6 +43,7 @@ weights: { blackout_period: 0s, update_period: 100ms, min_push_interval: 100ms }
 // LRS stream to that replica.
 type pnNode struct {
 	id     string
+	srv    *harness.Server // the replica it is connected to
 	rate   float64
 	obs    *claObserver
 	notify chan struct{}
@@ -50,7 +53,7 @@ type pnNode struct {
 // startPNNode connects node to srv over ADS (its observer) and LRS.
 func startPNNode(t *testing.T, ctx context.Context, srv *harness.Server, name, id string, rate float64) *pnNode {
 	t.Helper()
-	n := &pnNode{id: id, rate: rate, notify: make(chan struct{}, 1)}
+	n := &pnNode{id: id, srv: srv, rate: rate, notify: make(chan struct{}, 1)}
 	n.obs = startCLAObserver(t, srv, name, id, "api", n.notify)
 	awaitSubset(t, n.obs, n.notify) // connected, with its subset index, before the next node
 	conn, err := grpc.NewClient(srv.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -227,7 +230,8 @@ func pnConverge(t *testing.T, ha, one []*pnNode, haBackend, refBackend *harness.
 	gap := 0.0
 	for stable := 0; stable < 15; {
 		if time.Since(start) > 90*time.Second {
-			t.Fatalf("no convergence within 90s: %s", pnDescribe(ha, one))
+			t.Fatalf("no convergence within 90s: %s\nplanned on A (n1): %s\non B (n2): %s\non the reference (n1): %s\n(n2): %s",
+				pnDescribe(ha, one), pnDebug(haBackend, "n1"), pnDebug(ha[1].srv, "n2"), pnDebug(refBackend, "n1"), pnDebug(refBackend, "n2"))
 		}
 		<-tick.C
 		pnTick(t, ha, haBackend)
@@ -272,6 +276,18 @@ func settledAt(hist [][]map[string]float64, every time.Duration) time.Duration {
 		k--
 	}
 	return time.Duration(k+1) * every
+}
+
+// pnDebug is what srv last planned for node (its /debug/weights page),
+// for a failure message.
+func pnDebug(srv *harness.Server, node string) string {
+	resp, err := http.Get(srv.AdminURL("/debug/weights?service=api&node=" + node))
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	return string(b)
 }
 
 func pnDescribe(ha, one []*pnNode) string {
