@@ -9,6 +9,7 @@ import (
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/subsetting"
+	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xds"
 )
 
@@ -219,6 +220,15 @@ func (c Config) validateServices(p *problems) {
 		}
 		if a := s.Subsetting; a != string(subsetting.Classic) && a != string(subsetting.Steady) {
 			p.bad("services."+name+".subsetting", a, "is not one of classic, steady")
+		}
+		if _, err := translate.ParseFailover(s.Locality.Failover); err != nil {
+			p.bad("services."+name+".locality.failover", s.Locality.Failover, strings.TrimPrefix(err.Error(), "translate: failover: "))
+		}
+		if d := s.Locality.Distribute; !(d >= 0 && d < 1) {
+			p.bad("services."+name+".locality.distribute", d, "is not in [0, 1)")
+		}
+		if f := s.OverprovisioningFactor; f != nil && *f == 0 {
+			p.bad("services."+name+".overprovisioning_factor", *f, "is 0: no priority would take traffic (Envoy's default is 140)")
 		}
 	}
 }

@@ -202,6 +202,10 @@ var Keys = []Key{
 	k("services.<name>.weights.sources", []string{"orca", "lrs", "http"}, "which reports count: orca, lrs, http"),
 	k("services.<name>.weights.orca_port_meta", "orca_port", "meta key holding an endpoint's ORCA port (else the service port)"),
 	unset("services.<name>.drain_window", Duration, "drain.window for this service", "lame-duck-draining"),
+	k("services.<name>.locality.failover", []string{}, "ordered failover levels (zone, region, datacenter): a node gets the endpoints of its zone at priority 0, its region at the next, then its datacenter, then each other datacenter of discovery.consul.datacenters in order; empty: every endpoint of the node's datacenter at priority 0", "zones-and-datacenters"),
+	k("services.<name>.locality.distribute", 0.0, "share in [0, 1) of a node's requests kept in its own zone, the rest going to the next level's zones by capacity (locality weights at priority 0); 0: strict priorities", "zones-and-datacenters"),
+	k("services.<name>.locality.spill", true, "with weights enabled and a failover list, a zone above weights.overload_threshold spills its excess to the next level by spare capacity, and takes it back below weights.overload_recover", "zones-and-datacenters"),
+	unset("services.<name>.overprovisioning_factor", Uint32, "EDS overprovisioning_factor in percent: Envoy moves traffic to the next priority once healthy hosts x factor fall below 100%; default Envoy's 140 (grpc-go fails over only when a priority has no ready endpoint)", "zones-and-datacenters"),
 
 	k("subsetting.index_source", "local", "where nodes get their client index (and endpoints their slot): local (lowest free index per group, sticky), consul (the same tables in Consul KV, shared by replicas) or metadata (the node's subset.index metadata)", "subsetting"),
 	k("subsetting.index_ttl", 10*time.Minute, "a disconnected node's client index (and a departed endpoint's slot) stays reserved for it this long"),

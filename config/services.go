@@ -26,6 +26,24 @@ type ServiceConfig struct {
 	RingHash           RingHashConfig          `mapstructure:"ring_hash"`
 	Weights            ServiceWeights          `mapstructure:"weights"`
 	DrainWindow        *time.Duration          `mapstructure:"drain_window"` // nil: drain.window
+	Locality           LocalityConfig          `mapstructure:"locality"`
+	// OverprovisioningFactor is in percent; nil: Envoy's default (140).
+	OverprovisioningFactor *uint32 `mapstructure:"overprovisioning_factor"`
+}
+
+// LocalityConfig are services.<name>.locality.
+type LocalityConfig struct {
+	Failover   []string `mapstructure:"failover"`   // zone, region, datacenter; in order
+	Distribute float64  `mapstructure:"distribute"` // share kept in the node's zone, [0, 1); 0: off
+	Spill      bool     `mapstructure:"spill"`      // with weights on and a failover list
+}
+
+// localityPolicy is the service's translate.LocalityPolicy (an invalid
+// failover list is reported by validateServices and ignored here).
+func (s ServiceConfig) localityPolicy() translate.LocalityPolicy {
+	f, _ := translate.ParseFailover(s.Locality.Failover)
+	return translate.LocalityPolicy{Failover: f, Distribute: s.Locality.Distribute,
+		Spill: s.Locality.Spill && s.Weights.Enabled && len(f.Levels()) > 0}
 }
 
 // ServiceWeights are services.<name>.weights.
@@ -102,8 +120,15 @@ func (c Config) Service(name string) ServiceConfig {
 func (c Config) ServiceSettings(name string) translate.ServiceSettings {
 	s := c.Service(name)
 	p, _ := envoy.ParseLBPolicy(s.LBPolicy)
-	return translate.ServiceSettings{LBPolicy: p, ConnectTimeout: s.ConnectTimeout, Subsetting: subsetting.Algorithm(s.Subsetting),
-		SubsetSize: int(s.SubsetSize), Cluster: s.clusterOptions()}
+	set := translate.ServiceSettings{LBPolicy: p, ConnectTimeout: s.ConnectTimeout, Subsetting: subsetting.Algorithm(s.Subsetting),
+		SubsetSize: int(s.SubsetSize), Cluster: s.clusterOptions(), Locality: s.localityPolicy()}
+	if s.OverprovisioningFactor != nil {
+		set.OverprovisioningFactor = *s.OverprovisioningFactor
+	}
+	if set.Locality.Distribute > 0 || set.Locality.Spill {
+		set.Cluster.LocalityWeightedLB = true // Envoy honours the shares only so
+	}
+	return set
 }
 
 // DrainWindow is a service's drain window: services.<name>.drain_window,

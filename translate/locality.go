@@ -128,17 +128,17 @@ func rankAll(eps []envoy.Endpoint, f Failover, at Place, dcs []string) []int {
 }
 
 // placeable drops the levels the node's place cannot tell (a zone level
-// for a node without a zone, a region level without a region).
+// for a node without a zone, a region level for one without a region).
 func placeable(levels []Level, at Place) []Level {
 	return slices.DeleteFunc(slices.Clone(levels), func(l Level) bool {
-		return (l == LevelZone && (at.Zone == "" || at.Region == "")) || (l == LevelRegion && at.Region == "")
+		return (l == LevelZone && at.Zone == "") || (l == LevelRegion && at.Region == "")
 	})
 }
 
 func matches(l Level, e envoy.Endpoint, at Place) bool {
 	switch l {
-	case LevelZone:
-		return e.Locality.Region == at.Region && e.Locality.Zone == at.Zone
+	case LevelZone: // a node that names no region matches the zone alone
+		return (at.Region == "" || e.Locality.Region == at.Region) && e.Locality.Zone == at.Zone
 	case LevelRegion:
 		return e.Locality.Region == at.Region
 	default: // datacenter: already the node's

@@ -35,6 +35,13 @@ func Localize(s envoy.Service, set ServiceSettings, in LocalizeInput) (envoy.Ser
 	if pol.Distribute > 0 || pol.Spill {
 		f = zoneFirst(f)
 	}
+	if in.Slots == nil && UsesSlots(set, len(s.Endpoints)) { // a fresh table's, over the whole service
+		ids := make([]string, len(s.Endpoints))
+		for k, e := range s.Endpoints {
+			ids[k] = e.ID
+		}
+		in.Slots = FreshSlots(ids)
+	}
 	levels := levelsOf(s.Endpoints, f, in.At, in.Datacenters)
 	picked := make([][]envoy.Endpoint, len(levels))
 	for i, lvl := range levels {

@@ -16,4 +16,5 @@ type memoEntry struct {
 	w     map[string]uint32 // the weights it was translated with
 	in    envoy.Service     // the translation input
 	view  *viewService      // what subsets views need of it
+	slots map[string]int    // steady slots of its endpoints; nil when not slotted
 }

@@ -37,6 +37,8 @@ type reconciler struct {
 	changedAt time.Time                    // when the oldest unprocessed change arrived
 	weights   map[string]map[string]uint32 // service -> endpoint id -> EDS weight
 	nodeW     NodeWeights                  // per-node weights
+	spill     Spill                        // zone spill states
+	spillVer  uint64                       // incremented by every SetSpill
 
 	mu       sync.Mutex                 // guards the fields below
 	memo     map[string]memoEntry       // service name -> translation
@@ -158,6 +160,7 @@ func (r *reconciler) run(ctx context.Context) {
 func (r *reconciler) reconcile() {
 	r.inMu.Lock()
 	in, changedAt, weights, nodeW := r.input, r.changedAt, r.weights, r.nodeW
+	spill, spillVer := r.spill, r.spillVer
 	if in == nil { // a kick whose change an earlier pass already took
 		r.inMu.Unlock()
 		return
@@ -176,7 +179,8 @@ func (r *reconciler) reconcile() {
 	}
 	r.ready = true
 	r.shared = shared
-	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW))
+	r.sub.local.spill, r.sub.local.spillVer = spill, spillVer
+	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW), r.locals(items))
 	for _, id := range r.reg.ids() {
 		node, _ := r.reg.get(id)
 		r.setLocked(node, changedAt)
@@ -267,11 +271,13 @@ func (r *reconciler) translateService(svc discovery.Service, set translate.Servi
 		}
 		slots = r.slots.assign(svc.Name, sortedCopy(ids))
 	}
-	plan, err := newServicePlan(in, set.SubsetSize, set.Subsetting, r.memo[svc.Name].plan, &r.sub.choiceIDs, slots)
-	if err != nil {
-		return memoEntry{}, err
+	var plan *servicePlan
+	if !set.Locality.On() { // else a subset per level and place (localities.go)
+		if plan, err = newServicePlan(in, set.SubsetSize, set.Subsetting, r.memo[svc.Name].plan, &r.sub.choiceIDs, slots); err != nil {
+			return memoEntry{}, err
+		}
 	}
-	e := memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in}
+	e := memoEntry{src: svc, set: set, items: it, plan: plan, w: w, in: in, slots: slots}
 	e.view = newViewService(e.plan, e.in, r.memo[svc.Name].view)
 	return e, nil
 }
@@ -293,6 +299,17 @@ func (r *reconciler) plans(items []xdscache.ServiceItems) []planned {
 	for pos, it := range items {
 		if sp := r.memo[it[0].Name].plan; sp != nil {
 			out = append(out, planned{pos: pos, sp: sp})
+		}
+	}
+	return out
+}
+
+// locals lists the services among items with a locality policy.
+func (r *reconciler) locals(items []xdscache.ServiceItems) []localService {
+	var out []localService
+	for pos, it := range items {
+		if e := r.memo[it[0].Name]; e.set.Locality.On() {
+			out = append(out, localService{pos: pos, in: e.in, set: e.set, slots: e.slots})
 		}
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,10 +97,15 @@ type Config struct {
 	// per Debounce): the weights pipeline's input. It is called with the
 	// reconciler's lock held, in version order: it must not block or call
 	// the server.
-	OnSubsets  func(*SubsetsView)
-	Logger     *slog.Logger // nil means slog.Default()
-	Registerer prometheus.Registerer
-	Now        func() time.Time // nil means time.Now
+	OnSubsets func(*SubsetsView)
+	// Datacenters is the datacenter failover order, the local one first
+	// (discovery.consul.datacenters): a node whose metadata names no
+	// "datacenter" is in the first; services with a datacenter failover
+	// level try the others in this order. Empty: one datacenter.
+	Datacenters []string
+	Logger      *slog.Logger // nil means slog.Default()
+	Registerer  prometheus.Registerer
+	Now         func() time.Time // nil means time.Now
 }
 
 // Validate reports configuration errors.
@@ -207,6 +213,9 @@ func New(cfg Config) (*Server, error) {
 	s.cache = xdscache.New(cfg.SotWFullState)
 	s.rec = newReconciler(s.cache, s.reg, s.m, reconcileConfig{Settings: cfg.Settings, Logger: cfg.Logger, Now: cfg.Now,
 		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, OnSubsets: cfg.OnSubsets}, lis)
+	if len(cfg.Datacenters) > 0 {
+		s.rec.sub.local.defaultDC, s.rec.sub.local.datacenters = cfg.Datacenters[0], slices.Clone(cfg.Datacenters)
+	}
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)
 	if cfg.Registerer != nil {
@@ -268,6 +277,14 @@ func (s *Server) SetWeights(w map[string]map[string]uint32) {
 func (s *Server) SetNodeWeights(w NodeWeights) {
 	s.m.weightUpdates.Inc()
 	s.rec.setNodeWeights(w)
+}
+
+// SetSpill replaces the zone spill states of services with
+// locality.spill (see Spill); nodes are updated by the reconcile loop
+// after the debounce.
+func (s *Server) SetSpill(sp Spill) {
+	s.m.weightUpdates.Inc()
+	s.rec.redo(func() { s.rec.spill, s.rec.spillVer = sp, s.rec.spillVer+1 })
 }
 
 // SubsetsView returns the node subsets as last published (see

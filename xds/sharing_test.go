@@ -20,7 +20,21 @@ import (
 // fleetNode is one node of a random fleet and what makes its inputs.
 type fleetNode struct {
 	id, cluster, agent string
-	index              int // subset.index in its metadata
+	index              int    // subset.index in its metadata
+	zone               string // node.locality.zone; "" none
+}
+
+// randomLocality draws a service's locality policy: none half the time.
+func randomLocality(rng *rand.Rand) translate.LocalityPolicy {
+	switch rng.IntN(6) {
+	case 0:
+		return translate.LocalityPolicy{Failover: translate.Failover{translate.LevelZone}}
+	case 1:
+		return translate.LocalityPolicy{Failover: translate.Failover{translate.LevelZone, translate.LevelRegion}, Distribute: 0.7}
+	case 2:
+		return translate.LocalityPolicy{Distribute: 0.5}
+	}
+	return translate.LocalityPolicy{}
 }
 
 // randomFleet draws a catalog (health, subset sizes and algorithms per
@@ -42,14 +56,16 @@ func randomFleet(rng *rand.Rand) (discovery.Snapshot, map[string]translate.Servi
 		if rng.IntN(3) == 0 {
 			alg = subsetting.Classic
 		}
-		settings[svc.Name] = translate.ServiceSettings{SubsetSize: rng.IntN(len(svc.Endpoints)), Subsetting: alg}
+		settings[svc.Name] = translate.ServiceSettings{SubsetSize: rng.IntN(len(svc.Endpoints)), Subsetting: alg,
+			Locality: randomLocality(rng)}
 	}
 	var nodes []fleetNode
 	weights := NodeWeights{}
 	for n := range 12 + rng.IntN(20) {
 		cluster := []string{"edge", "mesh", "other"}[rng.IntN(3)]
 		agent := []string{"envoy", "gRPC Go"}[rng.IntN(2)]
-		fn := fleetNode{id: fmt.Sprintf("%s-%02d", cluster, n), cluster: cluster, agent: agent, index: rng.IntN(4)}
+		fn := fleetNode{id: fmt.Sprintf("%s-%02d", cluster, n), cluster: cluster, agent: agent, index: rng.IntN(4),
+			zone: []string{"", "z0", "z1", "z2"}[rng.IntN(4)]}
 		nodes = append(nodes, fn)
 		if rng.IntN(4) == 0 {
 			svc := snap.Services[rng.IntN(len(snap.Services))]
@@ -79,7 +95,8 @@ func sharingServer(t *testing.T, snap discovery.Snapshot, settings map[string]tr
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.cb.request(int64(i+1), &core.Node{Id: n.id, Cluster: n.cluster, UserAgentName: n.agent, Metadata: md})
+		s.cb.request(int64(i+1), &core.Node{Id: n.id, Cluster: n.cluster, UserAgentName: n.agent, Metadata: md,
+			Locality: &core.Locality{Zone: n.zone}})
 	}
 	s.Update(snap)
 	s.SetNodeWeights(weights)

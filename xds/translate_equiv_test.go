@@ -10,12 +10,14 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/xds-server/xds-server/nodeindex"
 	"github.com/xds-server/xds-server/translate"
@@ -111,7 +113,7 @@ func serverResources(t *testing.T, in translate.NodeInput) (translate.NodeResour
 	cfg := Config{
 		Settings: in.Settings, Listeners: in.Listeners,
 		RateLimitAddress: in.RateLimitAddress, RateLimitTLS: in.RateLimitTLS,
-		Registerer: prometheus.NewRegistry(), Logger: quietLogger(),
+		Registerer: prometheus.NewRegistry(), Logger: quietLogger(), Datacenters: in.Datacenters,
 	}
 	if in.Slots != nil { // without, the default table: a fresh nodeindex.Local
 		cfg.Subsetting.Table = &slotTable{slots: in.Slots, Local: nodeindex.NewLocal(time.Minute, time.Now)}
@@ -124,7 +126,12 @@ func serverResources(t *testing.T, in translate.NodeInput) (translate.NodeResour
 	if in.Node.Envoy {
 		agent = "envoy"
 	}
-	connectAs(s, 1, in.Node.ID, in.Node.Cluster, agent)
+	n := &core.Node{Id: in.Node.ID, Cluster: in.Node.Cluster, UserAgentName: agent,
+		Locality: &core.Locality{Region: in.Node.Locality.Region, Zone: in.Node.Locality.Zone, SubZone: in.Node.Locality.SubZone}}
+	if in.Node.Datacenter != "" {
+		n.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"datacenter": structpb.NewStringValue(in.Node.Datacenter)}}
+	}
+	s.cb.request(1, n)
 	node, ok := s.reg.get(in.Node.ID)
 	if !ok {
 		t.Fatal("the node did not register")
@@ -136,6 +143,9 @@ func serverResources(t *testing.T, in translate.NodeInput) (translate.NodeResour
 		nw[svc] = map[string]map[string]uint32{in.Node.ID: w}
 	}
 	s.SetNodeWeights(nw)
+	if in.Spill != nil {
+		s.SetSpill(in.Spill)
+	}
 	s.Update(in.Snapshot)
 	s.rec.reconcile()
 	snap, ok := s.rec.snapshotOf(in.Node.ID)

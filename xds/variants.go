@@ -25,6 +25,7 @@ type planned struct {
 type indexKey struct {
 	assembly string
 	index    int
+	place    string // translate.Place.Key when services depend on it
 }
 
 // variantRef is the variant an index uses, with its key in variants.
@@ -60,6 +61,7 @@ type subsets struct {
 	inputs  map[string]envoy.Service // service -> translation input (for nodeW)
 	perNode weightedSet              // service -> node -> its weighted load assignment
 	ownLive map[string]bool          // variants of nodes with weights of their own, this pass
+	local   localized                // load assignments of services with a locality policy
 }
 
 func newSubsets(m *metrics, log *slog.Logger) *subsets {
@@ -71,8 +73,8 @@ func newSubsets(m *metrics, log *slog.Logger) *subsets {
 // rebase starts a reconcile pass over new items, plans and bases, with the
 // per-node weights nodeW of services whose inputs are given; variants
 // whose base changed outside the subset load assignments are dropped.
-func (v *subsets) rebase(items []xdscache.ServiceItems, plans []planned, shared map[string]*cache.Snapshot, nodeW NodeWeights, inputs map[string]envoy.Service) {
-	v.items, v.planned, v.shared = items, plans, shared
+func (v *subsets) rebase(items []xdscache.ServiceItems, plans []planned, shared map[string]*cache.Snapshot, nodeW NodeWeights, inputs map[string]envoy.Service, locals []localService) {
+	v.items, v.planned, v.shared, v.local.services = items, plans, shared, locals
 	v.nodeW, v.inputs = nodeW, inputs
 	v.byIndex, v.ownLive = map[indexKey]variantRef{}, map[string]bool{}
 	sigs := make(map[string]string, len(shared))
@@ -104,6 +106,7 @@ func (v *subsets) settle() {
 		p.sp.forgetPrev()
 	}
 	v.perNode.settle()
+	v.local.settle()
 }
 
 // baseSig summarizes what a variant takes from its base: every type's
@@ -142,18 +145,25 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 	}
 	own := v.nodeServices(node.ID)
 	subset := len(v.planned) > 0 && node.Index >= 0
-	if !subset && len(own) == 0 {
+	local := len(v.local.services) > 0
+	if !subset && len(own) == 0 && !local {
 		return base
 	}
-	ik := indexKey{akey, node.Index}
+	ik := indexKey{assembly: akey, index: node.Index}
+	if local {
+		ik.place = v.local.place(node).Key()
+	}
 	if ref, ok := v.byIndex[ik]; ok && len(own) == 0 {
 		return ref.snap
 	}
 	var key strings.Builder
 	key.WriteString(ik.assembly)
-	repl := make(map[int]xdscache.Item, len(v.planned)+len(own))
+	repl := make(map[int]xdscache.Item, len(v.planned)+len(own)+len(v.local.services))
 	if subset {
 		v.replaceSubsets(node, repl, &key)
+	}
+	if local {
+		v.replaceLocal(node, repl, &key)
 	}
 	for _, pos := range own {
 		if _, done := repl[pos]; done {
