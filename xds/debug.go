@@ -23,6 +23,9 @@ func (s *Server) Nodes() []Node { return s.reg.list() }
 type NodeConfig struct {
 	Node      Node                  `json:"node"`
 	Resources map[string]TypeConfig `json:"resources"` // by short type name
+	// Localities are the node's place and priority levels, when services
+	// have a locality policy.
+	Localities *NodeLevels `json:"localities,omitempty"`
 }
 
 // TypeConfig is one resource type of a node's config.
@@ -46,6 +49,7 @@ func (s *Server) Config(id string) (NodeConfig, bool, error) {
 	if !ok {
 		return out, true, nil
 	}
+	out.Localities = s.nodeLevels(node, snap)
 	for _, kind := range xdscache.Kinds {
 		url, _ := cache.GetResponseTypeURL(kind)
 		res := snap.Resources[kind]

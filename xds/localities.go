@@ -91,6 +91,22 @@ func (l *localized) get(ls localService, src string, at translate.Place, index i
 	return e, nil
 }
 
+// observe sets the locality metrics from the load assignments used this
+// pass.
+func (l *localized) observe(m *metrics) {
+	m.localAssigns.Reset()
+	m.localEPs.Reset()
+	for k, e := range l.byKey {
+		if !e.used {
+			continue
+		}
+		m.localAssigns.WithLabelValues(k.service).Inc()
+		for _, ep := range e.view.Endpoints {
+			m.localEPs.WithLabelValues(k.service, strconv.FormatUint(uint64(ep.Priority), 10)).Inc()
+		}
+	}
+}
+
 // settle drops what no node used this pass.
 func (l *localized) settle() {
 	for k, e := range l.byKey {

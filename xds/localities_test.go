@@ -7,6 +7,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/translate"
@@ -69,6 +70,19 @@ func TestLocalityPrioritiesPerPlace(t *testing.T) {
 	}
 	if got := zonesOf(t, s, "b-1"); len(got) != 2 || got[0][0] != "b" || got[1][0] != "a" {
 		t.Errorf("zone b node: zones by priority %v, want b at 0, a at 1", got)
+	}
+
+	cfg, _, err := s.Config("b-1")
+	if err != nil || cfg.Localities == nil || cfg.Localities.Place.Zone != "b" || len(cfg.Localities.Services["api"]) != 2 ||
+		cfg.Localities.Services["api"][0].Localities[0].Zone != "b" || cfg.Localities.Services["api"][0].Localities[0].Serving != 2 {
+		t.Errorf("/debug/config of b-1: localities %+v (%v), want place zone b and api's zone b at priority 0 with 2 serving", cfg.Localities, err)
+	}
+
+	if n := testutil.ToFloat64(s.m.localAssigns.WithLabelValues("api")); n != 2 {
+		t.Errorf("xds_locality_assignments{api} = %v, want 2 (zones a and b)", n)
+	}
+	if n := testutil.ToFloat64(s.m.localEPs.WithLabelValues("api", "1")); n != 4 {
+		t.Errorf("xds_locality_endpoints{api,1} = %v, want 4 (2 in each assignment)", n)
 	}
 
 	s.SetSpill(Spill{"api": {{Region: "r", Zone: "a"}: {Keep: 0.6}, {Region: "r", Zone: "b"}: {Keep: 1, Spare: 50}}})

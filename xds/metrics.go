@@ -35,6 +35,8 @@ type metrics struct {
 	indicesHealed prometheus.Counter
 	namesRefused  *prometheus.CounterVec
 	evicted       prometheus.Counter
+	localAssigns  *prometheus.GaugeVec
+	localEPs      *prometheus.GaugeVec
 }
 
 // newMetrics makes the collectors and registers them with reg (nil:
@@ -45,10 +47,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.reconcileMetrics()
 	m.subsetMetrics()
 	m.boundMetrics()
+	m.localityMetrics()
 	err := metricreg.Register(reg, m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
 		m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
 		m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed,
-		m.namesRefused, m.evicted)
+		m.namesRefused, m.evicted, m.localAssigns, m.localEPs)
 	if err != nil {
 		return nil, fmt.Errorf("xds: metrics: %w", err)
 	}
@@ -154,4 +157,16 @@ func knownType(url string) string {
 		return xdscache.TypeName(url)
 	}
 	return "other"
+}
+
+// localityMetrics makes the collectors of services with a locality policy.
+func (m *metrics) localityMetrics() {
+	m.localAssigns = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_locality_assignments",
+		Help: "Load assignments of a service with a locality policy served after the last reconcile pass: one per node place (datacenter, region, zone) and, for a subset service, client index.",
+	}, []string{"service"})
+	m.localEPs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_locality_endpoints",
+		Help: "Endpoints at each priority level over the load assignments counted by xds_locality_assignments (divide by it for the mean per assignment), by service and priority.",
+	}, []string{"service", "priority"})
 }

@@ -106,6 +106,7 @@ func (v *subsets) settle() {
 		p.sp.forgetPrev()
 	}
 	v.perNode.settle()
+	v.local.observe(v.m)
 	v.local.settle()
 }
 
