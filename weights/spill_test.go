@@ -3,6 +3,7 @@ package weights
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -203,5 +204,96 @@ func TestSpillChanged(t *testing.T) {
 				t.Errorf("spillChanged = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// FuzzSpill drives a controller with a random script of zone loads
+// (including NaN, infinite and negative ones), zones leaving and clock
+// steps, and checks every state: Keep in [MinKeep, 1], Spare in [0,
+// threshold*Capacity], Utilization in [0, MaxUtilization], no Keep cut
+// at a step where no zone had spare, and at most one move per zone per
+// period.
+func FuzzSpill(f *testing.F) {
+	f.Add([]byte{200, 10, 100, 1, 250, 0, 5, 5, 200, 10, 100, 1, 250, 0, 5, 5, 200, 10, 100, 1, 250, 0, 5, 5})
+	f.Add([]byte{255, 1, 0, 0, 254, 2, 253, 3, 120, 100, 30, 100, 120, 100, 30, 100, 120, 100, 30, 100})
+	f.Fuzz(func(t *testing.T, script []byte) { runSpillScript(t, script) })
+}
+
+// TestSpillInvariants runs FuzzSpill's checks on longer random scripts.
+func TestSpillInvariants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 4))
+	for range 200 {
+		script := make([]byte, 8*(20+rng.IntN(200)))
+		for i := range script {
+			script[i] = byte(rng.UintN(256))
+		}
+		runSpillScript(t, script)
+	}
+}
+
+// spillValue maps a script byte to a rate: mostly 0..250 requests/s,
+// with 251.. as the values no report should give.
+func spillValue(b byte) float64 {
+	switch b {
+	case 251:
+		return math.NaN()
+	case 252:
+		return math.Inf(1)
+	case 253:
+		return -5
+	case 254:
+		return 1e300
+	}
+	return float64(b)
+}
+
+// runSpillScript interprets script in 8-byte instructions: the loads and
+// capacities of zones a, b and c (capacity byte 0 with load byte 0: the
+// zone left), then a step of (load byte of a) % 4 seconds.
+func runSpillScript(t *testing.T, script []byte) {
+	t.Helper()
+	s := newTestSpiller(t)
+	cfg := SpillConfigFrom(DefaultConfig())
+	now, lastMove := t0, map[ZoneKey]time.Time{}
+	prev := map[ZoneKey]float64{}
+	for i := 0; i+8 <= len(script); i += 8 {
+		in := script[i : i+8]
+		loads := map[ZoneKey]ZoneLoad{}
+		for j, k := range []ZoneKey{zoneA, zoneB, zoneC} {
+			if in[2*j] != 0 || in[2*j+1] != 0 {
+				loads[k] = ZoneLoad{Load: spillValue(in[2*j]), Capacity: spillValue(in[2*j+1])}
+			}
+		}
+		got := s.Step(now, "s", loads)
+		spare := 0.0
+		for _, z := range got {
+			spare += z.Spare
+		}
+		for k, z := range got {
+			if !(z.Keep >= MinKeep && z.Keep <= 1) || !(z.Spare >= 0 && z.Spare <= cfg.Threshold*z.Capacity+1e-6) ||
+				!(z.Utilization >= 0 && z.Utilization <= MaxUtilization) || !(z.Capacity >= 0) || math.IsInf(z.Capacity, 0) {
+				t.Fatalf("step %d, zone %v: %+v out of bounds", i/8, k, z)
+			}
+			old, known := prev[k]
+			if known && z.Keep < old && spare == 0 {
+				t.Fatalf("step %d, zone %v: Keep cut %v -> %v with no spare anywhere", i/8, k, old, z.Keep)
+			}
+			if known && z.Keep != old {
+				if at, ok := lastMove[k]; ok && now.Sub(at) < cfg.Period {
+					t.Fatalf("step %d, zone %v: moved %v after the last move", i/8, k, now.Sub(at))
+				}
+				lastMove[k] = now
+			}
+		}
+		prev = map[ZoneKey]float64{}
+		for k, z := range got {
+			prev[k] = z.Keep
+		}
+		for k := range lastMove {
+			if _, ok := got[k]; !ok {
+				delete(lastMove, k)
+			}
+		}
+		now = now.Add(time.Duration(in[0]%4) * time.Second)
 	}
 }
