@@ -83,6 +83,9 @@ func TestSpillClosedLoop(t *testing.T) {
 	if math.Abs(off[zoneB]-(30+spilled)) > 1e-9 || ub > DefaultOverloadThreshold {
 		t.Errorf("b serves %.2f, want its own 30 plus a's spilled %.2f, under the threshold", off[zoneB], spilled)
 	}
+	if w.publishes > 6 {
+		t.Errorf("%d publications to converge, want at most 6 (zones appearing and a few moves)", w.publishes)
+	}
 	if b := w.published["s"][zoneB].Keep; b != 1 {
 		t.Errorf("b keeps %v, want 1: it has room", b)
 	}
