@@ -124,8 +124,23 @@ func zoneLoads(st ServiceTable, zones map[string]endpointZone) (map[ZoneKey]Zone
 // ServiceTable.Zones and the metrics, and publishes them when they moved
 // (spillChanged against those last published). It returns t annotated.
 func (s *spillStage) step(t Table) Table {
+	out, all, publish := s.compute(t)
+	if publish && s.pub != nil {
+		s.publishes.Inc()
+		s.pub.SetSpill(all) // outside the lock: the publisher may ask for anything
+	}
+	return out
+}
+
+// compute runs the stage's pure part under the lock: the states of every
+// spill service at t.At, t annotated, and whether they moved enough to be
+// published.
+func (s *spillStage) compute(t Table) (Table, map[string]map[ZoneKey]ZoneSpill, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.zones) == 0 && len(s.published) == 0 {
+		return t, nil, false // no spill service, now or at the last publication
+	}
 	out := t
 	out.Services = slices.Clone(t.Services)
 	all := make(map[string]map[ZoneKey]ZoneSpill, len(s.zones))
@@ -151,14 +166,11 @@ func (s *spillStage) step(t Table) Table {
 	s.ctl.Forget(keep)
 	s.record(all)
 	s.latest = all
-	if spillChanged(s.published, all, s.minChange) { // nil and empty are alike: nothing to say before a zone
-		s.published = all
-		if s.pub != nil {
-			s.publishes.Inc()
-			s.pub.SetSpill(all)
-		}
+	if !spillChanged(s.published, all, s.minChange) { // nil and empty are alike: nothing to say before a zone
+		return out, all, false
 	}
-	return out
+	s.published = all
+	return out, all, true
 }
 
 // record sets the metrics of every zone in all and deletes the series of

@@ -52,7 +52,9 @@ func spillSnapshot(b2 discovery.Health, withB bool) discovery.Snapshot {
 		{Name: "web", Endpoints: []discovery.Endpoint{ep("w1", "a", discovery.HealthHealthy)}}}}
 }
 
-func newSpillPipeline(t *testing.T) (*Pipeline, *spillRecorder, *prometheus.Registry) {
+// newSpillPipeline is a pipeline of api (spill on) and web (no spill),
+// with ha set (nil: alone).
+func newSpillPipeline(t *testing.T, ha *HAConfig) (*Pipeline, *spillRecorder, *prometheus.Registry) {
 	t.Helper()
 	rec, reg, g := &spillRecorder{}, prometheus.NewRegistry(), grpc.NewServer()
 	t.Cleanup(g.Stop)
@@ -61,7 +63,7 @@ func newSpillPipeline(t *testing.T) (*Pipeline, *spillRecorder, *prometheus.Regi
 	p, err := NewPipeline(PipelineConfig{
 		Tracker: DefaultConfig(), Solve: DefaultSolveConfig(),
 		Services:  func(s string) ServiceConfig { return services[s] },
-		Publisher: rec, GRPC: g, Registerer: reg,
+		Publisher: rec, GRPC: g, Registerer: reg, HA: ha,
 		UpdatePeriod: time.Second, MinPushInterval: time.Second, ORCAInterval: time.Second, LRSInterval: time.Second,
 	})
 	if err != nil {
@@ -80,19 +82,20 @@ func reportLoad(t *testing.T, p *Pipeline, id string, c, u float64, at time.Time
 	}
 }
 
-// The spill stage publishes when zones appear, when a zone's Keep moves,
-// and when a zone leaves; not at steps where nothing moved. Draining
-// endpoints are no capacity, and services without spill are not shown.
-func TestSpillStagePublishesOnChangeOnly(t *testing.T) {
-	p, rec, reg := newSpillPipeline(t)
+// spillStarted is a spill pipeline after its first step: zone a's two
+// endpoints at 0.5 of 90 requests/s each, zone b's b1 at 0.1 of 100 and
+// b2, draining, at 0.5 of 100. It checks the first publication: api's
+// zones (not web's), b2 no capacity.
+func spillStarted(t *testing.T) (*Pipeline, *spillRecorder, *prometheus.Registry, time.Time) {
+	t.Helper()
+	p, rec, reg := newSpillPipeline(t, nil)
 	p.Observe(spillSnapshot(discovery.HealthDraining, true))
-	now := t0
 	for _, id := range []string{"a1", "a2"} {
-		reportLoad(t, p, id, 90, 0.5, now) // zone a: 180 of capacity at 0.5
+		reportLoad(t, p, id, 90, 0.5, t0) // zone a: 180 of capacity at 0.5
 	}
-	reportLoad(t, p, "b1", 100, 0.1, now)
-	reportLoad(t, p, "b2", 100, 0.5, now) // draining: not capacity
-	p.Step(now)
+	reportLoad(t, p, "b1", 100, 0.1, t0)
+	reportLoad(t, p, "b2", 100, 0.5, t0) // draining: not capacity
+	p.Step(t0)
 	if rec.calls() != 1 {
 		t.Fatalf("first step: %d publications, want 1 (zones appeared)", rec.calls())
 	}
@@ -106,10 +109,15 @@ func TestSpillStagePublishesOnChangeOnly(t *testing.T) {
 	if a := got["api"][zoneA]; a.Capacity != 180 || a.Utilization != 0.5 {
 		t.Errorf("zone a %+v, want capacity 180 at 0.5", a)
 	}
-	for range 3 { // nothing moved
-		now = now.Add(time.Second)
-		p.Step(now)
-	}
+	return p, rec, reg, t0
+}
+
+// The spill stage publishes when zones appear, when a zone's Keep moves,
+// and when a zone leaves; not at steps where nothing moved. Draining
+// endpoints are no capacity, and services without spill are not shown.
+func TestSpillStagePublishesOnChangeOnly(t *testing.T) {
+	p, rec, reg, now := spillStarted(t)
+	now = stepFor(p, now, 3) // nothing moved
 	if rec.calls() != 1 {
 		t.Fatalf("%d publications while nothing moved, want 1", rec.calls())
 	}
@@ -134,10 +142,7 @@ func TestSpillStagePublishesOnChangeOnly(t *testing.T) {
 		reportLoad(t, p, id, 90, 0.85, now)
 	}
 	calls := rec.calls()
-	for range 20 {
-		now = now.Add(time.Second)
-		p.Step(now)
-	}
+	now = stepFor(p, now, 20)
 	if rec.calls() != calls {
 		t.Errorf("%d publications with zone a in the band, want none", rec.calls()-calls)
 	}
@@ -160,6 +165,16 @@ func TestSpillStagePublishesOnChangeOnly(t *testing.T) {
 	if _, err := reg.Gather(); err != nil {
 		t.Error(err)
 	}
+}
+
+// stepFor steps p n times, one second apart after now, and returns the
+// time of the last step.
+func stepFor(p *Pipeline, now time.Time, n int) time.Time {
+	for range n {
+		now = now.Add(time.Second)
+		p.Step(now)
+	}
+	return now
 }
 
 func TestZoneLoads(t *testing.T) {

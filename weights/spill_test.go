@@ -49,12 +49,16 @@ func runSpill(s *Spiller, now time.Time, phases ...spillPhase) (map[ZoneKey]Zone
 	return got, now
 }
 
-func TestSpillController(t *testing.T) {
+// spillCase is loads held in phases, and the Keep each zone should have
+// after them.
+type spillCase struct {
+	phases []spillPhase
+	want   map[ZoneKey]float64
+}
+
+func spillCases() map[string]spillCase {
 	over := map[ZoneKey]ZoneLoad{zoneA: cap100(120), zoneB: cap100(20)}
-	for name, tc := range map[string]struct {
-		phases []spillPhase
-		want   map[ZoneKey]float64 // Keep
-	}{
+	return map[string]spillCase{
 		"no spill below the threshold": {
 			phases: []spillPhase{{30, map[ZoneKey]ZoneLoad{zoneA: cap100(89), zoneB: cap100(10)}}},
 			want:   map[ZoneKey]float64{zoneA: 1, zoneB: 1},
@@ -120,7 +124,11 @@ func TestSpillController(t *testing.T) {
 			phases: []spillPhase{{oneMove, over}, {1, map[ZoneKey]ZoneLoad{zoneB: cap100(40)}}, {1, over}},
 			want:   map[ZoneKey]float64{zoneA: 1, zoneB: 1},
 		},
-	} {
+	}
+}
+
+func TestSpillController(t *testing.T) {
+	for name, tc := range spillCases() {
 		t.Run(name, func(t *testing.T) {
 			got, _ := runSpill(newTestSpiller(t), t0, tc.phases...)
 			if len(got) != len(tc.want) {
@@ -221,14 +229,7 @@ func FuzzSpill(f *testing.F) {
 
 // TestSpillInvariants runs FuzzSpill's checks on longer random scripts.
 func TestSpillInvariants(t *testing.T) {
-	rng := rand.New(rand.NewPCG(26, 4))
-	for range 200 {
-		script := make([]byte, 8*(20+rng.IntN(200)))
-		for i := range script {
-			script[i] = byte(rng.UintN(256))
-		}
-		runSpillScript(t, script)
-	}
+	randomScripts(rand.New(rand.NewPCG(26, 4)), 8, 20, func(script []byte) { runSpillScript(t, script) })
 }
 
 // spillValue maps a script byte to a rate: mostly 0..250 requests/s,
