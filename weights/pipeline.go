@@ -45,7 +45,8 @@ type ServiceConfig struct {
 	Sources      []string // SourceORCA, SourceLRS, SourceHTTP: the reports it takes
 	ORCAPortMeta string   // meta key holding the backend's ORCA port; "" or absent: the service port
 	// Spill turns on capacity-aware spill between the service's zones
-	// (spill.go; set with weights enabled and a locality failover list):
+	// (spill.go; set with weights enabled and a locality failover list;
+	// ignored without Enabled):
 	// the pipeline computes each zone's ZoneSpill and hands it to a
 	// Publisher that is a SpillPublisher.
 	Spill bool

@@ -135,7 +135,7 @@ func NewSpiller(cfg SpillConfig) (*Spiller, error) {
 // that serves only its own nodes, so its predicted utilization is the
 // threshold (a zone that also serves others' spill sheds less: the next
 // window finds the rest); a saturated zone cannot show its excess and
-// sheds the guard's OverloadFactor per move. But the load spilled by all
+// keeps at most Factor (the guard's OverloadFactor, 0.75) per move. But the load spilled by all
 // of a service's zones at one step never exceeds the Spare its zones had
 // before it (zones in key order take from that pool): spilling what no
 // zone can take would only move the overload. A gain aims at the middle

@@ -127,7 +127,7 @@ func (s *spillStage) step(t Table) Table {
 	out, all, publish := s.compute(t)
 	if publish && s.pub != nil {
 		s.publishes.Inc()
-		s.pub.SetSpill(all) // outside the lock: the publisher may ask for anything
+		s.pub.SetSpill(all) // outside the lock: the publisher may ask for anything; all is never written again
 	}
 	return out
 }
@@ -234,5 +234,6 @@ func spillChanged(old, new map[string]map[ZoneKey]ZoneSpill, minChange float64) 
 
 // Spill returns the spill states as last computed: service -> zone ->
 // state, for the services with spill on (ServiceConfig.Spill); nil
-// before the first Step.
+// before the first Step. The maps are shared (with the publisher too):
+// read only.
 func (p *Pipeline) Spill() map[string]map[ZoneKey]ZoneSpill { return p.spill.Spill() }
