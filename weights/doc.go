@@ -16,7 +16,8 @@
 // snapshots give the ORCA targets, the LRS address map and the tracker's
 // endpoints; reports are filtered by each service's sources) -> HA merge
 // (pipeline_ha.go, with ha.enabled) -> track (Runner.Track) -> solve
-// (balancing global-mode services) -> publish (Runner.Offer: the push
+// (balancing global-mode services) -> spill (zones' Keep, services with
+// spill on) -> publish (Runner.Offer: the push
 // policy hands the table to a Publisher, an interface *xds.Server
 // satisfies, and plans per-node weights; then the lame-duck transitions).
 // Data only flows in: the nodes' subsets are fed to it (SetSubsets, a
@@ -171,6 +172,50 @@
 // robin gives max/mean utilization 1.65-2.16, global (capacity) weights
 // 1.68-1.85, per-node weights 1.001 (TestSolveBalancesRandomFleet); with
 // damping 0.5 from round robin, 1.05 is reached in five solves.
+//
+// # Capacity-aware spill (ServiceConfig.Spill)
+//
+// For a service with spill on (weights enabled and a locality failover
+// list), the spill stage (spill_stage.go, after solve) keeps per zone
+// (ZoneKey: its endpoints' locality region and zone) a Keep, the share of
+// the zone's own nodes' requests the zone serves; the translation sends
+// the rest, 1-Keep, to the next locality level, spread over that level's
+// zones in proportion to their Spare (requests/s below the overload
+// threshold), so a zone without spare capacity receives nothing. A zone's
+// capacity is the sum of Row.Capacity of its serving endpoints (an
+// unhealthy or DRAINING endpoint, whatever drained it, counts as none; one
+// of unknown capacity adds neither load nor capacity), its load their
+// Row.QPS, its utilization U = load/capacity.
+//
+// The controller (Spiller, spill.go; pure, no clock) paces itself as the
+// overload guard does, with the guard's marks: it moves at most once per
+// OverloadPeriod, on the mean U of the period. Above OverloadThreshold
+// (0.9) Keep *= threshold/U, which spills exactly the excess load
+// capacity*(U - threshold) of a zone serving its own nodes (a saturated
+// zone, U >= 1, keeps at most OverloadFactor per move); between the
+// marks it holds (hysteresis); below OverloadRecover (0.8) Keep grows
+// toward 1 aiming at the middle of the marks. Keep never goes below
+// MinKeep (0.05: the zone keeps reporting), and the load all of a
+// service's zones spill at one step never exceeds the Spare its zones had
+// (spilling what nobody can take only moves the overload). On a closed
+// loop of two zones of 100 requests/s (TestSpillClosedLoop: 130 and 30
+// requests/s of own demand, 2% noise, pushes applied 2 s late) zone a
+// spills 40.9 requests/s in four moves (about 20 s), runs at 0.89 and b at
+// 0.71, and nothing moves in the next 300 s; when a's demand drops to 50,
+// Keep returns to 1 at the next period.
+//
+// The states go to the Publisher when it is a SpillPublisher, only when a
+// zone appeared or left or some Keep moved (to or from 1, or by more than
+// MinChange of the smaller of its kept and spilled shares): Utilization
+// and Spare alone never push. /debug/weights shows them as the service's
+// zones; xds_weights_zone_keep, xds_weights_zone_utilization and
+// xds_weights_zone_spare_rps{service,region,zone} export them (series of
+// the spill services' zones seen in discovery, deleted when a zone
+// leaves). With HA, every replica computes the states from the merged
+// table (every replica's summaries), not the leader's stored one, which
+// holds weights only: replicas see the same loads and so move alike, but
+// each runs its own periods, so for up to a period (and a summary
+// interval) their Keeps may differ by one move.
 //
 // # Several replicas (PipelineConfig.HA)
 //

@@ -26,13 +26,18 @@ func FuzzTracker(f *testing.F) {
 
 // TestTrackerInvariants runs FuzzTracker's checks on longer random scripts.
 func TestTrackerInvariants(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
+	randomScripts(rand.New(rand.NewPCG(3, 4)), 4, 50, func(script []byte) { runScript(t, script) })
+}
+
+// randomScripts runs run on 200 random scripts of unit-byte instructions,
+// from least to least+200 instructions long.
+func randomScripts(rng *rand.Rand, unit, least int, run func([]byte)) {
 	for range 200 {
-		script := make([]byte, 4*(50+rng.IntN(200)))
+		script := make([]byte, unit*(least+rng.IntN(200)))
 		for i := range script {
 			script[i] = byte(rng.UintN(256))
 		}
-		runScript(t, script)
+		run(script)
 	}
 }
 

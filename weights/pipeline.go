@@ -44,6 +44,12 @@ type ServiceConfig struct {
 	Mode         string   // ModeGlobal (or "") or ModePerNode
 	Sources      []string // SourceORCA, SourceLRS, SourceHTTP: the reports it takes
 	ORCAPortMeta string   // meta key holding the backend's ORCA port; "" or absent: the service port
+	// Spill turns on capacity-aware spill between the service's zones
+	// (spill.go; set with weights enabled and a locality failover list;
+	// ignored without Enabled):
+	// the pipeline computes each zone's ZoneSpill and hands it to a
+	// Publisher that is a SpillPublisher.
+	Spill bool
 }
 
 // PipelineConfig configures a Pipeline.
@@ -117,6 +123,7 @@ type Pipeline struct {
 	perNode *PerNode
 	ha      *haWeights // nil unless cfg.HA
 	lame    *lameDucks
+	spill   *spillStage
 
 	mu       sync.Mutex
 	perSvc   map[string]bool              // services in per_node mode
@@ -156,6 +163,9 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 			return p.perNode.Debug(service, node)
 		},
 		UpdatePeriod: cfg.UpdatePeriod, MinChange: cfg.MinChange, MinPushInterval: cfg.MinPushInterval,
+	}
+	if p.spill, err = newSpillStage(cfg, log); err != nil {
+		return nil, err
 	}
 	if cfg.HA != nil {
 		if p.ha, err = newHAWeights(*cfg.HA, cfg.Tracker, log); err != nil {

@@ -60,6 +60,7 @@ func (p *Pipeline) Observe(s discovery.Snapshot) {
 	p.known, p.addrs, p.sources, p.perSvc, p.services = seen, addrs, sources, perSvc, all
 	p.mu.Unlock()
 	p.orca.SetTargets(targets)
+	p.spill.observe(s, p.cfg.Services)
 }
 
 // publishNodes plans the per-node weights of the services in per_node

@@ -17,6 +17,9 @@ import (
 //   - track (Runner.Track): the tracker's table at now (the merged one
 //     with HA);
 //   - solve (solve): global balancing over the nodes' subsets and rates;
+//   - spill (spillStage.step, spill_stage.go): each zone's share kept of
+//     its own nodes' requests, for the services with spill on, shown in
+//     the table's Zones and handed to a SpillPublisher when it moved;
 //   - publish (Runner.Offer, then the lame-duck transitions): the push
 //     policy hands the table to the xDS server (with HA the leader hands
 //     it to the store) and plans per-node weights (publishNodes).
@@ -52,6 +55,7 @@ func (p *Pipeline) Step(now time.Time) bool {
 	}
 	t := p.runner.Track(now)
 	t = p.solve(t, view)
+	t = p.spill.step(t)
 	published := p.runner.Offer(now, t)
 	p.lame.publish()
 	return published

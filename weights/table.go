@@ -81,6 +81,9 @@ type ServiceTable struct {
 	// PredictedSpread is the max/mean utilization global balancing
 	// predicts under these weights (BalanceService); 0 when not balanced.
 	PredictedSpread float64 `json:"predicted_spread,omitempty"`
+	// Zones is the spill state of each zone of a service with spill on
+	// (ServiceConfig.Spill), sorted by region and zone; nil otherwise.
+	Zones []ZoneRow `json:"zones,omitempty"`
 }
 
 // Row returns the row of endpoint id, if present.
