@@ -116,7 +116,8 @@ func (c Config) WeightsPipeline() weights.PipelineConfig {
 		Tracker: c.Weights.Tracker(), Solve: c.Weights.Solver(),
 		Services: func(service string) weights.ServiceConfig {
 			set, on := c.WeightsOf(service)
-			return weights.ServiceConfig{Enabled: on, Mode: set.Mode, Sources: set.Sources, ORCAPortMeta: set.ORCAPortMeta}
+			return weights.ServiceConfig{Enabled: on, Mode: set.Mode, Sources: set.Sources, ORCAPortMeta: set.ORCAPortMeta,
+				Spill: c.Service(service).localityPolicy().Spill}
 		},
 		UpdatePeriod: c.Weights.UpdatePeriod, MinChange: c.Weights.MinChange, MinPushInterval: c.Weights.MinPushInterval,
 		ORCAInterval: c.Weights.ORCAInterval, LRSInterval: c.Weights.LRSInterval,

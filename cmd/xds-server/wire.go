@@ -121,7 +121,7 @@ func (a *app) wireHA(_ context.Context, cl *closers) (err error) {
 func (a *app) wireSnapshots(context.Context, *closers) error {
 	a.fan.changes, a.fan.xds = discovery.NewChangeLog(a.log, a.cfg.Discovery.Source), a.srv
 	wc := a.cfg.WeightsPipeline()
-	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer, wc.HA = a.srv, a.srv.GRPC(), a.log, a.reg, a.ha.wcfg
+	wc.Publisher, wc.GRPC, wc.Logger, wc.Registerer, wc.HA = spillPublisher{a.srv}, a.srv.GRPC(), a.log, a.reg, a.ha.wcfg
 	wc.LameDuckMetric = a.cfg.Drain.ORCAMetric
 	var err error
 	if a.ws, err = weights.NewPipeline(wc); err != nil {
