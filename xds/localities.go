@@ -1,8 +1,10 @@
 package xds
 
 import (
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/translate"
@@ -144,4 +146,64 @@ func (v *subsets) replaceLocal(node Node, repl map[int]xdscache.Item, key *strin
 		key.WriteString("/l")
 		key.WriteString(strconv.FormatUint(e.id, 10))
 	}
+}
+
+// localView is what subsets views need of a service with a locality
+// policy: each node is given the serving endpoints of priority 0 of its
+// load assignment (where its requests go while that level can take them),
+// so per-node and balanced weights stay within a level. Computed per
+// place and client index on first use; safe for concurrent use.
+type localView struct {
+	svc         localService
+	datacenters []string
+	spill       map[translate.Zone]translate.ZoneSpill
+
+	mu    sync.Mutex
+	picks map[localKey][]string
+}
+
+// view captures ls with the pass's datacenters and spill states.
+func (l *localized) view(ls localService) *localView {
+	return &localView{svc: ls, datacenters: l.datacenters, spill: l.spill[ls.in.Name], picks: map[localKey][]string{}}
+}
+
+func (lv *localView) nodeSubsets(nodes []viewNode) map[string][]string {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	subset := translate.Subsetted(lv.svc.set.SubsetSize, len(lv.svc.in.Endpoints))
+	out := make(map[string][]string, len(nodes))
+	for _, n := range nodes {
+		if subset && n.index < 0 {
+			continue
+		}
+		k := localKey{place: n.place.Key(), index: n.index}
+		if !subset {
+			k.index = -1
+		}
+		ids, ok := lv.picks[k]
+		if !ok {
+			ids = lv.first(n.place, k.index)
+			lv.picks[k] = ids
+		}
+		out[n.id] = ids
+	}
+	return out
+}
+
+// first returns the serving endpoint ids at priority 0 of what nodes at
+// place with client index are sent, sorted (none if it fails to translate).
+func (lv *localView) first(at translate.Place, index int) []string {
+	v, err := translate.Localize(lv.svc.in, lv.svc.set, translate.LocalizeInput{At: at, Datacenters: lv.datacenters,
+		Spill: lv.spill, Slots: lv.svc.slots, Index: index})
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range v.Endpoints {
+		if e.Priority == 0 && serving(e.Health) {
+			ids = append(ids, e.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"slices"
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -78,6 +79,9 @@ func TestLocalityPrioritiesPerPlace(t *testing.T) {
 		t.Errorf("/debug/config of b-1: localities %+v (%v), want place zone b and api's zone b at priority 0 with 2 serving", cfg.Localities, err)
 	}
 
+	if got := s.SubsetsView().NodeSubsets("api"); !slices.Equal(got["a-1"], []string{"a1", "a2"}) || !slices.Equal(got["b-1"], []string{"b1", "b2"}) {
+		t.Errorf("subsets view %v, want each node its own zone (its priority 0)", got)
+	}
 	if n := testutil.ToFloat64(s.m.localAssigns.WithLabelValues("api")); n != 2 {
 		t.Errorf("xds_locality_assignments{api} = %v, want 2 (zones a and b)", n)
 	}
@@ -92,5 +96,8 @@ func TestLocalityPrioritiesPerPlace(t *testing.T) {
 	}
 	if got := zonesOf(t, s, "b-1"); len(got) != 2 || got[0][0] != "b" {
 		t.Errorf("zone b (not spilling): zones by priority %v, want b alone at 0", got)
+	}
+	if got := s.SubsetsView().NodeSubsets("api"); len(got["a-1"]) != 4 || len(got["b-1"]) != 2 {
+		t.Errorf("subsets view while zone a spills %v, want a-1 all four, b-1 its two", got)
 	}
 }

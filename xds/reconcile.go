@@ -401,12 +401,15 @@ func (r *reconciler) publishSubsetsLocked() {
 	svcs := make(map[string]*viewService, len(r.memo))
 	for name, e := range r.memo {
 		svcs[name] = e.view
+		if e.set.Locality.On() {
+			svcs[name] = &viewService{local: r.sub.local.view(localService{in: e.in, set: e.set, slots: e.slots})}
+		}
 	}
-	r.views.next(svcs, viewNodes(r.reg))
+	r.views.next(svcs, viewNodes(r.reg, r.sub.local.place))
 }
 
 // nodesChangedLocked schedules, after the debounce, a view of the last
 // pass's services over the nodes known then. r.mu must be held.
 func (r *reconciler) nodesChangedLocked() {
-	r.views.nodesChanged(r.debounce, &r.mu, func() []viewNode { return viewNodes(r.reg) })
+	r.views.nodesChanged(r.debounce, &r.mu, func() []viewNode { return viewNodes(r.reg, r.sub.local.place) })
 }

@@ -30,7 +30,8 @@ type SubsetsView struct {
 // viewNode is a known node's place for subsetting.
 type viewNode struct {
 	id    string
-	index int // client index; < 0 until set
+	index int             // client index; < 0 until set
+	place translate.Place // for services with a locality policy
 }
 
 // viewService is what a view needs of one service's translation; nothing
@@ -45,6 +46,7 @@ type viewService struct {
 	ids     []string        // endpoint ids in plan order
 	serving []bool          // by plan index
 	picks   *pickCache
+	local   *localView // a service with a locality policy; then the fields above are unused
 }
 
 // pickCache holds the serving ids of client indices, as computed.
@@ -84,6 +86,9 @@ func (v *SubsetsView) NodeSubsets(service string) map[string][]string {
 
 // nodeSubsets computes the service's subsets of nodes.
 func (s *viewService) nodeSubsets(nodes []viewNode) map[string][]string {
+	if s.local != nil {
+		return s.local.nodeSubsets(nodes)
+	}
 	out := make(map[string][]string, len(nodes))
 	if s.plan == nil {
 		for _, n := range nodes {
@@ -191,13 +196,14 @@ func (vs *subsetViews) nodesChanged(debounce time.Duration, mu sync.Locker, node
 	})
 }
 
-// viewNodes lists the known nodes' places, sorted by id.
-func viewNodes(reg *registry) []viewNode {
+// viewNodes lists the known nodes' places, sorted by id; place gives a
+// node's locality place.
+func viewNodes(reg *registry, place func(Node) translate.Place) []viewNode {
 	ids := reg.ids()
 	out := make([]viewNode, 0, len(ids))
 	for _, id := range ids {
 		if node, ok := reg.get(id); ok {
-			out = append(out, viewNode{id: id, index: node.Index})
+			out = append(out, viewNode{id: id, index: node.Index, place: place(node)})
 		}
 	}
 	return out
