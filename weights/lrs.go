@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/xds-server/xds-server/internal/metricreg"
@@ -52,6 +53,10 @@ type LRSConfig struct {
 	// nil, or ok false: such a load is skipped (locality_only). Called
 	// from many streams at once.
 	Split func(node, cluster string) (ids []string, shares []float64, ok bool)
+	// Known, optional, reports whether a cluster is a service the
+	// pipeline knows: only those are counted in and out of the node's
+	// zone (xds_weights_lrs_zone_requests_total); nil counts none.
+	Known func(service string) bool
 	// Interval is the load_reporting_interval asked of clients; 0 means 1s.
 	Interval   time.Duration
 	Logger     *slog.Logger // nil means slog.Default()
@@ -200,6 +205,7 @@ func (s *LRS) StreamLoadStats(stream lrsv3.LoadReportingService_StreamLoadStatsS
 // lrsStream is the state of one stream.
 type lrsStream struct {
 	node string
+	at   *corev3.Locality // the node's, from its first request; nil if none
 	log  *slog.Logger
 	prev time.Time // when the previous request arrived
 }
@@ -218,7 +224,7 @@ func (s *LRS) open(stream lrsv3.LoadReportingService_StreamLoadStatsServer, req 
 	if err := stream.Send(resp); err != nil {
 		return nil, fmt.Errorf("weights: lrs: node %q: send response: %w", node, err)
 	}
-	st := &lrsStream{node: node, log: s.cfg.Logger.With("node", node), prev: now}
+	st := &lrsStream{node: node, at: req.GetNode().GetLocality(), log: s.cfg.Logger.With("node", node), prev: now}
 	st.log.Debug("lrs stream opened", "interval", s.cfg.Interval)
 	return st, nil
 }
@@ -231,6 +237,7 @@ func (s *LRS) handle(st *lrsStream, req *lrsv3.LoadStatsRequest, now time.Time) 
 	if len(req.GetClusterStats()) == 0 {
 		return
 	}
+	s.countZones(st, req)
 	reports, skipped := lrsReports(st.node, req, now, elapsed, s.cfg.Resolve, s.cfg.Split)
 	for reason, n := range skipped {
 		s.m.skipped.WithLabelValues(reason).Add(float64(n))
@@ -251,6 +258,48 @@ func (s *LRS) handle(st *lrsStream, req *lrsv3.LoadStatsRequest, now time.Time) 
 	}
 }
 
+// Where a reported request was served, relative to the node's zone
+// (xds_weights_lrs_zone_requests_total's label).
+const (
+	zoneIn      = "in_zone"
+	zoneOut     = "out_of_zone"
+	zoneUnknown = "unknown" // the node or the upstream locality names no zone
+)
+
+// countZones counts the requests req reports per known service, by where
+// they were served: in the node's zone (same zone, and same region when
+// the node names one) or out of it.
+func (s *LRS) countZones(st *lrsStream, req *lrsv3.LoadStatsRequest) {
+	if s.cfg.Known == nil {
+		return
+	}
+	for _, cs := range req.GetClusterStats() {
+		service := cs.GetClusterName()
+		if !s.cfg.Known(service) {
+			continue
+		}
+		for _, loc := range cs.GetUpstreamLocalityStats() {
+			n := loc.GetTotalSuccessfulRequests() + loc.GetTotalErrorRequests()
+			if n == 0 {
+				continue
+			}
+			s.m.zones.WithLabelValues(service, whereServed(st.at, loc.GetLocality())).Add(float64(n))
+		}
+	}
+}
+
+// whereServed places an upstream locality relative to the node's.
+func whereServed(node, up *corev3.Locality) string {
+	switch {
+	case node.GetZone() == "" || up.GetZone() == "":
+		return zoneUnknown
+	case up.GetZone() == node.GetZone() && (node.GetRegion() == "" || up.GetRegion() == node.GetRegion()):
+		return zoneIn
+	default:
+		return zoneOut
+	}
+}
+
 // cmpErr returns first, or err when first is nil.
 func cmpErr(first, err error) error {
 	if first != nil {
@@ -264,6 +313,7 @@ type lrsMetrics struct {
 	streams prometheus.Gauge
 	reports prometheus.Counter
 	skipped *prometheus.CounterVec
+	zones   *prometheus.CounterVec
 }
 
 // newLRSMetrics creates the collectors and registers them with reg (nil
@@ -280,11 +330,15 @@ func newLRSMetrics(reg prometheus.Registerer) (*lrsMetrics, error) {
 			Name: "xds_weights_lrs_skipped_total",
 			Help: "Endpoint (or locality) loads in LRS requests that did not become a report, by reason.",
 		}, []string{"reason"}),
+		zones: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "xds_weights_lrs_zone_requests_total",
+			Help: "Requests nodes reported over LRS, by service and where they were served: in_zone (the node's own zone), out_of_zone, or unknown (the node or the upstream locality names no zone).",
+		}, []string{"service", "where"}),
 	}
 	for _, reason := range []string{skipNoCluster, skipNoInterval, skipNoAddress, skipUnknown, skipLocalityOnly, skipRejected} {
 		m.skipped.WithLabelValues(reason) // export zeros
 	}
-	if err := metricreg.Register(reg, m.streams, m.reports, m.skipped); err != nil {
+	if err := metricreg.Register(reg, m.streams, m.reports, m.skipped, m.zones); err != nil {
 		return nil, fmt.Errorf("weights: lrs: register metrics: %w", err)
 	}
 	return m, nil

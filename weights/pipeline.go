@@ -180,7 +180,7 @@ func NewPipeline(cfg PipelineConfig) (*Pipeline, error) {
 		LameDuckMetric: cfg.LameDuckMetric, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}
-	if p.lrs, err = NewLRS(LRSConfig{Sink: p.sink(SourceLRS), Resolve: p.resolve, Split: p.split,
+	if p.lrs, err = NewLRS(LRSConfig{Sink: p.sink(SourceLRS), Resolve: p.resolve, Split: p.split, Known: p.isKnown,
 		Interval: cfg.LRSInterval, Logger: log, Registerer: cfg.Registerer}); err != nil {
 		return nil, err
 	}

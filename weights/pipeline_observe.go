@@ -123,6 +123,13 @@ func (p *Pipeline) resolve(cluster, address string, port uint32) (string, bool) 
 	return id, ok
 }
 
+// isKnown reports whether the tracker holds service.
+func (p *Pipeline) isKnown(service string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.known[service]
+}
+
 // sink passes reports of one source to the tracker, for the services that
 // take that source (ServiceConfig.Sources).
 func (p *Pipeline) sink(source string) ReportSink { return sourceFilter{p, source} }
