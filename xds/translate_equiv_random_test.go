@@ -51,6 +51,7 @@ func randomInput(rng *rand.Rand) translate.NodeInput {
 	}
 	in.Settings = func(s string) translate.ServiceSettings { return settings[s] }
 	in.Listeners = randomListeners(rng)
+	randomPlaces(rng, &in)
 	return in
 }
 
@@ -69,7 +70,8 @@ func randomService(rng *rand.Rand, name string) (discovery.Service, map[string]u
 		ep := discovery.Endpoint{
 			ID: fmt.Sprintf("%s-%d", name, j), Address: fmt.Sprintf("10.0.%d.%d", len(name), j+1), Port: 8080,
 			Health: discovery.Health(rng.IntN(5)), Weight: uint32(rng.IntN(3)),
-			Locality: discovery.Locality{Zone: fmt.Sprintf("z%d", rng.IntN(3))}, Meta: map[string]string{},
+			Locality: discovery.Locality{Region: fmt.Sprintf("r%d", rng.IntN(2)), Zone: fmt.Sprintf("z%d", rng.IntN(3))},
+			Meta: map[string]string{}, Datacenter: []string{"", "dc1", "dc2", "dc3"}[rng.IntN(4)],
 		}
 		if ep.Health == discovery.HealthDraining {
 			ep.Drain = []string{"admin", "consul_maintenance", "deregistered", "meta", "orca", "static", "tag"}[rng.IntN(7)]
@@ -94,7 +96,35 @@ func randomSettings(rng *rand.Rand) translate.ServiceSettings {
 	if rng.IntN(3) == 0 {
 		set.ConnectTimeout = time.Duration(1+rng.IntN(5)) * 100 * time.Millisecond
 	}
+	levels := []translate.Failover{{}, {translate.LevelZone}, {translate.LevelZone, translate.LevelRegion, translate.LevelDatacenter},
+		{translate.LevelDatacenter}, {translate.LevelRegion, translate.LevelZone}}
+	set.Locality = translate.LocalityPolicy{Failover: levels[rng.IntN(len(levels))],
+		Distribute: []float64{0, 0, 0.8}[rng.IntN(3)], Spill: rng.IntN(3) == 0}
+	set.OverprovisioningFactor = []uint32{0, 0, 120}[rng.IntN(3)]
 	return set
+}
+
+// randomPlaces places the node (datacenter, region, zone, each maybe
+// unknown), orders the datacenters and draws zone spill states.
+func randomPlaces(rng *rand.Rand, in *translate.NodeInput) {
+	in.Node.Datacenter = []string{"", "dc1", "dc2"}[rng.IntN(3)]
+	in.Node.Locality.Region = []string{"", "r0", "r1"}[rng.IntN(3)]
+	in.Node.Locality.Zone = []string{"", "z0", "z1", "z2"}[rng.IntN(4)]
+	in.Datacenters = [][]string{nil, {"dc1", "dc2", "dc3"}, {"dc2", "dc3"}}[rng.IntN(3)]
+	if in.Node.Datacenter == "" && len(in.Datacenters) > 0 {
+		in.Node.Datacenter = in.Datacenters[0] // what the server makes of a node naming none
+	}
+	in.Spill = map[string]map[translate.Zone]translate.ZoneSpill{}
+	for _, svc := range in.Snapshot.Services {
+		zones := map[translate.Zone]translate.ZoneSpill{}
+		for r := range 2 {
+			for z := range 3 {
+				zones[translate.Zone{Region: fmt.Sprintf("r%d", r), Zone: fmt.Sprintf("z%d", z)}] = translate.ZoneSpill{
+					Keep: []float64{1, 0.6, 0.3}[rng.IntN(3)], Spare: []float64{0, 40}[rng.IntN(2)]}
+			}
+		}
+		in.Spill[svc.Name] = zones
+	}
 }
 
 // randomListeners draws up to three of a fixed set of listeners: one
