@@ -71,7 +71,7 @@ func randomService(rng *rand.Rand, name string) (discovery.Service, map[string]u
 			ID: fmt.Sprintf("%s-%d", name, j), Address: fmt.Sprintf("10.0.%d.%d", len(name), j+1), Port: 8080,
 			Health: discovery.Health(rng.IntN(5)), Weight: uint32(rng.IntN(3)),
 			Locality: discovery.Locality{Region: fmt.Sprintf("r%d", rng.IntN(2)), Zone: fmt.Sprintf("z%d", rng.IntN(3))},
-			Meta: map[string]string{}, Datacenter: []string{"", "dc1", "dc2", "dc3"}[rng.IntN(4)],
+			Meta:     map[string]string{}, Datacenter: []string{"", "dc1", "dc2", "dc3"}[rng.IntN(4)],
 		}
 		if ep.Health == discovery.HealthDraining {
 			ep.Drain = []string{"admin", "consul_maintenance", "deregistered", "meta", "orca", "static", "tag"}[rng.IntN(7)]
