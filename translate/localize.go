@@ -1,10 +1,13 @@
 package translate
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 	"slices"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/subsetting"
 )
 
 // shareScale is the sum of the locality weights that carry a share (a
@@ -27,8 +30,39 @@ type LocalizeInput struct {
 // own for a node with a client index (so a failover level is never empty
 // when it has endpoints), and, with a distribute share or a spill state
 // below 1, the node's zone and the next level's zones sharing priority 0
-// by locality weights. Pure; s is not modified.
+// by locality weights. Pure; s is not modified. It is NewLocalPlan's
+// Service of its Pick of in.Index.
 func Localize(s envoy.Service, set ServiceSettings, in LocalizeInput) (envoy.Service, error) {
+	p, err := NewLocalPlan(s, set, in)
+	if err != nil {
+		return s, err
+	}
+	return p.Service(p.Pick(in.Index)), nil
+}
+
+// LocalPlan is what the nodes of one place get of a service with a
+// locality policy, before their client index picks each level's subset:
+// the levels, each level's subsetting plan, and the zone's share. Pure
+// and immutable once made; safe for concurrent use.
+type LocalPlan struct {
+	s       envoy.Service
+	keep    float64 // share kept in the node's zone; 1: strict priorities
+	bySpare bool    // the rest by spare capacity (spill), else by capacity
+	share   bool    // the first level is the node's zone, a share can apply
+	spill   map[Zone]ZoneSpill
+	levels  []levelPlan
+}
+
+// levelPlan is one priority level: its endpoints (in plan order when
+// subset) and, when the level is larger than the subset size, its plan.
+type levelPlan struct {
+	eps     []envoy.Endpoint
+	plan    subsetting.Plan // nil: every node gets every endpoint of the level
+	serving []bool          // by plan index
+}
+
+// NewLocalPlan plans s for nodes at in.At (in.Index is not used).
+func NewLocalPlan(s envoy.Service, set ServiceSettings, in LocalizeInput) (*LocalPlan, error) {
 	pol := set.Locality
 	keep, bySpare := pol.share(in.Spill, in.At)
 	f := pol.Failover
@@ -42,20 +76,98 @@ func Localize(s envoy.Service, set ServiceSettings, in LocalizeInput) (envoy.Ser
 		}
 		in.Slots = FreshSlots(ids)
 	}
-	levels := levelsOf(s.Endpoints, f, in.At, in.Datacenters)
-	picked := make([][]envoy.Endpoint, len(levels))
-	for i, lvl := range levels {
-		eps, err := levelPick(s, set, lvl, in)
+	p := &LocalPlan{s: s, keep: keep, bySpare: bySpare, share: hasZone(f, in.At), spill: in.Spill}
+	for _, lvl := range levelsOf(s.Endpoints, f, in.At, in.Datacenters) {
+		lp, err := newLevelPlan(s, set, lvl, in.Slots)
 		if err != nil {
-			return s, err
+			return nil, err
 		}
-		picked[i] = eps
+		p.levels = append(p.levels, lp)
 	}
-	out := s
+	return p, nil
+}
+
+// newLevelPlan plans one level (lvl: indices into s.Endpoints).
+func newLevelPlan(s envoy.Service, set ServiceSettings, lvl []int, slots map[string]int) (levelPlan, error) {
+	eps := make([]envoy.Endpoint, len(lvl))
+	for k, i := range lvl {
+		eps[k] = s.Endpoints[i]
+	}
+	if !Subsetted(set.SubsetSize, len(eps)) {
+		return levelPlan{eps: eps}, nil
+	}
+	names := make([]string, len(eps))
+	for k, e := range eps {
+		names[k] = e.ID
+	}
+	var own map[string]int
+	if slots != nil && UsesSlots(set, len(eps)) {
+		own = make(map[string]int, len(eps))
+		for _, e := range eps {
+			if x, ok := slots[e.ID]; ok {
+				own[e.ID] = x
+			}
+		}
+	}
+	plan, err := NewPlan(cmp.Or(set.Subsetting, subsetting.Steady), names, set.SubsetSize, own)
+	if err != nil {
+		return levelPlan{}, fmt.Errorf("translate: subsets of %s: %w", s.Name, err)
+	}
+	sub := s
+	sub.Endpoints = eps
+	arranged, serving, err := Arrange(sub, plan)
+	if err != nil {
+		return levelPlan{}, err
+	}
+	return levelPlan{eps: arranged.Endpoints, plan: plan, serving: serving}, nil
+}
+
+// Levels is the number of priority levels before a share merges any.
+func (p *LocalPlan) Levels() int { return len(p.levels) }
+
+// Level returns the endpoints of level k, in the order Pick indexes
+// them; shared: read only.
+func (p *LocalPlan) Level(k int) []envoy.Endpoint { return p.levels[k].eps }
+
+// Pick returns, per level, the indices (ascending) of the endpoints nodes
+// with client index i get: every one of a level without a plan, else the
+// pick of i (see Pick); a negative i gets every endpoint.
+func (p *LocalPlan) Pick(i int) [][]int {
+	out := make([][]int, len(p.levels))
+	for k, lvl := range p.levels {
+		if lvl.plan == nil || i < 0 {
+			out[k] = everyIndex(len(lvl.eps))
+			continue
+		}
+		out[k] = Members(Pick(lvl.plan, lvl.serving, i))
+	}
+	return out
+}
+
+func everyIndex(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// Service returns the service nodes get for the members of each level
+// (a Pick): the levels at contiguous priorities, empty ones left out, the
+// first two sharing priority 0 when a share applies.
+func (p *LocalPlan) Service(members [][]int) envoy.Service {
+	picked := make([][]envoy.Endpoint, len(p.levels))
+	for k, lvl := range p.levels {
+		picked[k] = make([]envoy.Endpoint, len(members[k]))
+		for j, m := range members[k] {
+			picked[k][j] = lvl.eps[m]
+		}
+	}
+	out := p.s
 	out.Endpoints, out.LocalityWeights = nil, nil
 	first := 0
-	if keep < 1 && len(picked) >= 2 && hasZone(f, in.At) {
-		merged, rest, weights := shareFirst(picked[0], picked[1], keep, bySpare, in.Spill)
+	if p.keep < 1 && len(picked) >= 2 && p.share {
+		merged, rest, weights := shareFirst(picked[0], picked[1], p.keep, p.bySpare, p.spill)
 		if weights != nil {
 			out.Endpoints, out.LocalityWeights = merged, weights
 			picked[1], first = rest, 1
@@ -75,7 +187,7 @@ func Localize(s envoy.Service, set ServiceSettings, in LocalizeInput) (envoy.Ser
 		}
 		prio++
 	}
-	return out, nil
+	return out
 }
 
 // share is the share a node at place keeps in its zone: the distribute
@@ -110,32 +222,6 @@ func zoneFirst(f Failover) Failover {
 func hasZone(f Failover, at Place) bool {
 	lv := placeable(f.Levels(), at)
 	return len(lv) > 0 && lv[0] == LevelZone
-}
-
-// levelPick returns the endpoints of one level the node gets: all of
-// them, or, for a node with a client index and a level larger than the
-// subset size, its pick of a plan over the level alone.
-func levelPick(s envoy.Service, set ServiceSettings, lvl []int, in LocalizeInput) ([]envoy.Endpoint, error) {
-	eps := make([]envoy.Endpoint, len(lvl))
-	for k, i := range lvl {
-		eps[k] = s.Endpoints[i]
-	}
-	if in.Index < 0 || !Subsetted(set.SubsetSize, len(eps)) {
-		return eps, nil
-	}
-	sub := s
-	sub.Endpoints = eps
-	var slots map[string]int
-	if in.Slots != nil && UsesSlots(set, len(eps)) {
-		slots = make(map[string]int, len(eps))
-		for _, e := range eps {
-			if x, ok := in.Slots[e.ID]; ok {
-				slots[e.ID] = x
-			}
-		}
-	}
-	v, err := subsetFor(sub, set, slots, in.Index)
-	return v.Endpoints, err
 }
 
 // shareFirst merges the node's zone (first) with the next level (next)

@@ -12,6 +12,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xdscache"
 )
 
@@ -151,8 +152,10 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 		return base
 	}
 	ik := indexKey{assembly: akey, index: node.Index}
+	var at translate.Place
 	if local {
-		ik.place = v.local.place(node).Key()
+		at = v.local.place(node)
+		ik.place = at.Key()
 	}
 	if ref, ok := v.byIndex[ik]; ok && len(own) == 0 {
 		return ref.snap
@@ -164,7 +167,7 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 		v.replaceSubsets(node, repl, &key)
 	}
 	if local {
-		v.replaceLocal(node, repl, &key)
+		v.replaceLocal(node, at, ik.place, repl, &key)
 	}
 	for _, pos := range own {
 		if _, done := repl[pos]; done {
