@@ -66,6 +66,9 @@ type Endpoint struct {
 	Meta     map[string]string // service instance metadata, never nil after normalization
 	Tags     []string          // sorted
 	Node     string            // Consul node name; "" for the static source
+	// Datacenter is the Consul datacenter the endpoint was read from (its
+	// node's); for the static source, its meta "datacenter" ("" unset).
+	Datacenter string
 	// Drain says why the endpoint is DRAINING: its drain sources
 	// (DrainConsul, DrainStatic, and those of package drain), comma
 	// separated and sorted; "" when it is not draining.
@@ -107,7 +110,8 @@ func (s Snapshot) EndpointCount() int {
 func (e Endpoint) Equal(o Endpoint) bool {
 	return e.ID == o.ID && e.Address == o.Address && e.Port == o.Port &&
 		e.Health == o.Health && e.Weight == o.Weight && e.Locality == o.Locality &&
-		maps.Equal(e.Meta, o.Meta) && slices.Equal(e.Tags, o.Tags) && e.Node == o.Node && e.Drain == o.Drain
+		maps.Equal(e.Meta, o.Meta) && slices.Equal(e.Tags, o.Tags) && e.Node == o.Node && e.Drain == o.Drain &&
+		e.Datacenter == o.Datacenter
 }
 
 // Equal reports whether two services have the same name and endpoints.
