@@ -123,6 +123,9 @@ func TestConsulConfigValidate(t *testing.T) {
 		"warning as":           {cfg: ConsulConfig{WarningAs: "sick"}, want: []string{"discovery: consul: WarningAs:", "healthy, degraded"}},
 		"empty service, tag":   {cfg: ConsulConfig{Services: []string{"a", " "}, Tags: []string{""}}, want: []string{"Services: entry 1", "Tags: entry 0"}},
 		"every problem joined": {cfg: ConsulConfig{Address: "x", Wait: -1, WarningAs: "x"}, want: []string{"Address:", "Wait:", "WarningAs:"}},
+		"datacenters":          {cfg: ConsulConfig{Datacenter: "dc1", Datacenters: []string{"dc1", "dc2"}}},
+		"datacenters alone":    {cfg: ConsulConfig{Datacenters: []string{"dc2", "dc1"}}},
+		"datacenters bad":      {cfg: ConsulConfig{Datacenter: "dc1", Datacenters: []string{"dc2", "", "dc2"}}, want: []string{"Datacenters: entry 1 is empty", `entry 2 ("dc2") repeats entry 0`, `first entry "dc2"`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := tc.cfg.Validate()

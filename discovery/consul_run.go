@@ -165,10 +165,10 @@ func (r *consulRun) staleness(d *consulDC) {
 	case d.stale() && d.staleSince.IsZero():
 		d.staleSince = now
 		r.cfg.Metrics.dcStale(d.label, now)
-		d.log.Warn("consul datacenter stale; keeping its last known endpoints", "datacenter", d.label,
+		r.log.Warn("consul datacenter stale; keeping its last known endpoints", "datacenter", d.label,
 			"endpoints", d.endpoints())
 	case !d.stale() && !d.staleSince.IsZero():
-		d.log.Info("consul datacenter recovered", "datacenter", d.label,
+		r.log.Info("consul datacenter recovered", "datacenter", d.label,
 			"stale_for", now.Sub(d.staleSince).Round(time.Millisecond))
 		d.staleSince = time.Time{}
 		r.cfg.Metrics.dcStale(d.label, time.Time{})
