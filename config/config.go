@@ -118,6 +118,7 @@ type ConsulConfig struct {
 	Address     string        `mapstructure:"address"`
 	Token       string        `mapstructure:"token"`
 	Datacenter  string        `mapstructure:"datacenter"`
+	Datacenters []string      `mapstructure:"datacenters"` // local first, then failover order
 	Services    []string      `mapstructure:"services"`
 	Tags        []string      `mapstructure:"tags"`
 	Wait        time.Duration `mapstructure:"wait"`
@@ -273,6 +274,9 @@ func (c Config) validateConsul(p *problems) {
 	if w := cc.WarningAs; w != "healthy" && w != "degraded" {
 		p.bad("discovery.consul.warning_as", w, "is not one of healthy, degraded")
 	}
+	for _, reason := range discovery.DatacenterProblems(cc.Datacenter, cc.Datacenters) {
+		p.bad("discovery.consul.datacenters", cc.Datacenters, reason)
+	}
 	for key, list := range map[string][]string{"discovery.consul.services": cc.Services, "discovery.consul.tags": cc.Tags} {
 		for i, s := range list {
 			if strings.TrimSpace(s) == "" {
@@ -346,7 +350,7 @@ func (c Config) RemovalGuard() discovery.GuardConfig {
 func (c Config) ConsulSource() discovery.ConsulConfig {
 	cc := c.Discovery.Consul
 	return discovery.ConsulConfig{
-		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter,
+		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter, Datacenters: cc.Datacenters,
 		Services: cc.Services, Tags: cc.Tags, Wait: cc.Wait, MinInterval: cc.MinInterval,
 		BackoffBase: cc.BackoffBase, BackoffMax: cc.BackoffMax, WarningAs: cc.WarningAs,
 		TokenFile: cc.TokenFile, TLS: cc.TLS.discovery(),

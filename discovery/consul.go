@@ -121,28 +121,28 @@ func (c ConsulConfig) Validate() error {
 			bad("Tags", "entry %d is empty", i)
 		}
 	}
-	if err := CheckDatacenters(c.Datacenter, c.Datacenters); err != nil {
-		bad("Datacenters", "%v", err)
+	for _, p := range DatacenterProblems(c.Datacenter, c.Datacenters) {
+		bad("Datacenters", "%s", p)
 	}
 	return errors.Join(errs...)
 }
 
-// CheckDatacenters reports the problems of a datacenter list: an empty
-// name, a name listed twice, or a first entry (the local datacenter) other
-// than datacenter when datacenter is set.
-func CheckDatacenters(datacenter string, list []string) error {
-	var errs []error
+// DatacenterProblems says what is wrong with a datacenter list, one reason
+// each: an empty name, a name listed twice, or a first entry (the local
+// datacenter) other than datacenter when datacenter is set. None: nil.
+func DatacenterProblems(datacenter string, list []string) []string {
+	var out []string
 	for i, dc := range list {
 		if strings.TrimSpace(dc) == "" {
-			errs = append(errs, fmt.Errorf("entry %d is empty", i))
+			out = append(out, fmt.Sprintf("entry %d is empty", i))
 		} else if j := slices.Index(list, dc); j < i {
-			errs = append(errs, fmt.Errorf("entry %d (%q) repeats entry %d", i, dc, j))
+			out = append(out, fmt.Sprintf("entry %d (%q) repeats entry %d", i, dc, j))
 		}
 	}
 	if datacenter != "" && len(list) > 0 && list[0] != datacenter {
-		errs = append(errs, fmt.Errorf("the first entry %q (the local datacenter) is not the datacenter %q: list the local datacenter first", list[0], datacenter))
+		out = append(out, fmt.Sprintf("the first entry %q (the local datacenter) is not the datacenter %q (discovery.consul.datacenter): list the local datacenter first", list[0], datacenter))
 	}
-	return errors.Join(errs...)
+	return out
 }
 
 // datacenters are the datacenters read, the local one first: Datacenters,
