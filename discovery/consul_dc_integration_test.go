@@ -69,3 +69,25 @@ func TestConsulDatacenters(t *testing.T) {
 			metricValue(t, m.Stale.WithLabelValues(consulSource)) == 0
 	})
 }
+
+// TestConsulDatacenterDownAtStart: a datacenter that cannot be read when
+// the source starts does not hold back the first snapshot (the local one
+// is in it); it joins once it answers.
+func TestConsulDatacenterDownAtStart(t *testing.T) {
+	agents := harness.ConsulWAN(t, "dc1", "dc2")
+	dc1, dc2 := agents[0], agents[1]
+	dc1.RegisterFile(t, ttlService("web", "web-1", 8081, nil, nil))
+	dc2.RegisterFile(t, ttlService("web", "web-1", 8091, nil, nil))
+	dc2.Stop()
+
+	h := runConsul(t, dc1.Addr(), ConsulConfig{Datacenters: []string{"dc1", "dc2"}})
+	first := h.next(t)
+	if ids := health(first, "web"); len(ids) != 1 || ids["web-1"] != HealthHealthy {
+		t.Fatalf("first snapshot = %+v, want dc1's web-1 alone", first)
+	}
+	if metricValue(t, h.metrics.DCStale.WithLabelValues("dc2")) != 1 {
+		t.Error("dc2 not stale while it cannot be read")
+	}
+	dc2.Start()
+	h.await(t, "dc2's web-1", func(s Snapshot) bool { return endpoint(s, "web", "dc2/web-1").Port == 8091 }, nil)
+}

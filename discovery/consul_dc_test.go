@@ -2,8 +2,10 @@ package discovery
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConsulDatacenterList(t *testing.T) {
@@ -120,4 +122,29 @@ func TestConsulDCViewHeldWhileCatalogFails(t *testing.T) {
 	if v := d.view(); len(v["web"]) != 0 || d.stale() {
 		t.Errorf("view after the catalog answers = %v, want web empty", v)
 	}
+}
+
+// TestRemovalGuardAcrossDatacenters: the guard judges the union. When a
+// restarted dc2 first answers with an empty catalog, web loses dc2's 3 of
+// its 5 instances (of 11 in all): web's removals are held (dc2's endpoints
+// kept by their prefixed ids) while dc1's change is applied at once.
+func TestRemovalGuardAcrossDatacenters(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	dc1 := []Endpoint{dcEp("web-1", "10.0.0.1", 80, "dc1"), dcEp("web-2", "10.0.0.2", 80, "dc1")}
+	dc2 := []Endpoint{dcEp("dc2/web-1", "10.1.0.1", 80, "dc2"), dcEp("dc2/web-2", "10.1.0.2", 80, "dc2"), dcEp("dc2/web-3", "10.1.0.3", 80, "dc2")}
+	api := snapOf("api", 6).Services[0].Endpoints
+	g := NewRemovalGuard(0.5, 30*time.Second, 0)
+	svcs, _ := mergeDatacenters([]map[string][]Endpoint{{"web": dc1, "api": api}, {"web": dc2}})
+	if v := g.Offer(Snapshot{Services: svcs}, t0); !v.Apply {
+		t.Fatal("first snapshot not applied")
+	}
+	changed := slices.Clone(dc1)
+	changed[0].Health = HealthUnhealthy
+	svcs, _ = mergeDatacenters([]map[string][]Endpoint{{"web": changed, "api": api}, {}})
+	v := g.Offer(Snapshot{Services: svcs}, t0.Add(time.Second))
+	if !v.Apply || v.HeldServices() != 1 {
+		t.Fatalf("verdict %+v: want applied with web's removals held", v)
+	}
+	wantIDs(t, v.Snapshot, "web", "dc2/web-1", "dc2/web-2", "dc2/web-3", "web-1", "web-2")
+	sameAs(t, v.Snapshot, Snapshot{Services: svcs}, "web", "web-1")
 }
