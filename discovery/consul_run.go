@@ -69,7 +69,8 @@ func newConsulRun(ctx context.Context, c *Consul, emit func(Snapshot)) *consulRu
 // start starts the catalog loop of every datacenter.
 func (r *consulRun) start() {
 	for i := range r.dcs {
-		r.wg.Go(func() { r.watchCatalog(r.ctx, r.loop(i, consulKindCatalog, ""), r.events) })
+		l := r.loop(i, consulKindCatalog, "")
+		r.wg.Go(func() { r.watchCatalog(r.ctx, l, r.events) })
 	}
 }
 
@@ -195,7 +196,8 @@ func (r *consulRun) setServices(i int, names []string) {
 		ctx, cancel := context.WithCancel(r.ctx)
 		w := &serviceWatch{gen: r.gen, cancel: cancel}
 		d.watches[name] = w
-		r.wg.Go(func() { r.watchService(ctx, r.loop(i, consulKindHealth, name), w.gen, r.events) })
+		l := r.loop(i, consulKindHealth, name)
+		r.wg.Go(func() { r.watchService(ctx, l, w.gen, r.events) })
 		d.log.Info("consul service watched", "service", name)
 	}
 }
