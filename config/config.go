@@ -119,6 +119,7 @@ type ConsulConfig struct {
 	Address     string        `mapstructure:"address"`
 	Token       string        `mapstructure:"token"`
 	Datacenter  string        `mapstructure:"datacenter"`
+	Datacenters []string      `mapstructure:"datacenters"` // local first, then failover order
 	Services    []string      `mapstructure:"services"`
 	Tags        []string      `mapstructure:"tags"`
 	Wait        time.Duration `mapstructure:"wait"`
@@ -283,6 +284,9 @@ func (c Config) validateConsul(p *problems) {
 	if w := cc.WarningAs; w != "healthy" && w != "degraded" {
 		p.bad("discovery.consul.warning_as", w, "is not one of healthy, degraded")
 	}
+	for _, reason := range discovery.DatacenterProblems(cc.Datacenter, cc.Datacenters) {
+		p.bad("discovery.consul.datacenters", cc.Datacenters, reason)
+	}
 	for key, list := range map[string][]string{"discovery.consul.services": cc.Services, "discovery.consul.tags": cc.Tags} {
 		for i, s := range list {
 			if strings.TrimSpace(s) == "" {
@@ -315,6 +319,20 @@ func checkAddr(p *problems, key, addr string) {
 	}
 }
 
+// datacenters is the datacenter failover order the xDS server places
+// nodes by: discovery.consul.datacenters, else discovery.consul.datacenter
+// alone, else none (one datacenter, unnamed).
+func (c Config) datacenters() []string {
+	cc := c.Discovery.Consul
+	switch {
+	case len(cc.Datacenters) > 0:
+		return cc.Datacenters
+	case cc.Datacenter != "":
+		return []string{cc.Datacenter}
+	}
+	return nil
+}
+
 // ServerConfig is the xds.Config of c; the caller adds the logger, the
 // registerer and the index table.
 func (c Config) ServerConfig() xds.Config {
@@ -332,6 +350,7 @@ func (c Config) ServerConfig() xds.Config {
 			Time: c.XDS.Keepalive.Time, Timeout: c.XDS.Keepalive.Timeout, MinTime: c.XDS.Keepalive.MinTime,
 		},
 		Settings:         c.ServiceSettings,
+		Datacenters:      c.datacenters(),
 		RateLimitAddress: c.RateLimit.Advertised(),
 		RateLimitTLS:     c.RateLimit.EnvoyTLS(),
 		Listeners:        c.XDSListeners(&problems{}),
@@ -356,7 +375,7 @@ func (c Config) RemovalGuard() discovery.GuardConfig {
 func (c Config) ConsulSource() discovery.ConsulConfig {
 	cc := c.Discovery.Consul
 	return discovery.ConsulConfig{
-		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter,
+		Address: cc.Address, Token: cc.Token, Datacenter: cc.Datacenter, Datacenters: cc.Datacenters,
 		Services: cc.Services, Tags: cc.Tags, Wait: cc.Wait, MinInterval: cc.MinInterval,
 		BackoffBase: cc.BackoffBase, BackoffMax: cc.BackoffMax, WarningAs: cc.WarningAs,
 		TokenFile: cc.TokenFile, TLS: cc.TLS.discovery(),

@@ -160,6 +160,7 @@ var Keys = []Key{
 	secret(k("discovery.consul.token", "", "Consul ACL token; empty: the CONSUL_HTTP_TOKEN env var")),
 	k("discovery.consul.token_file", "", "file holding the Consul ACL token (when discovery.consul.token is empty), read again when it changes (a rotated token is used within a second, without a restart); empty: the CONSUL_HTTP_TOKEN_FILE env var, followed the same way", "security"),
 	k("discovery.consul.datacenter", "", "Consul datacenter to read; empty: the agent's"),
+	k("discovery.consul.datacenters", []string{}, "Consul datacenters to read, the local one first, then failover order, each through the one agent (blocking queries with ?dc=); endpoints of the others get the id <datacenter>/<id>; a datacenter that cannot be read keeps its last known endpoints; empty: discovery.consul.datacenter alone; when both are set, the first must be discovery.consul.datacenter", "several-datacenters"),
 	k("discovery.consul.services", []string{}, "only these Consul services; empty: all (but consul)"),
 	k("discovery.consul.tags", []string{}, "only service instances that carry all these tags"),
 	k("discovery.consul.wait", 5*time.Minute, "blocking query wait time, at most 10m"),

@@ -9,7 +9,8 @@
 // It reads what the rest of the process knows through small interfaces it
 // defines (sources.go): the served discovery snapshot (Observe), the xDS
 // server's nodes and subsets, the weight table, the drain state, the
-// rate-limit rules and the metrics registry. Without JavaScript every
+// rate-limit rules and the metrics registry (the discovery sources' and
+// each Consul datacenter's state: ok, or stale since when; datacenters.go). Without JavaScript every
 // page is a server-rendered table (html/template); the script polls one
 // JSON endpoint per page, at most once a second, and calls the existing
 // drain API (/v1/drain) for the drain and undrain buttons. With an admin

@@ -27,6 +27,8 @@ type FleetView struct {
 	NACKs     []NodeNACK     `json:"nacks"` // nodes whose last response was rejected, at most maxNACKs
 	NACKTotal float64        `json:"nack_total"`
 	Discovery []SourceState  `json:"discovery"`
+	// Datacenters are the Consul datacenters read, each ok or stale.
+	Datacenters []DatacenterState `json:"datacenters"`
 	// PushLatency is xds_push_latency_seconds over all types: the count
 	// in each bucket (not cumulative); the last bucket's le is +Inf (null).
 	PushLatency []Bucket `json:"push_latency"`
@@ -78,7 +80,7 @@ const maxNACKs = 20
 
 func (c *Console) fleet() FleetView {
 	snap, ok := c.snapshot()
-	v := FleetView{At: c.cfg.Now(), Ready: ok, Services: counts(snap), Discovery: []SourceState{}, PushLatency: []Bucket{},
+	v := FleetView{At: c.cfg.Now(), Ready: ok, Services: counts(snap), Discovery: []SourceState{}, Datacenters: []DatacenterState{}, PushLatency: []Bucket{},
 		NACKs: []NodeNACK{}, Nodes: NodeCounts{ByCluster: map[string]int{}, ByClient: map[string]int{}, ByProtocol: map[string]int{}}}
 	if c.cfg.Fleet != nil {
 		nv := c.nodes.get(v.At, func() nodesView { return nodeCounts(c.cfg.Fleet.Nodes()) })
@@ -118,6 +120,11 @@ func problems(v FleetView) []Problem {
 			crit("discovery source %s is stale: serving the last known endpoints", d.Source)
 		}
 	}
+	for _, d := range v.Datacenters {
+		if d.Stale {
+			warn("datacenter %s is stale since %s: serving its last known endpoints", d.Datacenter, d.StaleSince.Format(time.TimeOnly+" MST"))
+		}
+	}
 	if n := len(v.NACKs); n > 0 {
 		warn("%d nodes rejected their last update (NACK)", n)
 	}
@@ -147,6 +154,7 @@ func (c *Console) fromMetrics(v *FleetView) {
 		return m
 	})
 	v.Nodes.ByProtocol, v.NACKTotal, v.Discovery, v.PushLatency = m.Nodes.ByProtocol, m.NACKTotal, m.Discovery, m.PushLatency
+	v.Datacenters = m.Datacenters
 }
 
 func counts(snap discovery.Snapshot) []ServiceCount {
@@ -213,7 +221,7 @@ func clientKind(ua string) string {
 
 // fromMetrics fills the parts of v that come from the metrics.
 func fromMetrics(v *FleetView, fams []*dto.MetricFamily) {
-	src := map[string]*SourceState{}
+	src, dcs := map[string]*SourceState{}, datacenters{}
 	state := func(m *dto.Metric) *SourceState {
 		name := label(m, "source")
 		if src[name] == nil {
@@ -238,6 +246,8 @@ func fromMetrics(v *FleetView, fams []*dto.MetricFamily) {
 				}
 			case "xds_push_latency_seconds":
 				v.PushLatency = addHistogram(v.PushLatency, m.GetHistogram())
+			default:
+				dcs.add(f.GetName(), m)
 			}
 		}
 	}
@@ -245,6 +255,7 @@ func fromMetrics(v *FleetView, fams []*dto.MetricFamily) {
 		v.Discovery = append(v.Discovery, *s)
 	}
 	slices.SortFunc(v.Discovery, func(a, b SourceState) int { return strings.Compare(a.Source, b.Source) })
+	v.Datacenters = dcs.list()
 }
 
 func label(m *dto.Metric, name string) string {

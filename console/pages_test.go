@@ -12,7 +12,7 @@ func TestPagesWithoutJavaScript(t *testing.T) {
 	_, _, h := newTestConsole(t, nil)
 	for path, want := range map[string][]string{
 		"/ui/":              {`<a href="/ui/services/echo">echo</a></td><td>3</td><td>1</td><td>0</td><td>1</td><td>1</td>`, `<a href="/ui/services/greeter">greeter</a>`, "STALE"},
-		"/ui/services/echo": {"<td>e2</td><td>10.0.0.2:80</td><td>draining</td><td>admin, consul_maintenance</td>", "<td>e1</td>"},
+		"/ui/services/echo": {"<td>e2</td><td>10.0.0.2:80</td><td></td><td>draining</td><td>admin, consul_maintenance</td>", "<td>e1</td>"},
 		"/ui/drains":        {"<td>echo</td><td>e2</td>", "until deleted"},
 		"/ui/ratelimit":     {"no rate-limit domains configured"},
 	} {

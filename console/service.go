@@ -28,6 +28,7 @@ type EndpointView struct {
 	ID          string   `json:"id"`
 	Address     string   `json:"address"`
 	Node        string   `json:"node,omitempty"`
+	Datacenter  string   `json:"datacenter,omitempty"` // Consul datacenter it was read from
 	Zone        string   `json:"zone,omitempty"`
 	Health      string   `json:"health"`
 	Drain       []string `json:"drain"` // reasons; empty when not draining
@@ -70,7 +71,7 @@ func (c *Console) service(name, node string) (ServiceView, bool) {
 	sum, subsets := c.subsets.get(name, v.At)
 	var utils []float64
 	for _, ep := range svc.Endpoints {
-		e := EndpointView{ID: ep.ID, Address: hostPort(ep), Node: ep.Node, Zone: ep.Locality.Zone,
+		e := EndpointView{ID: ep.ID, Address: hostPort(ep), Node: ep.Node, Datacenter: ep.Datacenter, Zone: ep.Locality.Zone,
 			Health: ep.Health.String(), Drain: []string{}, Weight: max(ep.Weight, 1), Connections: sum.Connections[ep.ID]}
 		if ep.Drain != "" {
 			e.Drain = strings.Split(ep.Drain, ",")

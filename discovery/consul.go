@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,12 @@ type ConsulConfig struct {
 	TLS ConsulTLS
 	// Datacenter to read; "" means the agent's datacenter.
 	Datacenter string
+	// Datacenters lists the datacenters to read, the local one first, then
+	// the others in failover order; empty means Datacenter alone. When both
+	// are set, Datacenters[0] must be Datacenter. Every service is read
+	// from each of them through the one agent (Consul forwards over the
+	// WAN). Names are unique and not empty.
+	Datacenters []string
 	// Services lists the service names to watch; empty means all. The
 	// "consul" service itself is always skipped.
 	Services []string
@@ -114,7 +121,37 @@ func (c ConsulConfig) Validate() error {
 			bad("Tags", "entry %d is empty", i)
 		}
 	}
+	for _, p := range DatacenterProblems(c.Datacenter, c.Datacenters) {
+		bad("Datacenters", "%s", p)
+	}
 	return errors.Join(errs...)
+}
+
+// DatacenterProblems says what is wrong with a datacenter list, one reason
+// each: an empty name, a name listed twice, or a first entry (the local
+// datacenter) other than datacenter when datacenter is set. None: nil.
+func DatacenterProblems(datacenter string, list []string) []string {
+	var out []string
+	for i, dc := range list {
+		if strings.TrimSpace(dc) == "" {
+			out = append(out, fmt.Sprintf("entry %d is empty", i))
+		} else if j := slices.Index(list, dc); j < i {
+			out = append(out, fmt.Sprintf("entry %d (%q) repeats entry %d", i, dc, j))
+		}
+	}
+	if datacenter != "" && len(list) > 0 && list[0] != datacenter {
+		out = append(out, fmt.Sprintf("the first entry %q (the local datacenter) is not the datacenter %q (discovery.consul.datacenter): list the local datacenter first", list[0], datacenter))
+	}
+	return out
+}
+
+// datacenters are the datacenters read, the local one first: Datacenters,
+// or Datacenter alone ("" meaning the agent's).
+func (c ConsulConfig) datacenters() []string {
+	if len(c.Datacenters) > 0 {
+		return c.Datacenters
+	}
+	return []string{c.Datacenter}
 }
 
 // CheckConsulAddress accepts "", host:port, or a URL with scheme http,
@@ -158,7 +195,15 @@ func CheckConsulAddress(addr string) error {
 // Weight follow the checks (maintenance: draining; critical: unhealthy;
 // warning: healthy or degraded with Weights.Warning; else healthy with
 // Weights.Passing). A listed service without matching instances has no
-// endpoints. See Run.
+// endpoints. Datacenter is the node's datacenter.
+//
+// With several datacenters (ConsulConfig.Datacenters), the service list and
+// each service are read from every one of them, and a service's endpoints
+// are the union over the datacenters, sorted by id. The endpoints of the
+// first (local) datacenter keep the ids above; those of every other
+// datacenter are named "<datacenter>/<id>" (what drains and the debug
+// pages refer to them by). Where two datacenters list the same
+// address:port, the earlier datacenter's endpoint is kept. See Run.
 type Consul struct {
 	cfg       ConsulConfig // defaults applied
 	client    *api.Client
@@ -202,7 +247,12 @@ func NewConsul(cfg ConsulConfig) (*Consul, error) {
 // disappear as the catalog lists them; a service added later joins the
 // snapshots once its health has been read. Errors are retried with backoff
 // and never remove endpoints: the last known state is kept (and the source
-// marked stale in the metrics) until Consul answers again. Run must not be
+// marked stale in the metrics) until Consul answers again. With several
+// datacenters, each is read and kept apart: one that cannot be read keeps
+// its last known endpoints (and is marked stale in the per-datacenter
+// metrics, with a log line when it becomes stale and when it recovers)
+// while the others' changes flow; the first snapshot waits for the local
+// datacenter and for every other one that answers. Run must not be
 // called again before it returned.
 func (c *Consul) Run(ctx context.Context, emit func(Snapshot)) error {
 	if emit == nil {
@@ -210,7 +260,7 @@ func (c *Consul) Run(ctx context.Context, emit func(Snapshot)) error {
 	}
 	r := newConsulRun(ctx, c, emit)
 	defer r.stop()
-	r.wg.Go(func() { c.watchCatalog(r.ctx, r.events) })
-	r.loop()
+	r.start()
+	r.run()
 	return nil
 }

@@ -80,9 +80,10 @@ func consulWeight(w int) uint32 {
 // all of tags, are left out. An endpoint's ID is the Consul service ID; when
 // several nodes register the same service ID, every one of those endpoints is
 // named "<node>/<service id>" instead, so the choice does not depend on order.
-// The address is the service address, or the node address when empty;
-// defaultRegion fills the locality's region when the node has no datacenter.
-func consulEndpoints(entries []*api.ServiceEntry, tags []string, warningAs Health, defaultRegion string) []Endpoint {
+// The address is the service address, or the node address when empty.
+// The datacenter is the node's, else datacenter (the one queried); it
+// fills the locality's region when the service gives none.
+func consulEndpoints(entries []*api.ServiceEntry, tags []string, warningAs Health, datacenter string) []Endpoint {
 	kept := make([]*api.ServiceEntry, 0, len(entries))
 	perID := map[string]int{}
 	for _, e := range entries {
@@ -106,17 +107,19 @@ func consulEndpoints(entries []*api.ServiceEntry, tags []string, warningAs Healt
 		if h == HealthDraining {
 			drain = DrainConsul
 		}
+		dc := cmp.Or(node.Datacenter, datacenter)
 		eps = append(eps, Endpoint{
-			ID:       id,
-			Address:  cmp.Or(s.Address, node.Address),
-			Port:     s.Port,
-			Health:   h,
-			Weight:   w,
-			Locality: LocalityFrom(s.Meta, s.Tags, cmp.Or(node.Datacenter, defaultRegion)),
-			Meta:     s.Meta,
-			Tags:     s.Tags,
-			Node:     node.Node,
-			Drain:    drain,
+			ID:         id,
+			Address:    cmp.Or(s.Address, node.Address),
+			Port:       s.Port,
+			Health:     h,
+			Weight:     w,
+			Locality:   LocalityFrom(s.Meta, s.Tags, dc),
+			Meta:       s.Meta,
+			Tags:       s.Tags,
+			Node:       node.Node,
+			Drain:      drain,
+			Datacenter: dc,
 		})
 	}
 	return eps

@@ -66,10 +66,10 @@ func TestConsulEndpoints(t *testing.T) {
 	got := consulEndpoints(entries, []string{"x"}, HealthHealthy, "dc-default")
 	want := []Endpoint{
 		{ID: "web-1", Address: "10.0.0.1", Port: 80, Health: HealthHealthy, Weight: 2, Locality: Locality{Region: "eu", Zone: "a"},
-			Meta: map[string]string{"region": "eu"}, Tags: []string{"zone=a", "x"}, Node: "n1"},
-		{ID: "web-2", Address: "10.9.9.2", Port: 81, Health: HealthHealthy, Locality: Locality{Region: "dc-default"}, Tags: []string{"x"}, Node: "n2"},
-		{ID: "n3/dup", Address: "10.0.0.3", Port: 82, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}, Node: "n3"},
-		{ID: "n4/dup", Address: "10.0.0.4", Port: 83, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}, Node: "n4"},
+			Meta: map[string]string{"region": "eu"}, Tags: []string{"zone=a", "x"}, Node: "n1", Datacenter: "dc1"},
+		{ID: "web-2", Address: "10.9.9.2", Port: 81, Health: HealthHealthy, Locality: Locality{Region: "dc-default"}, Tags: []string{"x"}, Node: "n2", Datacenter: "dc-default"},
+		{ID: "n3/dup", Address: "10.0.0.3", Port: 82, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}, Node: "n3", Datacenter: "dc1"},
+		{ID: "n4/dup", Address: "10.0.0.4", Port: 83, Health: HealthHealthy, Locality: Locality{Region: "dc1"}, Tags: []string{"x"}, Node: "n4", Datacenter: "dc1"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d endpoints %+v, want %d", len(got), got, len(want))
@@ -123,6 +123,9 @@ func TestConsulConfigValidate(t *testing.T) {
 		"warning as":           {cfg: ConsulConfig{WarningAs: "sick"}, want: []string{"discovery: consul: WarningAs:", "healthy, degraded"}},
 		"empty service, tag":   {cfg: ConsulConfig{Services: []string{"a", " "}, Tags: []string{""}}, want: []string{"Services: entry 1", "Tags: entry 0"}},
 		"every problem joined": {cfg: ConsulConfig{Address: "x", Wait: -1, WarningAs: "x"}, want: []string{"Address:", "Wait:", "WarningAs:"}},
+		"datacenters":          {cfg: ConsulConfig{Datacenter: "dc1", Datacenters: []string{"dc1", "dc2"}}},
+		"datacenters alone":    {cfg: ConsulConfig{Datacenters: []string{"dc2", "dc1"}}},
+		"datacenters bad":      {cfg: ConsulConfig{Datacenter: "dc1", Datacenters: []string{"dc2", "", "dc2"}}, want: []string{"Datacenters: entry 1 is empty", `entry 2 ("dc2") repeats entry 0`, `first entry "dc2"`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := tc.cfg.Validate()

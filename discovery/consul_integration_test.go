@@ -33,7 +33,7 @@ func TestConsulIntegration(t *testing.T) {
 		t.Fatalf("first snapshot = %+v, want service web with web-1 and web-2 (and not consul)", first)
 	}
 	want := Endpoint{ID: "web-1", Address: "127.0.0.1", Port: 8081, Health: HealthHealthy, Weight: 5,
-		Locality: Locality{Region: harness.ConsulDatacenter, Zone: "z1"}, Meta: map[string]string{"zone": "z1"}, Tags: []string{}, Node: a.Node()}
+		Locality: Locality{Region: harness.ConsulDatacenter, Zone: "z1"}, Meta: map[string]string{"zone": "z1"}, Tags: []string{}, Node: a.Node(), Datacenter: harness.ConsulDatacenter}
 	if !web.Endpoints[0].Equal(want) {
 		t.Errorf("web-1 = %+v, want %+v", web.Endpoints[0], want)
 	}

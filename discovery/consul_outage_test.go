@@ -59,6 +59,12 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func (s *syncBuffer) count(re *regexp.Regexp) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,13 +96,13 @@ func TestConsulOutageLogs(t *testing.T) {
 	eventually(t, "10 failed queries per loop", func() bool { return metricValue(t, m) >= before+20 })
 	warn := regexp.MustCompile(`level=WARN msg="consul unreachable; retrying" component=discovery.consul kind=(catalog|health) service=\S* attempt=\d+ retry_in=\S+ down_for=\S+ suppressed=\d+ error=`)
 	if got := logs.count(warn); got != 2 {
-		t.Fatalf("%d WARN lines after 20 failures with the clock still, want 2 (one per loop):\n%s", got, logs.b.String())
+		t.Fatalf("%d WARN lines after 20 failures with the clock still, want 2 (one per loop):\n%s", got, logs.String())
 	}
 	clock.Add(int64(30 * time.Second))
 	eventually(t, "a second WARN per loop", func() bool { return logs.count(warn) == 4 })
 	again := regexp.MustCompile(`msg="consul unreachable; retrying" component=discovery.consul kind=\w+ service=\S* attempt=([2-9]|\d\d+) retry_in=\S+ down_for=30s suppressed=[1-9]`)
 	if got := logs.count(again); got != 2 {
-		t.Errorf("second WARN lines = %d, want 2 with down_for=30s and a held-back count:\n%s", got, logs.b.String())
+		t.Errorf("second WARN lines = %d, want 2 with down_for=30s and a held-back count:\n%s", got, logs.String())
 	}
 	clock.Add(int64(15 * time.Second))
 	a.Start()
@@ -108,12 +114,12 @@ func TestConsulOutageLogs(t *testing.T) {
 	upCatalog := regexp.MustCompile(`level=INFO msg="consul query recovered" component=discovery.consul kind=catalog service=\S* failures=\d+ down_for=45s`)
 	eventually(t, "the catalog loop's recovery line", func() bool { return logs.count(upCatalog) == 1 })
 	if got := logs.count(up); got > 2 {
-		t.Errorf("%d recovery lines, want at most one per loop:\n%s", got, logs.b.String())
+		t.Errorf("%d recovery lines, want at most one per loop:\n%s", got, logs.String())
 	}
 	if got := logs.count(warn); got != 4 {
 		t.Errorf("%d WARN lines in all, want 4", got)
 	}
-	if strings.Contains(logs.b.String(), "level=DEBUG") {
+	if strings.Contains(logs.String(), "level=DEBUG") {
 		t.Error("DEBUG lines at level INFO")
 	}
 }

@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -17,9 +18,20 @@ const (
 	consulKindHealth  = "health"
 )
 
-// watchCatalog runs the blocking loop on the catalog's service list and
-// reports the (filtered, sorted) names to watch until ctx is done.
-func (c *Consul) watchCatalog(ctx context.Context, out chan<- consulEvent) {
+// consulLoop names one blocking loop: its kind, its service ("" for the
+// catalog loop), its datacenter (index in the run's list, and name: ""
+// is the agent's) and the logger of that datacenter.
+type consulLoop struct {
+	kind, service string
+	dc            int
+	datacenter    string
+	log           *slog.Logger
+}
+
+// watchCatalog runs the blocking loop on the catalog's service list of
+// l's datacenter and reports the (filtered, sorted) names to watch until
+// ctx is done.
+func (c *Consul) watchCatalog(ctx context.Context, l consulLoop, out chan<- consulEvent) {
 	fetch := func(q *api.QueryOptions) (map[string][]string, *api.QueryMeta, error) {
 		svcs, meta, err := c.client.Catalog().Services(q)
 		if err != nil {
@@ -28,19 +40,20 @@ func (c *Consul) watchCatalog(ctx context.Context, out chan<- consulEvent) {
 		return svcs, meta, nil
 	}
 	deliver := func(svcs map[string][]string, err error) bool {
-		ev := consulEvent{err: err}
+		ev := consulEvent{dc: l.dc, err: err}
 		if err == nil {
 			ev.names = consulServiceNames(svcs, c.cfg.Services, c.cfg.Tags)
 		}
 		return consulSend(ctx, out, ev)
 	}
-	poll(ctx, c, consulKindCatalog, "", fetch, deliver)
+	poll(ctx, c, l, fetch, deliver)
 }
 
 // watchService runs the blocking loop on the health of one service (all
-// instances, whatever their checks) and reports its endpoints until ctx is
-// done. gen identifies this loop to the coordinator.
-func (c *Consul) watchService(ctx context.Context, name string, gen uint64, out chan<- consulEvent) {
+// instances, whatever their checks) of l's datacenter and reports its
+// endpoints until ctx is done. gen identifies this loop to the coordinator.
+func (c *Consul) watchService(ctx context.Context, l consulLoop, gen uint64, out chan<- consulEvent) {
+	name := l.service
 	fetch := func(q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
 		entries, meta, err := c.client.Health().ServiceMultipleTags(name, c.cfg.Tags, false, q)
 		if err != nil {
@@ -49,13 +62,13 @@ func (c *Consul) watchService(ctx context.Context, name string, gen uint64, out 
 		return entries, meta, nil
 	}
 	deliver := func(entries []*api.ServiceEntry, err error) bool {
-		ev := consulEvent{service: name, gen: gen, err: err}
+		ev := consulEvent{dc: l.dc, service: name, gen: gen, err: err}
 		if err == nil {
-			ev.endpoints = consulEndpoints(entries, c.cfg.Tags, c.warningAs, c.cfg.Datacenter)
+			ev.endpoints = consulEndpoints(entries, c.cfg.Tags, c.warningAs, l.datacenter)
 		}
 		return consulSend(ctx, out, ev)
 	}
-	poll(ctx, c, consulKindHealth, name, fetch, deliver)
+	poll(ctx, c, l, fetch, deliver)
 }
 
 // poll runs one blocking query loop until ctx is done: it passes the last
@@ -67,7 +80,7 @@ func (c *Consul) watchService(ctx context.Context, name string, gen uint64, out 
 // returns false when ctx is done. Errors are logged here: a warning on the
 // first failure and then at most one per 30s of the loop's clock (see
 // outage; the others at debug), info on recovery with the outage's length.
-func poll[T any](ctx context.Context, c *Consul, kind, service string,
+func poll[T any](ctx context.Context, c *Consul, l consulLoop,
 	fetch func(*api.QueryOptions) (T, *api.QueryMeta, error), deliver func(T, error) bool) {
 	var (
 		index     uint64
@@ -80,10 +93,10 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 		}
 		lastStart = time.Now()
 		if m := c.cfg.Metrics; m != nil {
-			m.BlockingReqs.WithLabelValues(kind).Inc()
+			m.BlockingReqs.WithLabelValues(l.kind).Inc()
 		}
 		qctx, cancel := context.WithTimeout(ctx, c.queryTimeout())
-		q := (&api.QueryOptions{Datacenter: c.cfg.Datacenter, WaitIndex: index, WaitTime: c.cfg.Wait}).WithContext(qctx)
+		q := (&api.QueryOptions{Datacenter: l.datacenter, WaitIndex: index, WaitTime: c.cfg.Wait}).WithContext(qctx)
 		res, meta, err := fetch(q)
 		cancel()
 		if ctx.Err() != nil {
@@ -92,14 +105,14 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 		if err != nil {
 			index = 0
 			delay := consulstate.Backoff(down.failures+1, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
-			c.logFailure(&down, kind, service, delay, err)
+			c.logFailure(&down, l, delay, err)
 			if !deliver(res, err) || !pause.For(ctx, delay) {
 				return
 			}
 			continue
 		}
 		if was, lasted, failures := down.recover(c.cfg.Now()); was {
-			c.log.Info("consul query recovered", "kind", kind, "service", service, "failures", failures,
+			l.log.Info("consul query recovered", "kind", l.kind, "service", l.service, "failures", failures,
 				"down_for", lasted.Round(time.Millisecond))
 		}
 		var changed bool
@@ -112,14 +125,14 @@ func poll[T any](ctx context.Context, c *Consul, kind, service string,
 // logFailure records a failed query of one loop and logs it: WARN for
 // the first failure and then once per outageLogEvery (with the number of
 // failures held back), DEBUG for the others.
-func (c *Consul) logFailure(o *outage, kind, service string, retryIn time.Duration, err error) {
+func (c *Consul) logFailure(o *outage, l consulLoop, retryIn time.Duration, err error) {
 	now := c.cfg.Now()
 	ok, held := o.fail(now)
-	level := c.log.Debug
+	level := l.log.Debug
 	if ok {
-		level = c.log.Warn
+		level = l.log.Warn
 	}
-	level("consul unreachable; retrying", "kind", kind, "service", service, "attempt", o.failures,
+	level("consul unreachable; retrying", "kind", l.kind, "service", l.service, "attempt", o.failures,
 		"retry_in", retryIn.Round(time.Millisecond), "down_for", now.Sub(o.since).Round(time.Millisecond), "suppressed", held, "error", err)
 }
 

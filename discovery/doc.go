@@ -1,8 +1,10 @@
 // Package discovery owns the service model (Service, Endpoint, Health,
 // Locality, Snapshot: model.go), the Source interface, and the two sources
 // that feed the control plane: Consul (blocking queries on the catalog and
-// on each service's health, consul*.go) and a static YAML file
-// (hot-reloaded, static.go).
+// on each service's health, consul*.go; with several datacenters, the
+// same loops per datacenter, joined per service in consul_dc.go, each
+// datacenter kept at its last known endpoints while it cannot be read)
+// and a static YAML file (hot-reloaded, static.go).
 //
 // A Source emits complete, normalized snapshots (normalize.go): services
 // sorted by name, endpoints sorted by id, bad entries skipped and reported

@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -17,6 +19,13 @@ type Metrics struct {
 	Holds        prometheus.Counter     // whole-update holds begun (Guard)
 	HeldServices prometheus.Gauge       // services whose removals are held (Guard)
 	ServiceHolds prometheus.Counter     // service holds begun, one per service (Guard)
+
+	// Per Consul datacenter (label datacenter: its name, or
+	// LocalDatacenterLabel for the agent's own when none is configured).
+	DCStale      *prometheus.GaugeVec   // 1 while the datacenter serves its last known endpoints
+	DCStaleSince *prometheus.GaugeVec   // unix seconds it became stale; 0 while it is read
+	DCErrors     *prometheus.CounterVec // failed reads of the datacenter
+	DCLastUpdate *prometheus.GaugeVec   // unix seconds of its last successful read
 }
 
 // NewMetrics creates the discovery collectors and registers them with reg
@@ -68,11 +77,55 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Holds of one service's removals begun by the mass-removal guard.",
 		}),
 	}
+	m.datacenterMetrics()
 	if reg != nil {
 		reg.MustRegister(m.Skipped, m.Errors, m.Stale, m.LastUpdate, m.Snapshots, m.Reloads, m.BlockingReqs, m.Held, m.Holds,
-			m.HeldServices, m.ServiceHolds)
+			m.HeldServices, m.ServiceHolds, m.DCStale, m.DCStaleSince, m.DCErrors, m.DCLastUpdate)
 	}
 	return m
+}
+
+// datacenterMetrics creates the per-datacenter collectors of m.
+func (m *Metrics) datacenterMetrics() {
+	dc := []string{"datacenter"}
+	m.DCStale = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_discovery_consul_datacenter_stale",
+		Help: "1 while the Consul datacenter cannot be read and its last known endpoints are served, by datacenter.",
+	}, dc)
+	m.DCStaleSince = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_discovery_consul_datacenter_stale_since_timestamp_seconds",
+		Help: "Unix time the Consul datacenter became stale; 0 while it is read.",
+	}, dc)
+	m.DCErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "xds_discovery_consul_datacenter_errors_total",
+		Help: "Failed reads (blocking queries) of the Consul datacenter, by datacenter.",
+	}, dc)
+	m.DCLastUpdate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "xds_discovery_consul_datacenter_last_success_timestamp_seconds",
+		Help: "Unix time of the last successful read of the Consul datacenter.",
+	}, dc)
+}
+
+// dcStale sets the stale state of datacenter dc: stale since since, or
+// read when since is zero.
+func (m *Metrics) dcStale(dc string, since time.Time) {
+	if m == nil {
+		return
+	}
+	stale, unix := 0.0, 0.0
+	if !since.IsZero() {
+		stale, unix = 1, float64(since.UnixNano())/1e9
+	}
+	m.DCStale.WithLabelValues(dc).Set(stale)
+	m.DCStaleSince.WithLabelValues(dc).Set(unix)
+	m.DCErrors.WithLabelValues(dc)
+}
+
+func (m *Metrics) dcFailed(dc string) {
+	if m == nil {
+		return
+	}
+	m.DCErrors.WithLabelValues(dc).Inc()
 }
 
 func (m *Metrics) skipped(source string, ps []Problem) {

@@ -66,8 +66,8 @@ type Endpoint struct {
 	Meta     map[string]string // service instance metadata, never nil after normalization
 	Tags     []string          // sorted
 	Node     string            // Consul node name; "" for the static source
-	// Datacenter is the Consul datacenter the endpoint was read from; ""
-	// when unknown (the static source without a "datacenter" meta).
+	// Datacenter is the Consul datacenter the endpoint was read from (its
+	// node's); for the static source, its meta "datacenter" ("" unset).
 	Datacenter string
 	// Drain says why the endpoint is DRAINING: its drain sources
 	// (DrainConsul, DrainStatic, and those of package drain), comma

@@ -228,12 +228,12 @@ func (fe staticEndpoint) endpoint() (Endpoint, error) {
 	if id == "" && fe.Address != "" {
 		id = fmt.Sprintf("%s:%d", fe.Address, fe.Port)
 	}
-	loc := LocalityFrom(fe.Meta, fe.Tags, "")
+	loc := LocalityFrom(fe.Meta, fe.Tags, fe.Meta["datacenter"])
 	loc.Region = cmp.Or(fe.Region, loc.Region)
 	loc.Zone = cmp.Or(fe.Zone, loc.Zone)
 	loc.SubZone = cmp.Or(fe.SubZone, loc.SubZone)
 	return Endpoint{
 		ID: id, Address: fe.Address, Port: fe.Port, Health: h, Weight: fe.Weight,
-		Locality: loc, Meta: fe.Meta, Tags: fe.Tags, Drain: drain,
+		Locality: loc, Meta: fe.Meta, Tags: fe.Tags, Drain: drain, Datacenter: fe.Meta["datacenter"],
 	}, nil
 }

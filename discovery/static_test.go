@@ -219,3 +219,24 @@ func awaitStatic[T any](t *testing.T, ch <-chan T) T {
 		panic("unreachable")
 	}
 }
+
+// TestStaticDatacenterFromMeta: the static source's endpoints have no
+// datacenter unless their meta "datacenter" names one, which is then also
+// the default region.
+func TestStaticDatacenterFromMeta(t *testing.T) {
+	svcs, err := ParseStatic([]byte(`services:
+- name: web
+  endpoints:
+  - {id: a, address: 10.0.0.1, port: 80, meta: {datacenter: dc2}}
+  - {id: b, address: 10.0.0.2, port: 80, region: eu, meta: {datacenter: dc2}}
+  - {id: c, address: 10.0.0.3, port: 80}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := svcs[0].Endpoints
+	if eps[0].Datacenter != "dc2" || eps[0].Locality.Region != "dc2" || eps[1].Datacenter != "dc2" || eps[1].Locality.Region != "eu" ||
+		eps[2].Datacenter != "" || eps[2].Locality.Region != "" {
+		t.Errorf("endpoints = %+v; want a and b in dc2 (regions dc2, eu), c in none", eps)
+	}
+}

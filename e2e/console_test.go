@@ -84,12 +84,17 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 				t.Errorf("fleet page lacks service %s: %q", s, text)
 			}
 		}
+		// The one datacenter read (the agent's own: "local"), ok.
+		b.poll(t, `((document.querySelector('#datacenters tbody tr') || {}).textContent || '').startsWith('localok')`, 10*time.Second)
 		b.shot(t, shots, "fleet") // quality 100: PNG
 	})
 
 	t.Run("service", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/echo")))
 		b.poll(t, `document.querySelectorAll('#bars rect.weight').length === 3`, 10*time.Second)
+		if text := b.text(t, "#endpoints"); strings.Count(text, harness.ConsulDatacenter) != 3 {
+			t.Errorf("service page: want each endpoint's datacenter %s: %q", harness.ConsulDatacenter, text)
+		}
 		// Weight against utilization: echo-1 (cpu 0.2) has the tallest
 		// weight bar and the shortest utilization bar, echo-3 the reverse.
 		b.poll(t, `(() => {

@@ -140,6 +140,9 @@
       s.endpoints, healthBar(s), s.healthy, s.degraded, s.draining, s.unhealthy]);
     const disc = d.discovery.map((s) => [esc(s.source), s.stale ? '<b class="bad">STALE</b>' : "fresh",
       s.last_success ? esc(new Date(s.last_success).toLocaleTimeString()) : "never", s.errors]);
+    const dcs = (d.datacenters || []).map((s) => [esc(s.datacenter),
+      s.stale ? '<b class="bad">STALE</b> since ' + esc(new Date(s.stale_since).toLocaleTimeString()) : "ok",
+      s.last_success ? esc(new Date(s.last_success).toLocaleTimeString()) : "never", s.errors]);
     const nacks = d.nacks.map((n) => [esc(n.node), esc(new Date(n.at).toLocaleTimeString()), esc(n.type), esc(n.error)]);
     const problems = '<section id="problems">' + (d.problems.length
       ? '<ul class="problems">' + d.problems.map((p) => '<li class="' + esc(p.level) + '">' + esc(p.text) + "</li>").join("") + "</ul>"
@@ -150,6 +153,7 @@
       (d.nodes.connected ? table("", ["cluster", "nodes"], kv(d.nodes.by_cluster)) + table("", ["client", "nodes"], kv(d.nodes.by_client)) +
         table("", ["protocol", "streams"], kv(d.nodes.streams_by_protocol)) : "") + "</div>" +
       "<div><h2>Discovery</h2>" + table("", ["source", "state", "last success", "errors"], disc) +
+      (dcs.length ? table("datacenters", ["datacenter", "state", "last success", "errors"], dcs) : "") +
       "<h2>Push latency</h2>" + histogram(d.push_latency) + "</div></section>" +
       "<section><h2>NACKs (" + d.nack_total + " in all)</h2>" + (nacks.length ? table("nacks", ["node", "at", "type", "error"], nacks) : '<p class="muted">none</p>') + "</section>";
   }
@@ -204,13 +208,13 @@
     const drainButton = (e) => e.drain.indexOf("admin") >= 0
       ? '<button class="undrain" data-service="' + esc(d.name) + '" data-endpoint="' + esc(e.id) + '">undrain</button>'
       : '<button class="drain" data-service="' + esc(d.name) + '" data-endpoint="' + esc(e.id) + '">drain</button>';
-    const rows = d.endpoints.map((e) => [esc(e.id), esc(e.address), '<span class="h-' + esc(e.health) + '">' + esc(e.health) + "</span>",
+    const rows = d.endpoints.map((e) => [esc(e.id), esc(e.address), esc(e.datacenter || ""), '<span class="h-' + esc(e.health) + '">' + esc(e.health) + "</span>",
       esc(e.drain.join(", ")), e.weight + (e.weight_reason ? ' <span class="muted">' + esc(e.weight_reason) + "</span>" : ""),
       fmt(e.utilization), fmt(e.qps, 1), e.report_age_seconds == null ? "–" : fmt(e.report_age_seconds, 0) + "s", e.connections, drainButton(e)]);
     let out = "<section><h1>" + esc(d.name) + "</h1><p>" + d.counts.endpoints + " endpoints: " + d.counts.healthy + " healthy, " +
       d.counts.degraded + " degraded, " + d.counts.draining + " draining, " + d.counts.unhealthy + " unhealthy · utilization spread " +
       fmt(d.spread) + (d.predicted_spread ? " (predicted " + fmt(d.predicted_spread) + ")" : "") + "</p>" + flashHTML() +
-      bars(d.endpoints) + table("endpoints", ["endpoint", "address", "health", "drain", "weight", "utilization", "qps", "report age", "connections", ""], rows) + "</section>";
+      bars(d.endpoints) + table("endpoints", ["endpoint", "address", "datacenter", "health", "drain", "weight", "utilization", "qps", "report age", "connections", ""], rows) + "</section>";
     if (s) {
       out += "<section><h2>Subsets</h2><p>" + (s.subsetting ? esc(s.algorithm) + ", " + s.subset_size + " per node" : "every node gets every endpoint") +
         " · connections per endpoint min " + s.balance.min + ", mean " + fmt(s.balance.mean, 1) + ", max " + s.balance.max +

@@ -43,9 +43,11 @@ type ConsulAgent struct {
 	configDir string
 	logPath   string
 	node      string
-	http      int // HTTP API port; serf LAN and server RPC ports below
+	dc        string // datacenter
+	http      int    // HTTP API port; serf LAN and server RPC ports below
 	serfLAN   int
 	server    int
+	serfWAN   int        // 0: no WAN
 	tls       *ConsulTLS // nil: plain HTTP
 
 	mu       sync.Mutex
@@ -53,6 +55,8 @@ type ConsulAgent struct {
 	exited   chan struct{} // closed once cmd has exited
 	client   *api.Client
 	services []string // ids of the services defined in the config dir
+	wan      []string // serf WAN addresses of the agents of the other datacenters (ConsulWAN)
+	wanDCs   []string // the datacenters the agent must see to be ready (ConsulWAN)
 }
 
 // ConsulVersion is the Consul release the tests run against (the last
@@ -95,7 +99,7 @@ func ConsulWith(t testing.TB, opts ConsulOptions) *ConsulAgent {
 	}
 	dir := t.TempDir()
 	a := &ConsulAgent{t: t, bin: bin, dir: dir, configDir: filepath.Join(dir, "config"),
-		logPath: filepath.Join(dir, "consul.log"), node: "xds-test", tls: opts.TLS}
+		logPath: filepath.Join(dir, "consul.log"), node: "xds-test", tls: opts.TLS, dc: cmp.Or(opts.Datacenter, ConsulDatacenter)}
 	if err := os.Mkdir(a.configDir, 0o755); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
@@ -108,11 +112,14 @@ func ConsulWith(t testing.TB, opts ConsulOptions) *ConsulAgent {
 	// A free port can be taken by someone else before consul binds it: try
 	// again with fresh ports.
 	for attempt := 1; ; attempt++ {
-		ports, err := freeport.Loopback(3)
+		ports, err := freeport.Loopback(4)
 		if err != nil {
 			t.Fatalf("harness: %v", err)
 		}
 		a.http, a.serfLAN, a.server = ports[0], ports[1], ports[2]
+		if opts.WAN {
+			a.serfWAN = ports[3]
+		}
 		err = a.start()
 		if err == nil {
 			return a
@@ -154,7 +161,8 @@ func (a *ConsulAgent) Stop() {
 }
 
 // Start starts a stopped agent again on the same ports and waits until it
-// has a leader and the services of its config dir are in the catalog. The
+// has a leader, the services of its config dir are in the catalog and (an
+// agent of ConsulWAN) it sees every datacenter again. The
 // in-memory state is fresh: indexes start over, agent API registrations are
 // gone. Starting a running agent does nothing. Failures fail the test.
 func (a *ConsulAgent) Start() {
@@ -234,8 +242,11 @@ func (a *ConsulAgent) ready() error {
 		return errors.New("no leader yet")
 	}
 	a.mu.Lock()
-	want := slices.Clone(a.services)
+	want, dcs := slices.Clone(a.services), slices.Clone(a.wanDCs)
 	a.mu.Unlock()
+	if err := a.seesDatacenters(dcs); err != nil {
+		return err
+	}
 	return a.synced(want)
 }
 

@@ -43,3 +43,34 @@ func TestConsulAgentRestartKeepsFileServices(t *testing.T) {
 		t.Errorf("from-file = %+v on %+v, checks %v; want port 8080, passing weight 3, dc1, passing", e.Service, e.Node, e.Checks.AggregatedStatus())
 	}
 }
+
+// TestConsulWAN: two agents joined over the WAN; a service of dc2 is read
+// through dc1's agent; with dc2 stopped that read fails, and after dc2 is
+// started again it works again (its file services back).
+func TestConsulWAN(t *testing.T) {
+	agents := ConsulWAN(t, "dc1", "dc2")
+	dc1, dc2 := agents[0], agents[1]
+	if dc1.Datacenter() != "dc1" || dc2.Datacenter() != "dc2" || dc1.WANAddr() == "" || dc1.WANAddr() == dc2.WANAddr() {
+		t.Fatalf("agents: %s at %s, %s at %s", dc1.Datacenter(), dc1.WANAddr(), dc2.Datacenter(), dc2.WANAddr())
+	}
+	dc2.RegisterFile(t, api.AgentServiceRegistration{Name: "remote", Port: 8080})
+	remote := func() ([]*api.ServiceEntry, error) {
+		entries, _, err := dc1.Client().Health().Service("remote", "", false, &api.QueryOptions{Datacenter: "dc2"})
+		return entries, err
+	}
+	entries, err := remote()
+	if err != nil || len(entries) != 1 || entries[0].Node.Datacenter != "dc2" {
+		t.Fatalf("remote through dc1 = %v, %v; want one instance in dc2", entries, err)
+	}
+	if local, _, err := dc1.Client().Health().Service("remote", "", false, nil); err != nil || len(local) != 0 {
+		t.Errorf("remote in dc1 = %v, %v; want none", local, err)
+	}
+	dc2.Stop()
+	if _, err := remote(); err == nil {
+		t.Error("dc2 read through dc1 while dc2 is stopped: no error")
+	}
+	dc2.Start()
+	if entries, err := remote(); err != nil || len(entries) != 1 {
+		t.Errorf("remote through dc1 after dc2's restart = %v, %v; want one instance", entries, err)
+	}
+}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 
@@ -12,6 +13,11 @@ type ConsulOptions struct {
 	// TLS, when set, serves the HTTP API over HTTPS only, on the port
 	// Addr names (no plain HTTP port).
 	TLS *ConsulTLS
+	// Datacenter of the agent; "" means ConsulDatacenter.
+	Datacenter string
+	// WAN gives the agent a serf WAN port on loopback, to be joined with
+	// agents of other datacenters (see ConsulWAN).
+	WAN bool
 }
 
 // ConsulTLS are the PEM files of an agent serving HTTPS; the caller makes
@@ -26,11 +32,12 @@ type ConsulTLS struct {
 
 // args are the agent's command line.
 func (a *ConsulAgent) args() []string {
-	args := []string{"agent", "-dev", "-node=" + a.node, "-datacenter=" + ConsulDatacenter,
+	args := []string{"agent", "-dev", "-node=" + a.node, "-datacenter=" + a.dc,
 		"-bind=127.0.0.1", "-client=127.0.0.1", "-config-dir=" + a.configDir, "-log-level=info",
 		"-serf-lan-port=" + strconv.Itoa(a.serfLAN),
-		"-server-port=" + strconv.Itoa(a.server), "-serf-wan-port=-1", "-dns-port=-1",
+		"-server-port=" + strconv.Itoa(a.server), "-serf-wan-port=" + strconv.Itoa(cmp.Or(a.serfWAN, -1)), "-dns-port=-1",
 		"-grpc-port=-1", "-grpc-tls-port=-1", "-hcl=disable_update_check = true"}
+	args = append(args, a.wanArgs()...)
 	if a.tls == nil {
 		return append(args, "-http-port="+strconv.Itoa(a.http))
 	}
@@ -41,7 +48,7 @@ func (a *ConsulAgent) args() []string {
 
 // clientConfig is the configuration of the harness's own API client.
 func (a *ConsulAgent) clientConfig() *api.Config {
-	c := &api.Config{Address: a.Addr(), Token: "", Datacenter: ConsulDatacenter}
+	c := &api.Config{Address: a.Addr(), Token: "", Datacenter: a.dc}
 	if a.tls != nil {
 		c.Scheme = "https"
 		c.TLSConfig = api.TLSConfig{CAFile: a.tls.CAFile, CertFile: a.tls.ClientCertFile, KeyFile: a.tls.ClientKeyFile}
