@@ -27,9 +27,10 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 type fakeFleet struct {
 	nodes   []xds.Node
 	subsets map[string]xds.SubsetSummary
-	node    map[string]xds.SubsetNode // by service/node
-	calls   *int                      // SubsetSummary calls, if set
-	listed  *int                      // Nodes calls, if set
+	node    map[string]xds.SubsetNode    // by service/node
+	levels  map[string]xds.ServiceLevels // by service/node
+	calls   *int                         // SubsetSummary calls, if set
+	listed  *int                         // Nodes calls, if set
 }
 
 func (f fakeFleet) Nodes() []xds.Node {
@@ -49,6 +50,10 @@ func (f fakeFleet) SubsetSummary(s string, maxNodes int) (xds.SubsetSummary, boo
 func (f fakeFleet) SubsetOf(s, node string) (xds.SubsetNode, bool) {
 	n, ok := f.node[s+"/"+node]
 	return n, ok
+}
+func (f fakeFleet) LevelsOf(s, node string) (xds.ServiceLevels, bool) {
+	l, ok := f.levels[s+"/"+node]
+	return l, ok
 }
 
 type fakeWeights struct{ t weights.Table }

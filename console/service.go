@@ -52,6 +52,9 @@ type SubsetView struct {
 	Nodes      []string        `json:"nodes"`
 	KnownNodes int             `json:"known_nodes"`
 	Node       *xds.SubsetNode `json:"node,omitempty"`
+	// Levels are the chosen node's priority levels, for a service with a
+	// locality policy (services.<name>.locality).
+	Levels *xds.ServiceLevels `json:"levels,omitempty"`
 }
 
 // MaxNodeChoices bounds SubsetView.Nodes.
@@ -97,6 +100,9 @@ func (c *Console) service(name, node string) (ServiceView, bool) {
 		if node != "" {
 			if sn, ok := c.cfg.Fleet.SubsetOf(name, node); ok {
 				v.Subsets.Node = &sn
+			}
+			if lv, ok := c.cfg.Fleet.LevelsOf(name, node); ok {
+				v.Subsets.Levels = &lv
 			}
 		}
 	}

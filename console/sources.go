@@ -11,11 +11,14 @@ import (
 
 // Fleet is what the console reads of the xDS server (*xds.Server): the
 // nodes, and a service's subsets in brief (connections per endpoint, at
-// most maxNodes node ids) and for one node.
+// most maxNodes node ids), for one node, and one node's priority levels.
 type Fleet interface {
 	Nodes() []xds.Node
 	SubsetSummary(service string, maxNodes int) (xds.SubsetSummary, bool)
 	SubsetOf(service, node string) (xds.SubsetNode, bool)
+	// LevelsOf is a node's priority levels of a service with a locality
+	// policy (false for one without).
+	LevelsOf(service, node string) (xds.ServiceLevels, bool)
 }
 
 // Weights is the weight table as last computed (*weights.Pipeline).

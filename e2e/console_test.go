@@ -63,6 +63,7 @@ func TestConsoleBrowser(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
 	if err := os.WriteFile(cfg, []byte(`services:
   echo: { weights: { enabled: true, sources: [orca] } }
+  greeter: { locality: { failover: [zone] } }
 weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_interval: 50ms }
 `), 0o600); err != nil {
 		t.Fatal(err)
@@ -190,6 +191,18 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 		b.poll(t, `document.querySelectorAll('#history-table svg.spark.util path[d*="L"]').length === 3 &&
 			document.querySelector('#history svg.spark.spread path[d*="L"]') !== null`, 15*time.Second)
 		b.shot(t, shots, "service-history")
+	})
+
+	t.Run("a node's priority levels", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(srv.AdminURL("/ui/services/greeter")))
+		b.poll(t, `document.querySelector('#node option[value=""] ~ option') !== null`, 10*time.Second)
+		b.do(t, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById('node');
+			s.value = `+jsString(node)+`; s.dispatchEvent(new Event('change', {bubbles: true})); })()`))
+		b.poll(t, `document.querySelector('#node-levels tbody tr') !== null`, 5*time.Second)
+		if text := b.text(t, "#nodeview"); !strings.Contains(text, "zone zone-0") || !strings.Contains(text, harness.ConsulDatacenter) {
+			t.Errorf("node %s's levels of greeter: %q, want its place (zone zone-0) and greeter's locality (region %s)", node, text, harness.ConsulDatacenter)
+		}
+		b.shot(t, shots, "service-levels")
 	})
 
 	t.Run("without JavaScript", func(t *testing.T) {

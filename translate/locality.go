@@ -84,7 +84,9 @@ func (p LocalityPolicy) Validate() error {
 // Place is where a node runs, as far as its priorities depend on it;
 // empty fields are unknown.
 type Place struct {
-	Datacenter, Region, Zone string
+	Datacenter string `json:"datacenter"`
+	Region     string `json:"region"`
+	Zone       string `json:"zone"`
 }
 
 // Key is a compact key of the place (nodes of one place share answers).

@@ -81,3 +81,30 @@ func levels(cla *endpointv3.ClusterLoadAssignment) []PriorityLevel {
 	}
 	return out
 }
+
+// ServiceLevels is one node's priority levels of one service with a
+// locality policy, and the place they were made for.
+type ServiceLevels struct {
+	Place  translate.Place `json:"place"`
+	Levels []PriorityLevel `json:"levels"`
+}
+
+// LevelsOf returns node's priority levels of service as last sent, or
+// false if the node or service is unknown, the node has no snapshot yet,
+// or the service has no locality policy.
+func (s *Server) LevelsOf(service, node string) (ServiceLevels, bool) {
+	n, ok := s.reg.get(node)
+	if !ok {
+		return ServiceLevels{}, false
+	}
+	snap, ok := s.rec.snapshotOf(node)
+	if !ok {
+		return ServiceLevels{}, false
+	}
+	lv := s.nodeLevels(n, snap)
+	if lv == nil {
+		return ServiceLevels{}, false
+	}
+	levels, ok := lv.Services[service]
+	return ServiceLevels{Place: lv.Place, Levels: levels}, ok
+}

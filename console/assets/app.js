@@ -231,8 +231,19 @@
   }
 
   function nodeView(s) {
-    if (!s || !s.node) return "";
-    return '<section><h2>Node ' + esc(s.node.id) + " (" + esc(s.node.group) + " #" + s.node.index + ")</h2>" + table("node-subset", ["subset", "replacements", "in its EDS"], [[esc(s.node.subset.join(", ")), esc(s.node.replacements.join(", ")), esc(s.node.endpoints.join(", "))]]) + "</section>";
+    if (!s || (!s.node && !s.levels)) return "";
+    let out = "<section>";
+    if (s.node) out += "<h2>Node " + esc(s.node.id) + " (" + esc(s.node.group) + " #" + s.node.index + ")</h2>" + table("node-subset", ["subset", "replacements", "in its EDS"], [[esc(s.node.subset.join(", ")), esc(s.node.replacements.join(", ")), esc(s.node.endpoints.join(", "))]]);
+    if (s.levels) out += levelsView(s.levels);
+    return out + "</section>";
+  }
+
+  function levelsView(l) {
+    const p = l.place;
+    const rows = [];
+    l.levels.forEach((lv) => lv.localities.forEach((loc) => rows.push([String(lv.priority), esc([loc.region, loc.zone, loc.sub_zone].filter((x) => x).join("/") || "–"), String(loc.weight), String(loc.endpoints), String(loc.serving)])));
+    return "<h3>Priority levels</h3><p>place: datacenter " + esc(p.datacenter || "–") + ", region " + esc(p.region || "–") + ", zone " + esc(p.zone || "–") + "</p>" +
+      table("node-levels", ["priority", "locality", "weight", "endpoints", "serving"], rows);
   }
 
   function historyHTML() {
