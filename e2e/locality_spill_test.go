@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// spillPeriod is weights.overload_period in the spill test: the spill
+// controller moves at most once per it.
+const spillPeriod = time.Second
+
+// spillConfig turns on weights (HTTP reports) and failover [zone] for
+// api, with spill on by default, and short periods.
+const spillConfig = `services:
+  api: { locality: { failover: [zone] }, weights: { enabled: true, sources: [http] } }
+weights: { blackout_period: 0s, update_period: 100ms, min_push_interval: 100ms, overload_period: 1s }
+`
+
+// Demand in requests/s per node: zone a's two nodes 95 each (0.95 of the
+// zone's 200 of capacity, above the 0.9 threshold), zone b's two 50 each
+// (0.5); later zone a's fall to 40 each (0.4, below the 0.8 recover mark).
+const (
+	spillRateA, spillRateB, spillRateALow = 95, 50, 40
+	spillThreshold, spillRecover          = 0.9, 0.8
+)
+
+// startSpillFleet registers spillEPs in a real Consul (meta zone), runs
+// xds-server with spillConfig, and connects two nodes in each zone.
+func startSpillFleet(t *testing.T) (*harness.Server, []*spillNode) {
+	t.Helper()
+	consul := harness.Consul(t)
+	for _, e := range spillEPs {
+		if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+			ID: e.id, Name: "api", Address: "127.0.0.1", Port: e.port, Meta: map[string]string{"zone": e.zone},
+			Check: &api.AgentServiceCheck{CheckID: "ttl-" + e.id, TTL: "10m", Status: api.HealthPassing},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitPassing(t, consul, "api", len(spillEPs))
+	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
+	if err := os.WriteFile(cfg, []byte(spillConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, consul, "--config", cfg)
+	nodes := []*spillNode{
+		startSpillNode(t, srv, "node-a1", "a", spillRateA), startSpillNode(t, srv, "node-a2", "a", spillRateA),
+		startSpillNode(t, srv, "node-b1", "b", spillRateB), startSpillNode(t, srv, "node-b2", "b", spillRateB),
+	}
+	for _, n := range nodes {
+		if s := n.localShare(); s != 1 {
+			t.Fatalf("before any load report %s keeps %.3f in zone %s, want 1 (%s)", n.id, s, n.zone, n.shape())
+		}
+	}
+	return srv, nodes
+}
+
+// spillLoop ticks the fleet every 100ms (one report per endpoint) until
+// done holds for the latest figures, or fails after limit; it returns
+// the figures of the first and the last tick.
+func spillLoop(t *testing.T, srv *harness.Server, nodes []*spillNode, limit time.Duration, what string,
+	done func(zoneFigures) bool) (first, last zoneFigures) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(limit)
+	for {
+		last = spillTick(t, srv, nodes)
+		if first.load == nil {
+			first = last
+		}
+		if done(last) {
+			return first, last
+		}
+		if time.Now().After(deadline) {
+			keep, reason := spillKeep(t, srv, "a")
+			t.Fatalf("%s: not within %v; zone a utilization %.3f, zone b %.3f; zone a keep %.4f (%s); node-a1 has %s",
+				what, limit, last.util["a"], last.util["b"], keep, reason, nodes[0].shape())
+		}
+		<-tick.C
+	}
+}
+
+// TestZoneSpillOverload is the closed loop of capacity-aware spill
+// through the real binary and Consul: nodes in zones a and b send their
+// demand split as their latest assignments, and the endpoints' resulting
+// load and utilization reach xds-server through POST /v1/load. Zone a's
+// own demand (0.95 of its capacity) is above the 0.9 threshold, zone b's
+// (0.5) is not. Zone a spills only its excess: its utilization settles
+// at or below the threshold and above the recover mark, zone b's load
+// rises by exactly the spilled share (zone a's demand x (1 - keep)), and
+// the zone-b nodes' assignments never change. With zone a's demand down
+// to 0.4 its nodes get zone a alone at priority 0 again.
+func TestZoneSpillOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	srv, nodes := startSpillFleet(t)
+	zoneA, zoneB := nodes[:2], nodes[2:]
+	bShapes, _ := zoneB[0].history()
+
+	start := time.Now()
+	before, after := spillLoop(t, srv, nodes, 40*time.Second, "zone a spills and settles", func(z zoneFigures) bool {
+		settled := true
+		for _, n := range zoneA {
+			_, at := n.history()
+			settled = settled && n.localShare() < 1 && time.Since(at) > 3*spillPeriod
+		}
+		return settled
+	})
+	last := start
+	for _, n := range zoneA {
+		_, at := n.history()
+		if at.After(last) {
+			last = at
+		}
+	}
+	keep, reason := spillKeep(t, srv, "a")
+	demandA := float64(2 * spillRateA)
+	spilled := after.load["b"] - before.load["b"]
+	t.Logf("spill settled %v after the overload began (last assignment change; %.1f overload periods of %v): "+
+		"zone a utilization %.3f -> %.3f, zone b %.3f -> %.3f; zone a keep %.4f (%s), spilled %.1f of %.0f requests/s "+
+		"(excess over the threshold %.1f); node-a1 keeps %.4f; %d assignment shapes at node-a1",
+		last.Sub(start).Round(time.Millisecond), last.Sub(start).Seconds()/spillPeriod.Seconds(), spillPeriod,
+		before.util["a"], after.util["a"], before.util["b"], after.util["b"], keep, reason, spilled, demandA,
+		demandA-spillThreshold*200, zoneA[0].localShare(), len(must(zoneA[0].history)))
+	if u := after.util["a"]; u > spillThreshold+0.005 || u < spillRecover {
+		t.Errorf("zone a's utilization settled at %.3f, want in [%.2f, %.2f]: only the excess moves", u, spillRecover, spillThreshold)
+	}
+	if want := demandA * (1 - keep); spilled < want-1 || spilled > want+1 {
+		t.Errorf("zone b's load rose by %.1f requests/s, want zone a's spilled share %.1f (keep %.4f)", spilled, want, keep)
+	}
+	for _, n := range zoneA {
+		if s := n.localShare(); s < keep-0.005 || s > keep+0.005 {
+			t.Errorf("%s keeps %.4f in zone a, /debug/weights says keep %.4f", n.id, s, keep)
+		}
+	}
+	checkUnmoved(t, zoneB, bShapes)
+
+	for _, n := range zoneA {
+		n.rate = spillRateALow
+	}
+	low := time.Now()
+	_, back := spillLoop(t, srv, nodes, 20*time.Second, "zone a takes its traffic back", func(zoneFigures) bool {
+		return zoneA[0].localShare() == 1 && zoneA[1].localShare() == 1
+	})
+	keep, reason = spillKeep(t, srv, "a")
+	t.Logf("zone a demand at 0.4: its nodes have zone a alone at priority 0 after %v; zone a utilization %.3f, zone b %.3f; keep %.4f (%s); node-a1 has %s",
+		time.Since(low).Round(time.Millisecond), back.util["a"], back.util["b"], keep, reason, zoneA[0].shape())
+	if keep != 1 {
+		t.Errorf("zone a keep %.4f (%s) once its nodes are back, want 1", keep, reason)
+	}
+	checkUnmoved(t, zoneB, bShapes)
+}
+
+// checkUnmoved fails unless every node of nodes still has the one
+// assignment shape it started with (want), keeping all in its zone.
+func checkUnmoved(t *testing.T, nodes []*spillNode, want []string) {
+	t.Helper()
+	for _, n := range nodes {
+		if h, _ := n.history(); len(h) != 1 || h[0] != want[0] {
+			t.Errorf("%s's assignments moved: %q, want only %q", n.id, h, want[0])
+		}
+		if s := n.localShare(); s != 1 {
+			t.Errorf("%s keeps %.4f in zone %s, want 1", n.id, s, n.zone)
+		}
+	}
+}
+
+// must is the first result of f.
+func must[T, U any](f func() (T, U)) T {
+	v, _ := f()
+	return v
+}
