@@ -216,12 +216,14 @@ func spillZone(id string) string {
 	return spillEPs[i].zone
 }
 
-// zoneFigures is the model's load (requests/s) and utilization per zone.
+// zoneFigures is the model's load offered (requests/s) and its ratio to
+// the capacity per zone.
 type zoneFigures struct{ load, util map[string]float64 }
 
 // spillTick computes each endpoint's load from every node's split, posts
-// its load and utilization (load/capacity) to srv's /v1/load, and returns
-// the zones' figures.
+// what it serves and its utilization to srv's /v1/load (an endpoint
+// saturates: it serves at most its capacity, at utilization 1), and
+// returns the zones' figures (load offered, over capacity).
 func spillTick(t *testing.T, srv *harness.Server, nodes []*spillNode) zoneFigures {
 	t.Helper()
 	load := map[string]float64{}
@@ -234,7 +236,7 @@ func spillTick(t *testing.T, srv *harness.Server, nodes []*spillNode) zoneFigure
 	z := zoneFigures{load: map[string]float64{}, util: map[string]float64{}}
 	capacity := map[string]float64{}
 	for _, e := range spillEPs {
-		util[e.id], qps[e.id] = load[e.id]/e.capacity, load[e.id]
+		util[e.id], qps[e.id] = min(load[e.id]/e.capacity, 1), min(load[e.id], e.capacity)
 		z.load[e.zone] += load[e.id]
 		capacity[e.zone] += e.capacity
 	}

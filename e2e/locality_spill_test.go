@@ -22,17 +22,18 @@ const spillConfig = `services:
 weights: { blackout_period: 0s, update_period: 100ms, min_push_interval: 100ms, overload_period: 1s }
 `
 
-// Demand in requests/s per node: zone a's two nodes 95 each (0.95 of the
-// zone's 200 of capacity, above the 0.9 threshold), zone b's two 50 each
-// (0.5); later zone a's fall to 40 each (0.4, below the 0.8 recover mark).
+// Demand in requests/s per node (zone a's is the test's): zone b's two
+// nodes 50 each (0.5 of the zone's 200 of capacity); zone a's fall to 40
+// each (0.4, below the 0.8 recover mark) at the end.
 const (
-	spillRateA, spillRateB, spillRateALow = 95, 50, 40
+	spillRateB, spillRateALow = 50, 40
 	spillThreshold, spillRecover          = 0.9, 0.8
 )
 
 // startSpillFleet registers spillEPs in a real Consul (meta zone), runs
-// xds-server with spillConfig, and connects two nodes in each zone.
-func startSpillFleet(t *testing.T) (*harness.Server, []*spillNode) {
+// xds-server with spillConfig, and connects two nodes in each zone, zone
+// a's sending rateA requests/s each.
+func startSpillFleet(t *testing.T, rateA float64) (*harness.Server, []*spillNode) {
 	t.Helper()
 	consul := harness.Consul(t)
 	for _, e := range spillEPs {
@@ -50,7 +51,7 @@ func startSpillFleet(t *testing.T) (*harness.Server, []*spillNode) {
 	}
 	srv := startServer(t, consul, "--config", cfg)
 	nodes := []*spillNode{
-		startSpillNode(t, srv, "node-a1", "a", spillRateA), startSpillNode(t, srv, "node-a2", "a", spillRateA),
+		startSpillNode(t, srv, "node-a1", "a", rateA), startSpillNode(t, srv, "node-a2", "a", rateA),
 		startSpillNode(t, srv, "node-b1", "b", spillRateB), startSpillNode(t, srv, "node-b2", "b", spillRateB),
 	}
 	for _, n := range nodes {
@@ -91,20 +92,54 @@ func spillLoop(t *testing.T, srv *harness.Server, nodes []*spillNode, limit time
 // through the real binary and Consul: nodes in zones a and b send their
 // demand split as their latest assignments, and the endpoints' resulting
 // load and utilization reach xds-server through POST /v1/load. Zone a's
-// own demand (0.95 of its capacity) is above the 0.9 threshold, zone b's
-// (0.5) is not. Zone a spills only its excess: its utilization settles
-// at or below the threshold and above the recover mark, zone b's load
-// rises by exactly the spilled share (zone a's demand x (1 - keep)), and
-// the zone-b nodes' assignments never change. With zone a's demand down
-// to 0.4 its nodes get zone a alone at priority 0 again.
+// own demand is above the 0.9 threshold (0.95 of its capacity; and 1.2,
+// where its endpoints saturate and report utilization 1), zone b's (0.5)
+// is not. Zone a spills only its excess: its utilization settles at or
+// below the threshold and above the recover mark, zone b's load rises by
+// exactly the spilled share (zone a's demand x (1 - keep)), and the
+// zone-b nodes' assignments never change. With zone a's demand down to
+// 0.4 its nodes get zone a alone at priority 0 again.
 func TestZoneSpillOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
-	srv, nodes := startSpillFleet(t)
-	zoneA, zoneB := nodes[:2], nodes[2:]
-	bShapes, _ := zoneB[0].history()
+	for _, c := range []struct {
+		name  string
+		rateA float64 // requests/s of each zone-a node
+	}{{"demand 0.95", 95}, {"saturated 1.25", 125}} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, nodes := startSpillFleet(t, c.rateA)
+			zoneA, zoneB := nodes[:2], nodes[2:]
+			bShapes, _ := zoneB[0].history()
+			spillSettle(t, srv, nodes)
+			checkUnmoved(t, zoneB, bShapes)
 
+			for _, n := range zoneA {
+				n.rate = spillRateALow
+			}
+			low := time.Now()
+			_, back := spillLoop(t, srv, nodes, 20*time.Second, "zone a takes its traffic back", func(zoneFigures) bool {
+				return zoneA[0].localShare() == 1 && zoneA[1].localShare() == 1
+			})
+			keep, reason := spillKeep(t, srv, "a")
+			t.Logf("zone a demand down to 0.4: its nodes have zone a alone at priority 0 after %v; zone a utilization %.3f, "+
+				"zone b %.3f; keep %.4f (%s); node-a1 has %s", time.Since(low).Round(time.Millisecond),
+				back.util["a"], back.util["b"], keep, reason, zoneA[0].shape())
+			if keep != 1 {
+				t.Errorf("zone a keep %.4f (%s) once its nodes are back, want 1", keep, reason)
+			}
+			checkUnmoved(t, zoneB, bShapes)
+		})
+	}
+}
+
+// spillSettle runs the fleet (zone a's nodes first, then zone b's) until
+// zone a's nodes have spilled and their assignments have not changed for
+// 3 overload periods, logs the figures, and checks that zone a spilled
+// only its excess, all of it to zone b, as its keep share says.
+func spillSettle(t *testing.T, srv *harness.Server, nodes []*spillNode) {
+	t.Helper()
+	zoneA := nodes[:2]
 	start := time.Now()
 	before, after := spillLoop(t, srv, nodes, 40*time.Second, "zone a spills and settles", func(z zoneFigures) bool {
 		settled := true
@@ -116,16 +151,15 @@ func TestZoneSpillOverload(t *testing.T) {
 	})
 	last := start
 	for _, n := range zoneA {
-		_, at := n.history()
-		if at.After(last) {
+		if _, at := n.history(); at.After(last) {
 			last = at
 		}
 	}
 	keep, reason := spillKeep(t, srv, "a")
-	demandA := float64(2 * spillRateA)
+	demandA := zoneA[0].rate + zoneA[1].rate
 	spilled := after.load["b"] - before.load["b"]
 	t.Logf("spill settled %v after the overload began (last assignment change; %.1f overload periods of %v): "+
-		"zone a utilization %.3f -> %.3f, zone b %.3f -> %.3f; zone a keep %.4f (%s), spilled %.1f of %.0f requests/s "+
+		"zone a demand/capacity %.3f, utilization -> %.3f, zone b %.3f -> %.3f; zone a keep %.4f (%s), spilled %.1f of %.0f requests/s "+
 		"(excess over the threshold %.1f); node-a1 keeps %.4f; %d assignment shapes at node-a1",
 		last.Sub(start).Round(time.Millisecond), last.Sub(start).Seconds()/spillPeriod.Seconds(), spillPeriod,
 		before.util["a"], after.util["a"], before.util["b"], after.util["b"], keep, reason, spilled, demandA,
@@ -141,22 +175,6 @@ func TestZoneSpillOverload(t *testing.T) {
 			t.Errorf("%s keeps %.4f in zone a, /debug/weights says keep %.4f", n.id, s, keep)
 		}
 	}
-	checkUnmoved(t, zoneB, bShapes)
-
-	for _, n := range zoneA {
-		n.rate = spillRateALow
-	}
-	low := time.Now()
-	_, back := spillLoop(t, srv, nodes, 20*time.Second, "zone a takes its traffic back", func(zoneFigures) bool {
-		return zoneA[0].localShare() == 1 && zoneA[1].localShare() == 1
-	})
-	keep, reason = spillKeep(t, srv, "a")
-	t.Logf("zone a demand at 0.4: its nodes have zone a alone at priority 0 after %v; zone a utilization %.3f, zone b %.3f; keep %.4f (%s); node-a1 has %s",
-		time.Since(low).Round(time.Millisecond), back.util["a"], back.util["b"], keep, reason, zoneA[0].shape())
-	if keep != 1 {
-		t.Errorf("zone a keep %.4f (%s) once its nodes are back, want 1", keep, reason)
-	}
-	checkUnmoved(t, zoneB, bShapes)
 }
 
 // checkUnmoved fails unless every node of nodes still has the one
