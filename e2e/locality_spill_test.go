@@ -26,8 +26,8 @@ weights: { blackout_period: 0s, update_period: 100ms, min_push_interval: 100ms, 
 // nodes 50 each (0.5 of the zone's 200 of capacity); zone a's fall to 40
 // each (0.4, below the 0.8 recover mark) at the end.
 const (
-	spillRateB, spillRateALow = 50, 40
-	spillThreshold, spillRecover          = 0.9, 0.8
+	spillRateB, spillRateALow    = 50, 40
+	spillThreshold, spillRecover = 0.9, 0.8
 )
 
 // startSpillFleet registers spillEPs in a real Consul (meta zone), runs
