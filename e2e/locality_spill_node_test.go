@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -55,6 +56,9 @@ type spillNode struct {
 	cla       *endpointv3.ClusterLoadAssignment
 	shapes    []string  // each shape as it changed
 	changedAt time.Time // when the shape last changed
+	raw       []byte    // the latest assignment's bytes
+	updates   int       // assignments received
+	changes   int       // of them with other bytes than the one before
 }
 
 // startSpillNode connects node id in zone to srv and waits for its first
@@ -112,6 +116,10 @@ func (n *spillNode) record(u harness.ADSUpdate) {
 	s := claShape(cla)
 	n.mu.Lock()
 	n.cla = cla
+	n.updates++
+	if !bytes.Equal(n.raw, a.GetValue()) {
+		n.changes, n.raw = n.changes+1, a.GetValue()
+	}
 	if len(n.shapes) == 0 || n.shapes[len(n.shapes)-1] != s {
 		n.shapes, n.changedAt = append(n.shapes, s), u.At
 	}
@@ -130,6 +138,14 @@ func (n *spillNode) shape() string {
 		return ""
 	}
 	return n.shapes[len(n.shapes)-1]
+}
+
+// counts is how many assignments the node received, and how many of them
+// differed from the one before.
+func (n *spillNode) counts() (updates, changes int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.updates, n.changes
 }
 
 // history is every shape the node's assignments had, and when the last

@@ -129,6 +129,10 @@ func TestZoneSpillOverload(t *testing.T) {
 				t.Errorf("zone a keep %.4f (%s) once its nodes are back, want 1", keep, reason)
 			}
 			checkUnmoved(t, zoneB, bShapes)
+			for _, n := range nodes {
+				u, c := n.counts()
+				t.Logf("%s received %d assignments of api, %d of them changed", n.id, u, c)
+			}
 		})
 	}
 }
