@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,8 +12,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -65,34 +62,9 @@ type spillNode struct {
 // assignment of api.
 func startSpillNode(t *testing.T, srv *harness.Server, id, zone string, rate float64) *spillNode {
 	t.Helper()
-	conn, err := grpc.NewClient(srv.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ads, err := harness.StartADS(context.Background(), harness.ADSConfig{Conn: conn, NodeID: id, Cluster: "e2e",
-		Locality: &corev3.Locality{Zone: zone}, Types: []string{resource.ClusterType, resource.EndpointType}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := &spillNode{id: id, zone: zone, rate: rate, notify: make(chan struct{}, 1)}
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case u := <-ads.Updates():
-				n.record(u)
-			case <-quit:
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ads.Close()
-		close(quit)
-		<-done
-	})
+	observeADS(t, srv, harness.ADSConfig{NodeID: id, Cluster: "e2e", Locality: &corev3.Locality{Zone: zone},
+		Types: []string{resource.ClusterType, resource.EndpointType}}, n.record)
 	timeout := time.After(30 * time.Second)
 	for n.shape() == "" {
 		select {
