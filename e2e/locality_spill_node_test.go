@@ -204,13 +204,17 @@ func spillZone(id string) string {
 	return spillEPs[i].zone
 }
 
+// spillIdle is the utilization an endpoint reports without requests.
+const spillIdle = 0.02
+
 // zoneFigures is the model's load offered (requests/s) and its ratio to
 // the capacity per zone.
 type zoneFigures struct{ load, util map[string]float64 }
 
 // spillTick computes each endpoint's load from every node's split, posts
 // what it serves and its utilization to srv's /v1/load (an endpoint
-// saturates: it serves at most its capacity, at utilization 1), and
+// saturates: it serves at most its capacity, at utilization 1; idle, it
+// reports spillIdle), and
 // returns the zones' figures (load offered, over capacity).
 func spillTick(t *testing.T, srv *harness.Server, nodes []*spillNode) zoneFigures {
 	t.Helper()
@@ -224,7 +228,7 @@ func spillTick(t *testing.T, srv *harness.Server, nodes []*spillNode) zoneFigure
 	z := zoneFigures{load: map[string]float64{}, util: map[string]float64{}}
 	capacity := map[string]float64{}
 	for _, e := range spillEPs {
-		util[e.id], qps[e.id] = min(load[e.id]/e.capacity, 1), min(load[e.id], e.capacity)
+		util[e.id], qps[e.id] = min(max(load[e.id]/e.capacity, spillIdle), 1), min(load[e.id], e.capacity)
 		z.load[e.zone] += load[e.id]
 		capacity[e.zone] += e.capacity
 	}

@@ -22,18 +22,18 @@ const spillConfig = `services:
 weights: { blackout_period: 0s, update_period: 100ms, min_push_interval: 100ms, overload_period: 1s }
 `
 
-// Demand in requests/s per node (zone a's is the test's): zone b's two
-// nodes 50 each (0.5 of the zone's 200 of capacity); zone a's fall to 40
-// each (0.4, below the 0.8 recover mark) at the end.
+// Demand in requests/s per node: zone a's fall to 40 each (0.4 of the
+// zone's 200 of capacity, below the 0.8 recover mark) at the end.
 const (
-	spillRateB, spillRateALow    = 50, 40
+	spillRateALow                = 40
 	spillThreshold, spillRecover = 0.9, 0.8
 )
 
 // startSpillFleet registers spillEPs in a real Consul (meta zone), runs
-// xds-server with spillConfig, and connects two nodes in each zone, zone
-// a's sending rateA requests/s each.
-func startSpillFleet(t *testing.T, rateA float64) (*harness.Server, []*spillNode) {
+// xds-server with spillConfig, and connects two nodes in zone a sending
+// rateA requests/s each, then two in zone b sending rateB each (none when
+// rateB is 0).
+func startSpillFleet(t *testing.T, rateA, rateB float64) (*harness.Server, []*spillNode) {
 	t.Helper()
 	consul := harness.Consul(t)
 	for _, e := range spillEPs {
@@ -50,9 +50,9 @@ func startSpillFleet(t *testing.T, rateA float64) (*harness.Server, []*spillNode
 		t.Fatal(err)
 	}
 	srv := startServer(t, consul, "--config", cfg)
-	nodes := []*spillNode{
-		startSpillNode(t, srv, "node-a1", "a", rateA), startSpillNode(t, srv, "node-a2", "a", rateA),
-		startSpillNode(t, srv, "node-b1", "b", spillRateB), startSpillNode(t, srv, "node-b2", "b", spillRateB),
+	nodes := []*spillNode{startSpillNode(t, srv, "node-a1", "a", rateA), startSpillNode(t, srv, "node-a2", "a", rateA)}
+	if rateB > 0 {
+		nodes = append(nodes, startSpillNode(t, srv, "node-b1", "b", rateB), startSpillNode(t, srv, "node-b2", "b", rateB))
 	}
 	for _, n := range nodes {
 		if s := n.localShare(); s != 1 {
@@ -92,25 +92,29 @@ func spillLoop(t *testing.T, srv *harness.Server, nodes []*spillNode, limit time
 // through the real binary and Consul: nodes in zones a and b send their
 // demand split as their latest assignments, and the endpoints' resulting
 // load and utilization reach xds-server through POST /v1/load. Zone a's
-// own demand is above the 0.9 threshold (0.95 of its capacity; and 1.2,
-// where its endpoints saturate and report utilization 1), zone b's (0.5)
-// is not. Zone a spills only its excess: its utilization settles at or
-// below the threshold and above the recover mark, zone b's load rises by
-// exactly the spilled share (zone a's demand x (1 - keep)), and the
-// zone-b nodes' assignments never change. With zone a's demand down to
-// 0.4 its nodes get zone a alone at priority 0 again.
+// own demand is above the 0.9 threshold (0.95 of its capacity; and 1.25,
+// where its endpoints saturate and report utilization 1), zone b's (0.5;
+// and 0, no clients: its endpoints report idle) is not. Zone a spills
+// only its excess: its utilization settles at or below the threshold and
+// above the recover mark, zone b's load rises by exactly the spilled share
+// (zone a's demand x (1 - keep)), and the zone-b nodes' assignments never
+// change. With zone a's demand down to 0.4 its nodes get zone a alone at
+// priority 0 again.
 func TestZoneSpillOverload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
 	}
 	for _, c := range []struct {
-		name  string
-		rateA float64 // requests/s of each zone-a node
-	}{{"demand 0.95", 95}, {"saturated 1.25", 125}} {
+		name         string
+		rateA, rateB float64 // requests/s of each node in zone a, b
+	}{{"demand 0.95", 95, 50}, {"saturated 1.25", 125, 50}, {"zone b idle", 95, 0}} {
 		t.Run(c.name, func(t *testing.T) {
-			srv, nodes := startSpillFleet(t, c.rateA)
+			srv, nodes := startSpillFleet(t, c.rateA, c.rateB)
 			zoneA, zoneB := nodes[:2], nodes[2:]
-			bShapes, _ := zoneB[0].history()
+			var bShapes []string
+			if len(zoneB) > 0 {
+				bShapes, _ = zoneB[0].history()
+			}
 			spillSettle(t, srv, nodes)
 			checkUnmoved(t, zoneB, bShapes)
 
