@@ -27,6 +27,7 @@ weights: { blackout_period: 0s, update_period: 100ms, min_push_interval: 100ms, 
 const (
 	spillRateALow                = 40
 	spillThreshold, spillRecover = 0.9, 0.8
+	spillZoneCap                 = 200 // requests/s at utilization 1 of each zone's endpoints (spillEPs)
 )
 
 // startSpillFleet registers spillEPs in a real Consul (meta zone), runs
@@ -94,11 +95,12 @@ func spillLoop(t *testing.T, srv *harness.Server, nodes []*spillNode, limit time
 // load and utilization reach xds-server through POST /v1/load. Zone a's
 // own demand is above the 0.9 threshold (0.95 of its capacity; and 1.25,
 // where its endpoints saturate and report utilization 1), zone b's (0.5;
-// and 0, no clients: its endpoints report idle) is not. Zone a spills
-// only its excess: its utilization settles at or below the threshold and
-// above the recover mark, zone b's load rises by exactly the spilled share
-// (zone a's demand x (1 - keep)), and the zone-b nodes' assignments never
-// change. With zone a's demand down to 0.4 its nodes get zone a alone at
+// and 0, no clients: its endpoints report idle; and 0.87) is not. Zone a
+// spills only its excess: its utilization settles at or below the
+// threshold and above the recover mark, zone b's load rises by exactly
+// the spilled share (zone a's demand x (1 - keep)) but never above the
+// threshold (at 0.87 zone b takes what it can, zone a keeps the rest),
+// and the zone-b nodes' assignments never change. With zone a's demand down to 0.4 its nodes get zone a alone at
 // priority 0 again.
 func TestZoneSpillOverload(t *testing.T) {
 	if testing.Short() {
@@ -107,7 +109,10 @@ func TestZoneSpillOverload(t *testing.T) {
 	for _, c := range []struct {
 		name         string
 		rateA, rateB float64 // requests/s of each node in zone a, b
-	}{{"demand 0.95", 95, 50}, {"saturated 1.25", 125, 50}, {"zone b idle", 95, 0}} {
+	}{
+		{"demand 0.95", 95, 50}, {"saturated 1.25", 125, 50}, {"zone b idle", 95, 0},
+		{"zone b short of spare", 95, 87}, // zone b can take 6 of zone a's 10 requests/s of excess
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, nodes := startSpillFleet(t, c.rateA, c.rateB)
 			zoneA, zoneB := nodes[:2], nodes[2:]
@@ -171,9 +176,15 @@ func spillSettle(t *testing.T, srv *harness.Server, nodes []*spillNode) {
 		"(excess over the threshold %.1f); node-a1 keeps %.4f; %d assignment shapes at node-a1",
 		last.Sub(start).Round(time.Millisecond), last.Sub(start).Seconds()/spillPeriod.Seconds(), spillPeriod,
 		before.util["a"], after.util["a"], before.util["b"], after.util["b"], keep, reason, spilled, demandA,
-		demandA-spillThreshold*200, zoneA[0].localShare(), len(must(zoneA[0].history)))
-	if u := after.util["a"]; u > spillThreshold+0.005 || u < spillRecover {
-		t.Errorf("zone a's utilization settled at %.3f, want in [%.2f, %.2f]: only the excess moves", u, spillRecover, spillThreshold)
+		demandA-spillThreshold*spillZoneCap, zoneA[0].localShare(), len(must(zoneA[0].history)))
+	// Zone a sheds its excess, or as much of it as zone b can take below
+	// the threshold (its spare before the spill).
+	ceiling := max(spillThreshold, (demandA-(spillThreshold*spillZoneCap-before.load["b"]))/spillZoneCap)
+	if u := after.util["a"]; u > ceiling+0.005 || u < spillRecover {
+		t.Errorf("zone a's utilization settled at %.3f, want in [%.2f, %.3f]: only the excess moves", u, spillRecover, ceiling)
+	}
+	if u := after.util["b"]; u > spillThreshold+0.005 {
+		t.Errorf("zone b's utilization rose to %.3f, above the threshold: it took spill it cannot use", u)
 	}
 	if want := demandA * (1 - keep); spilled < want-1 || spilled > want+1 {
 		t.Errorf("zone b's load rose by %.1f requests/s, want zone a's spilled share %.1f (keep %.4f)", spilled, want, keep)
