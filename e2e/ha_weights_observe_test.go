@@ -40,24 +40,34 @@ type claObserver struct {
 // startCLAObserver connects node to srv and records cluster's assignments.
 func startCLAObserver(t *testing.T, srv *harness.Server, name, node, cluster string, notify chan struct{}) *claObserver {
 	t.Helper()
+	o := &claObserver{name: name, notify: notify}
+	observeADS(t, srv, harness.ADSConfig{NodeID: node, Cluster: "e2e",
+		Types: []string{resource.ClusterType, resource.EndpointType}}, func(u harness.ADSUpdate) { o.record(u, cluster) })
+	return o
+}
+
+// observeADS opens a raw ADS stream to srv as cfg says (its Conn is
+// made here) and hands every update the node accepts to record, on a
+// goroutine of its own, until the test ends.
+func observeADS(t *testing.T, srv *harness.Server, cfg harness.ADSConfig, record func(harness.ADSUpdate)) {
+	t.Helper()
 	conn, err := grpc.NewClient(srv.XDSAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	ads, err := harness.StartADS(context.Background(), harness.ADSConfig{Conn: conn, NodeID: node, Cluster: "e2e",
-		Types: []string{resource.ClusterType, resource.EndpointType}})
+	cfg.Conn = conn
+	ads, err := harness.StartADS(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &claObserver{name: name, notify: notify}
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
 			case u := <-ads.Updates():
-				o.record(u, cluster)
+				record(u)
 			case <-quit:
 				return
 			}
@@ -68,7 +78,6 @@ func startCLAObserver(t *testing.T, srv *harness.Server, name, node, cluster str
 		close(quit)
 		<-done
 	})
-	return o
 }
 
 func (o *claObserver) record(u harness.ADSUpdate, cluster string) {

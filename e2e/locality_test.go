@@ -62,22 +62,12 @@ func TestZoneFailoverGRPC(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	consul := harness.Consul(t)
-	backends := startEcho(t, 4) // echo-1, echo-3 in zone a; echo-2, echo-4 in zone b
-	for i, b := range backends {
-		zone := []string{"a", "b"}[i%2]
-		if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
-			ID: b.ID, Name: "echo", Address: b.Host, Port: b.Port, Meta: map[string]string{"zone": zone},
-			Check: &api.AgentServiceCheck{CheckID: "ttl-" + b.ID, TTL: "10m", Status: api.HealthPassing},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	inA := registerZoned(t, consul, startEcho(t, 4)) // echo-1, echo-3 in zone a; echo-2, echo-4 in zone b
 	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
 	if err := os.WriteFile(cfg, []byte("services:\n  echo: { locality: { failover: [zone] } }\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := startServer(t, consul, "--config", cfg)
-	inA := map[string]bool{"echo-1": true, "echo-3": true}
 	callA := dialXDSZone(t, srv.XDSAddr, "grpc-zone-a", "a")
 	callB := dialXDSZone(t, srv.XDSAddr, "grpc-zone-b", "b")
 	awaitAll(t, callA, []string{"echo-1", "echo-3"}, 30*time.Second)

@@ -198,10 +198,28 @@ func (p LocalityPolicy) share(spill map[Zone]ZoneSpill, at Place) (keep float64,
 	if p.Distribute > 0 {
 		keep = p.Distribute
 	}
-	if z, ok := spill[Zone{at.Region, at.Zone}]; p.Spill && ok && z.Keep > 0 && z.Keep < keep {
+	if z, ok := zoneState(spill, at); p.Spill && ok && z.Keep > 0 && z.Keep < keep {
 		keep, bySpare = z.Keep, true
 	}
 	return keep, bySpare
+}
+
+// zoneState is the spill state of the node's zone: that of its region and
+// zone or, for a node that names no region (its zone level then matches
+// the zone name alone), that of the zone of that name keeping least.
+func zoneState(spill map[Zone]ZoneSpill, at Place) (ZoneSpill, bool) {
+	if at.Region != "" {
+		z, ok := spill[Zone{at.Region, at.Zone}]
+		return z, ok
+	}
+	var out ZoneSpill
+	found := false
+	for k, z := range spill {
+		if k.Zone == at.Zone && (!found || z.Keep < out.Keep) {
+			out, found = z, true
+		}
+	}
+	return out, found
 }
 
 // zoneFirst returns f with the zone level first.

@@ -185,7 +185,9 @@
 // capacity is the sum of Row.Capacity of its serving endpoints (an
 // unhealthy or DRAINING endpoint, whatever drained it, counts as none; one
 // of unknown capacity adds neither load nor capacity), its load their
-// Row.QPS, its utilization U = load/capacity.
+// Row.QPS, its utilization U = load/capacity. An idle zone (every serving
+// endpoint of unknown capacity and without load: no clients of its own)
+// counts each at the service's mean capacity, so that it can take spill.
 //
 // The controller (Spiller, spill.go; pure, no clock) paces itself as the
 // overload guard does, with the guard's marks: it moves at most once per

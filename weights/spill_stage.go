@@ -23,7 +23,7 @@ type ZoneRow struct {
 	ZoneSpill
 	Reason    string `json:"reason"`    // SpillLocal, SpillSpilling or SpillRecovering
 	Endpoints int    `json:"endpoints"` // endpoints of the zone in discovery
-	Serving   int    `json:"serving"`   // of them serving with a known capacity (what Capacity sums)
+	Serving   int    `json:"serving"`   // of them serving with a known capacity (what Capacity sums, unless the zone is idle: see zoneLoads)
 }
 
 // endpointZone is where discovery puts an endpoint, and whether it takes
@@ -102,21 +102,52 @@ func (s *spillStage) observe(snap discovery.Snapshot, services func(string) Serv
 // and have a known capacity; it also counts each zone's endpoints and
 // those summed. An endpoint of unknown capacity (no usable report yet,
 // expired) adds neither load nor capacity: its zone's utilization is that
-// of the endpoints that report.
+// of the endpoints that report. But an idle zone, one whose serving
+// endpoints all have an unknown capacity and no load (no requests yet: a
+// zone without clients of its own), counts each of them at the mean
+// capacity of the service's endpoints summed (fillIdle): it can take
+// spill, and its utilization stays unknown.
 func zoneLoads(st ServiceTable, zones map[string]endpointZone) (map[ZoneKey]ZoneLoad, map[ZoneKey][2]int) {
 	loads := map[ZoneKey]ZoneLoad{}
 	counts := map[ZoneKey][2]int{}
+	idle := map[ZoneKey]int{} // serving endpoints of zones idle so far; -1: not idle
 	for id, ez := range zones {
 		l, n := loads[ez.zone], counts[ez.zone]
 		n[0]++
-		if r, ok := st.Row(id); ok && ez.serving && r.Capacity > 0 && !math.IsInf(r.Capacity, 0) {
+		r, ok := st.Row(id)
+		switch {
+		case ok && ez.serving && r.Capacity > 0 && !math.IsInf(r.Capacity, 0):
 			l.Capacity += r.Capacity
 			l.Load += clean(r.QPS)
 			n[1]++
+			idle[ez.zone] = -1
+		case ez.serving && idle[ez.zone] >= 0 && (!ok || clean(r.QPS) == 0):
+			idle[ez.zone]++
+		case ez.serving:
+			idle[ez.zone] = -1 // load of unknown capacity: not idle
 		}
 		loads[ez.zone], counts[ez.zone] = l, n
 	}
+	fillIdle(loads, counts, idle)
 	return loads, counts
+}
+
+// fillIdle gives each idle zone (idle: zone -> its serving endpoints, or
+// -1 when not idle) the mean capacity per summed endpoint of loads
+// (counts[1]) times its endpoints; nothing when no endpoint is summed.
+func fillIdle(loads map[ZoneKey]ZoneLoad, counts map[ZoneKey][2]int, idle map[ZoneKey]int) {
+	total, n := 0.0, 0
+	for k, l := range loads {
+		total, n = total+l.Capacity, n+counts[k][1]
+	}
+	if n == 0 {
+		return
+	}
+	for k, m := range idle {
+		if m > 0 {
+			loads[k] = ZoneLoad{Capacity: float64(m) * total / float64(n)}
+		}
+	}
 }
 
 // step is the spill stage: it steps the controller over every spill

@@ -178,6 +178,7 @@ func stepFor(p *Pipeline, now time.Time, n int) time.Time {
 }
 
 func TestZoneLoads(t *testing.T) {
+	zoneD, zoneE := ZoneKey{Region: "dc1", Zone: "d"}, ZoneKey{Region: "dc1", Zone: "e"}
 	st := ServiceTable{Name: "api", Rows: []Row{
 		{Endpoint: "a1", Capacity: 100, QPS: 50},
 		{Endpoint: "a2", Capacity: 0, QPS: 30}, // unknown capacity: neither load nor capacity
@@ -186,15 +187,21 @@ func TestZoneLoads(t *testing.T) {
 	}}
 	zones := map[string]endpointZone{
 		"a1": {zoneA, true}, "a2": {zoneA, true}, "b1": {zoneB, true}, "b2": {zoneB, false},
-		"c1": {zoneC, true}, // not in the table yet
+		"c1": {zoneC, true},                       // not in the table yet
+		"c2": {zoneC, true}, "c3": {zoneC, false}, // idle; c3 unhealthy
+		"d1": {zoneD, true}, "d2": {zoneD, true}, // d1 idle, d2 with load but unknown capacity: not idle
+		"e1": {zoneE, false}, // none serving
 	}
+	st.Rows = append(st.Rows, Row{Endpoint: "c2", QPS: 0}, Row{Endpoint: "d1"}, Row{Endpoint: "d2", QPS: 40})
 	loads, counts := zoneLoads(st, zones)
-	for k, want := range map[ZoneKey]ZoneLoad{zoneA: {100, 50}, zoneB: {200, 20}, zoneC: {}} {
+	// An idle zone counts its serving endpoints at the mean capacity of
+	// those summed, a1 and b1: 150 requests/s.
+	for k, want := range map[ZoneKey]ZoneLoad{zoneA: {100, 50}, zoneB: {200, 20}, zoneC: {300, 0}, zoneD: {}, zoneE: {}} {
 		if got, ok := loads[k]; !ok || got != want {
 			t.Errorf("%v: %+v, want %+v", k, got, want)
 		}
 	}
-	if counts[zoneB] != [2]int{2, 1} || counts[zoneA] != [2]int{2, 1} || counts[zoneC] != [2]int{1, 0} {
+	if counts[zoneB] != [2]int{2, 1} || counts[zoneA] != [2]int{2, 1} || counts[zoneC] != [2]int{3, 0} {
 		t.Errorf("counts %v", counts)
 	}
 }

@@ -63,6 +63,8 @@ type ADSConfig struct {
 	Agent   string // node user_agent_name; "" means "xds-server-harness"
 	// Metadata is the node's metadata; nil sends none.
 	Metadata *structpb.Struct
+	// Locality is the node's locality; nil sends none.
+	Locality *core.Locality
 	Delta    bool     // incremental (delta) protocol instead of state of the world
 	Types    []string // type URLs to subscribe to, as wildcards
 	// Resume, by type URL, makes the first request of a type resume from
@@ -91,7 +93,8 @@ func StartADS(ctx context.Context, cfg ADSConfig) (*ADSClient, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &ADSClient{cfg: cfg, updates: make(chan ADSUpdate, 64), cancel: cancel, done: make(chan error, 1)}
 	cli := discoverygrpc.NewAggregatedDiscoveryServiceClient(cfg.Conn)
-	node := &core.Node{Id: cfg.NodeID, Cluster: cfg.Cluster, UserAgentName: cmp.Or(cfg.Agent, "xds-server-harness"), Metadata: cfg.Metadata}
+	node := &core.Node{Id: cfg.NodeID, Cluster: cfg.Cluster, UserAgentName: cmp.Or(cfg.Agent, "xds-server-harness"), Metadata: cfg.Metadata,
+		Locality: cfg.Locality}
 	if cfg.Delta {
 		st, err := cli.DeltaAggregatedResources(ctx)
 		if err != nil {
