@@ -1,0 +1,369 @@
+package envoye2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/hashicorp/consul/api"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// lzConfig: four services on the same four backends (two in zone a, two
+// in zone b), each with a locality policy, and a listener routing
+// /<service> to each: lf fails over zone by zone (Envoy's default
+// overprovisioning factor), lo140 and lo200 too with an explicit
+// overprovisioning_factor, ld keeps 80% in the node's zone (distribute).
+const lzConfig = `
+services:
+  lf: { locality: { failover: [zone] } }
+  lo140: { locality: { failover: [zone] }, overprovisioning_factor: 140 }
+  lo200: { locality: { failover: [zone] }, overprovisioning_factor: 200 }
+  ld: { locality: { failover: [zone], distribute: 0.8 } }
+listeners:
+  - name: ingress
+    address: 127.0.0.1:0
+    routes:
+      - { prefix: /lf, service: lf }
+      - { prefix: /lo140, service: lo140 }
+      - { prefix: /lo200, service: lo200 }
+      - { prefix: /ld, service: ld }
+`
+
+// lzBackends are the backends' ids; the first letter is the zone.
+var lzBackends = []string{"a1", "a2", "b1", "b2"}
+
+// lzSetup is what every part of TestEnvoyZones shares.
+type lzSetup struct {
+	consul *harness.ConsulAgent
+	srv    *harness.Server
+	envoy  *harness.Envoy
+	addr   string            // the ingress listener, host:port
+	zoneOf map[string]string // host:port as Envoy sees it -> zone
+}
+
+// TestEnvoyZones: a real Envoy 1.40 in zone a (its bootstrap's
+// node.locality, from `xds-server envoy bootstrap --zone a`) in front of
+// HTTP backends registered in a real Consul with meta zone a or b:
+//   - failover [zone]: Envoy's /clusters has zone a at priority 0 and zone
+//     b at 1, and >= 99% of its traffic stays in zone a;
+//   - both zone-a checks critical: Envoy serves from zone b within 2 s and
+//     no request fails once it has; passing again: back to zone a;
+//   - one of two zone-a hosts critical: with overprovisioning_factor 140,
+//     Envoy sends 50% x 1.4 = 70% to zone a and 30% to zone b; with 200,
+//     100% to zone a;
+//   - distribute 0.8: Envoy splits 80/20 by locality weight at priority 0.
+func TestEnvoyZones(t *testing.T) {
+	skipShort(t)
+	s := lzSetup{consul: harness.Consul(t), zoneOf: map[string]string{}}
+	for _, id := range lzBackends {
+		addr := lzStartBackend(t, id)
+		s.zoneOf[addr] = id[:1]
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		for _, svc := range []string{"lf", "lo140", "lo200", "ld"} {
+			status := api.HealthPassing
+			if id == "a1" && (svc == "lo140" || svc == "lo200") {
+				status = api.HealthCritical // half of zone a down from the start
+			}
+			if err := s.consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+				ID: svc + "-" + id, Name: svc, Address: host, Port: p, Meta: map[string]string{"zone": id[:1]},
+				Check: &api.AgentServiceCheck{CheckID: "ttl-" + svc + "-" + id, TTL: "10m", Status: status},
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.srv = startServer(t, s.consul, "--config", swWriteConfig(t, lzConfig))
+	s.envoy = harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: "zone-a-envoy", XDSAddr: s.srv.XDSAddr,
+		BootstrapArgs: []string{"--zone", "a"}})
+	s.addr = s.envoy.AwaitListener(t, "ingress", swWait)
+
+	t.Run("priorities", func(t *testing.T) { lzPriorities(t, s) })
+	t.Run("failover", func(t *testing.T) { lzFailover(t, s) })
+	t.Run("overprovisioning", func(t *testing.T) { lzOverprovisioning(t, s) })
+	t.Run("distribute", func(t *testing.T) { lzDistribute(t, s) })
+	s.envoy.AssertAccepted(t)
+	if c := s.envoy.Complaints(); len(c) > 0 {
+		t.Errorf("envoy complained:\n%s", strings.Join(c, "\n"))
+	}
+}
+
+// lzStartBackend serves HTTP on a free loopback port until cleanup,
+// answering every request "hello from <id> (zone <z>)", and returns its
+// address.
+func lzStartBackend(t *testing.T, id string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "hello from %s (zone %s)\n", id, id[:1])
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// lzPriorities: lf's zone-a hosts are at priority 0 and zone-b's at 1 in
+// Envoy's /clusters, and >= 99% of 1,000 requests are served in zone a.
+func lzPriorities(t *testing.T, s lzSetup) {
+	hosts := lzAwaitPriorities(t, s, "lf", map[string]uint32{"a": 0, "b": 1})
+	t.Logf("lf in Envoy: %s", harness.DescribeHosts(hosts))
+	got := lzCount(t, s, "/lf", 1000)
+	t.Logf("lf traffic: %s", got)
+	if sh := got.share("a"); sh < 0.99 || got.failed > 0 {
+		t.Errorf("%.1f%% served in zone a, %d failed; want >= 99%% and none (%s)", 100*sh, got.failed, got)
+	}
+}
+
+// lzAwaitPriorities waits until every host of cluster is at the priority
+// of its zone in want, and returns them.
+func lzAwaitPriorities(t *testing.T, s lzSetup, cluster string, want map[string]uint32) []harness.EnvoyHost {
+	t.Helper()
+	return s.envoy.AwaitHosts(t, cluster, swWait, func(h []harness.EnvoyHost) bool {
+		for _, x := range h {
+			if p, ok := want[s.zoneOf[x.Addr]]; !ok || p != x.Priority || x.Zone != s.zoneOf[x.Addr] {
+				return false
+			}
+		}
+		return len(h) == len(lzBackends)
+	})
+}
+
+// lzFailover: both of lf's zone-a checks critical -> Envoy serves every
+// request from zone b within 2 s (the requests that failed meanwhile are
+// logged) and none fails after; passing again -> back in zone a.
+func lzFailover(t *testing.T, s lzSetup) {
+	lzSetTTL(t, s, "lf", []string{"a1", "a2"}, api.HealthCritical)
+	critical := time.Now()
+	moved := lzAwaitZone(t, s, "/lf", "b")
+	t.Logf("zone a critical: Envoy serves from zone b %v after the checks turned critical", moved.Sub(critical).Round(time.Millisecond))
+	if lag := moved.Sub(critical); lag > 2*time.Second {
+		t.Errorf("moved to zone b %v after zone a turned critical; want within 2s", lag)
+	}
+	after := lzCount(t, s, "/lf", 500)
+	t.Logf("after the switch: %s", after)
+	if after.failed > 0 || after.share("b") < 1 {
+		t.Errorf("after the switch: %s; want every request served in zone b, none failed", after)
+	}
+	lzSetTTL(t, s, "lf", []string{"a1", "a2"}, api.HealthPassing)
+	passing := time.Now()
+	back := lzAwaitZone(t, s, "/lf", "a")
+	t.Logf("zone a passing again: back in zone a after %v", back.Sub(passing).Round(time.Millisecond))
+	after = lzCount(t, s, "/lf", 500)
+	t.Logf("back: %s", after)
+	if after.failed > 0 || after.share("a") < 0.99 {
+		t.Errorf("back: %s; want >= 99%% in zone a, none failed", after)
+	}
+}
+
+// lzSetTTL sets the TTL checks of service's backends ids to status.
+func lzSetTTL(t *testing.T, s lzSetup, service string, ids []string, status string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := s.consul.Client().Agent().UpdateTTL("ttl-"+service+"-"+id, "e2e", status); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// lzAwaitZone sends requests to path one after another until 20 in a row
+// are served in zone, logs those that failed meanwhile, and returns when
+// the first of the 20 was answered.
+func lzAwaitZone(t *testing.T, s lzSetup, path, zone string) time.Time {
+	t.Helper()
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(10 * time.Second)
+	var first time.Time
+	run := 0
+	for time.Now().Before(deadline) {
+		at := time.Now()
+		id, err := lzGet(client, "http://"+s.addr+path)
+		switch {
+		case err != nil:
+			t.Logf("request failed during the switch: %v", err)
+			run = 0
+		case id[:1] == zone:
+			if run == 0 {
+				first = at
+			}
+			if run++; run == 20 {
+				return first
+			}
+		default:
+			run = 0
+		}
+	}
+	t.Fatalf("requests to %s did not move to zone %s within 10s", path, zone)
+	return time.Time{}
+}
+
+// lzOverprovisioning: with a1 critical in lo140 and lo200 (one of two
+// zone-a hosts), Envoy's priority 0 is 50% healthy: with
+// overprovisioning_factor 140 it takes 70% of the traffic and zone b the
+// rest; with 200 it takes it all. Envoy's /config_dump holds the factor.
+func lzOverprovisioning(t *testing.T, s lzSetup) {
+	for _, c := range []struct {
+		service string
+		factor  uint32
+		zoneA   float64
+	}{{"lo140", 140, 0.70}, {"lo200", 200, 1.0}} {
+		s.envoy.AwaitHosts(t, c.service, swWait, func(h []harness.EnvoyHost) bool {
+			unhealthy := 0
+			for _, x := range h {
+				if x.Health == corev3.HealthStatus_UNHEALTHY {
+					unhealthy++
+				}
+			}
+			return len(h) == len(lzBackends) && unhealthy == 1
+		})
+		var cla endpointv3.ClusterLoadAssignment
+		lzDumped(t, s, "endpoint", c.service, &cla)
+		if f := cla.GetPolicy().GetOverprovisioningFactor().GetValue(); f != c.factor {
+			t.Errorf("%s: Envoy holds overprovisioning_factor %d, want %d", c.service, f, c.factor)
+		}
+		got := lzCount(t, s, "/"+c.service, 2000)
+		t.Logf("%s (overprovisioning_factor %d, a1 critical): zone a %.1f%%; %s", c.service, c.factor, 100*got.share("a"), got)
+		if sh := got.share("a"); sh < c.zoneA-0.05 || sh > c.zoneA+0.05 || got.failed > 0 {
+			t.Errorf("%s: %.1f%% in zone a, %d failed; want %.0f%% +-5 points, none failed", c.service, 100*sh, got.failed, 100*c.zoneA)
+		}
+		if n := got.byID["a1"]; n > 0 {
+			t.Errorf("%s: %d requests reached a1, whose check is critical", c.service, n)
+		}
+	}
+}
+
+// lzDistribute: with distribute 0.8, Envoy holds ld's zones a and b at
+// priority 0 with locality weights 4:1 and the cluster's
+// locality_weighted_lb_config, and serves 80% +-3 points of 2,000
+// requests in zone a.
+func lzDistribute(t *testing.T, s lzSetup) {
+	hosts := lzAwaitPriorities(t, s, "ld", map[string]uint32{"a": 0, "b": 0})
+	t.Logf("ld in Envoy: %s", harness.DescribeHosts(hosts))
+	var c clusterv3.Cluster
+	lzDumped(t, s, "cluster", "ld", &c)
+	if c.GetCommonLbConfig().GetLocalityWeightedLbConfig() == nil {
+		t.Errorf("Envoy's cluster ld has no common_lb_config.locality_weighted_lb_config: %v", c.GetCommonLbConfig())
+	}
+	var cla endpointv3.ClusterLoadAssignment
+	lzDumped(t, s, "endpoint", "ld", &cla)
+	weights := map[string]uint32{}
+	for _, l := range cla.GetEndpoints() {
+		weights[l.GetLocality().GetZone()] += l.GetLoadBalancingWeight().GetValue()
+	}
+	t.Logf("ld locality weights in Envoy: %v", weights)
+	if weights["a"] != 4*weights["b"] || weights["b"] == 0 {
+		t.Errorf("ld locality weights %v; want zone a 4 x zone b", weights)
+	}
+	got := lzCount(t, s, "/ld", 2000)
+	t.Logf("ld (distribute 0.8): zone a %.1f%%; %s", 100*got.share("a"), got)
+	if sh := got.share("a"); sh < 0.77 || sh > 0.83 || got.failed > 0 {
+		t.Errorf("ld: %.1f%% in zone a, %d failed; want 80%% +-3 points, none failed", 100*sh, got.failed)
+	}
+}
+
+// lzDumped reads resource name of kind from Envoy's /config_dump into m.
+func lzDumped(t *testing.T, s lzSetup, kind, name string, m proto.Message) {
+	t.Helper()
+	d, ok := readEnvoyDump(t, s.envoy)[kind][name]
+	if !ok {
+		t.Fatalf("Envoy's /config_dump has no %s %s", kind, name)
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(d.raw, m); err != nil {
+		t.Fatalf("%s %s from Envoy's /config_dump: %v", kind, name, err)
+	}
+}
+
+// lzCounts is what n requests got: answers by backend id, failures.
+type lzCounts struct {
+	byID   map[string]int
+	failed int
+	errs   map[string]int
+}
+
+// share is the fraction of all requests served in zone.
+func (c lzCounts) share(zone string) float64 {
+	n, in := c.failed, 0
+	for id, k := range c.byID {
+		n += k
+		if id[:1] == zone {
+			in += k
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(in) / float64(n)
+}
+
+func (c lzCounts) String() string {
+	return fmt.Sprintf("answers %v, %d failed %v", c.byID, c.failed, c.errs)
+}
+
+// lzCount sends n requests to path through Envoy, 4 at a time, and counts
+// them.
+func lzCount(t *testing.T, s lzSetup, path string, n int) lzCounts {
+	t.Helper()
+	const workers = 4
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	defer client.CloseIdleConnections()
+	out := lzCounts{byID: map[string]int{}, errs: map[string]int{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan struct{}, n)
+	for range n {
+		next <- struct{}{}
+	}
+	close(next)
+	for range workers {
+		wg.Go(func() {
+			for range next {
+				id, err := lzGet(client, "http://"+s.addr+path)
+				mu.Lock()
+				if err != nil {
+					out.failed++
+					out.errs[err.Error()]++
+				} else {
+					out.byID[id]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// lzGet sends one GET and returns the id of the backend that answered.
+func lzGet(client *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %q", resp.Status, strings.TrimSpace(string(b)))
+	}
+	id, ok := harness.BackendOf(string(b))
+	if !ok || id == "" {
+		return "", errors.New("unexpected answer " + strconv.Quote(string(b)))
+	}
+	return id, nil
+}
