@@ -52,16 +52,26 @@ var lzBackends = []string{"a1", "a2", "b1", "b2"}
 type lzSetup struct {
 	consul *harness.ConsulAgent
 	srv    *harness.Server
-	envoy  *harness.Envoy
-	addr   string            // the ingress listener, host:port
+	envoy  *harness.Envoy    // in zone a (state of the world)
+	addr   string            // its ingress listener, host:port
+	other  lzNode            // in region dc1, zone b (delta)
 	zoneOf map[string]string // host:port as Envoy sees it -> zone
 }
 
+// lzNode is an Envoy, its ingress listener and its zone.
+type lzNode struct {
+	envoy *harness.Envoy
+	addr  string
+	zone  string
+}
+
 // TestEnvoyZones: a real Envoy 1.40 in zone a (its bootstrap's
-// node.locality, from `xds-server envoy bootstrap --zone a`) in front of
-// HTTP backends registered in a real Consul with meta zone a or b:
-//   - failover [zone]: Envoy's /clusters has zone a at priority 0 and zone
-//     b at 1, and >= 99% of its traffic stays in zone a;
+// node.locality, from `xds-server envoy bootstrap --zone a`) and a delta
+// Envoy in zone b (`--locality dc1/b`: Consul's endpoints have their
+// datacenter as region) in front of HTTP backends registered in a real
+// Consul with meta zone a or b:
+//   - failover [zone]: each Envoy's /clusters has its own zone at priority
+//     0 and the other at 1, and >= 99% of its traffic stays in its zone;
 //   - both zone-a checks critical: Envoy serves from zone b within 2 s and
 //     no request fails once it has; passing again: back to zone a;
 //   - one of two zone-a hosts critical: with overprovisioning_factor 140,
@@ -93,14 +103,19 @@ func TestEnvoyZones(t *testing.T) {
 	s.envoy = harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: "zone-a-envoy", XDSAddr: s.srv.XDSAddr,
 		BootstrapArgs: []string{"--zone", "a"}})
 	s.addr = s.envoy.AwaitListener(t, "ingress", swWait)
+	other := harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: "zone-b-envoy", XDSAddr: s.srv.XDSAddr, Delta: true,
+		BootstrapArgs: []string{"--locality", "dc1/b"}})
+	s.other = lzNode{envoy: other, addr: other.AwaitListener(t, "ingress", swWait), zone: "b"}
 
 	t.Run("priorities", func(t *testing.T) { lzPriorities(t, s) })
 	t.Run("failover", func(t *testing.T) { lzFailover(t, s) })
 	t.Run("overprovisioning", func(t *testing.T) { lzOverprovisioning(t, s) })
 	t.Run("distribute", func(t *testing.T) { lzDistribute(t, s) })
-	s.envoy.AssertAccepted(t)
-	if c := s.envoy.Complaints(); len(c) > 0 {
-		t.Errorf("envoy complained:\n%s", strings.Join(c, "\n"))
+	for _, e := range []*harness.Envoy{s.envoy, s.other.envoy} {
+		e.AssertAccepted(t)
+		if c := e.Complaints(); len(c) > 0 {
+			t.Errorf("envoy %s complained:\n%s", e.NodeID, strings.Join(c, "\n"))
+		}
 	}
 }
 
@@ -116,23 +131,29 @@ func lzStartBackend(t *testing.T, id string) string {
 	return srv.Listener.Addr().String()
 }
 
-// lzPriorities: lf's zone-a hosts are at priority 0 and zone-b's at 1 in
-// Envoy's /clusters, and >= 99% of 1,000 requests are served in zone a.
+// lzPriorities: in each Envoy's /clusters, lf's hosts of its own zone
+// are at priority 0 and the other zone's at 1, and >= 99% of 1,000
+// requests through it are served in its zone.
 func lzPriorities(t *testing.T, s lzSetup) {
-	hosts := lzAwaitPriorities(t, s, "lf", map[string]uint32{"a": 0, "b": 1})
-	t.Logf("lf in Envoy: %s", harness.DescribeHosts(hosts))
-	got := lzCount(t, s, "/lf", 1000)
-	t.Logf("lf traffic: %s", got)
-	if sh := got.share("a"); sh < 0.99 || got.failed > 0 {
-		t.Errorf("%.1f%% served in zone a, %d failed; want >= 99%% and none (%s)", 100*sh, got.failed, got)
+	for _, n := range []lzNode{{s.envoy, s.addr, "a"}, s.other} {
+		want := map[string]uint32{"a": 1, "b": 1}
+		want[n.zone] = 0
+		hosts := lzAwaitPriorities(t, s, n.envoy, "lf", want)
+		t.Logf("lf in %s: %s", n.envoy.NodeID, harness.DescribeHosts(hosts))
+		got := lzCount(t, n.addr, "/lf", 1000)
+		t.Logf("lf traffic through %s: %s", n.envoy.NodeID, got)
+		if sh := got.share(n.zone); sh < 0.99 || got.failed > 0 {
+			t.Errorf("%s: %.1f%% served in zone %s, %d failed; want >= 99%% and none (%s)",
+				n.envoy.NodeID, 100*sh, n.zone, got.failed, got)
+		}
 	}
 }
 
-// lzAwaitPriorities waits until every host of cluster is at the priority
-// of its zone in want, and returns them.
-func lzAwaitPriorities(t *testing.T, s lzSetup, cluster string, want map[string]uint32) []harness.EnvoyHost {
+// lzAwaitPriorities waits until every host of cluster in e is at the
+// priority of its zone in want, and returns them.
+func lzAwaitPriorities(t *testing.T, s lzSetup, e *harness.Envoy, cluster string, want map[string]uint32) []harness.EnvoyHost {
 	t.Helper()
-	return s.envoy.AwaitHosts(t, cluster, swWait, func(h []harness.EnvoyHost) bool {
+	return e.AwaitHosts(t, cluster, swWait, func(h []harness.EnvoyHost) bool {
 		for _, x := range h {
 			if p, ok := want[s.zoneOf[x.Addr]]; !ok || p != x.Priority || x.Zone != s.zoneOf[x.Addr] {
 				return false
@@ -153,7 +174,7 @@ func lzFailover(t *testing.T, s lzSetup) {
 	if lag := moved.Sub(critical); lag > 2*time.Second {
 		t.Errorf("moved to zone b %v after zone a turned critical; want within 2s", lag)
 	}
-	after := lzCount(t, s, "/lf", 500)
+	after := lzCount(t, s.addr, "/lf", 500)
 	t.Logf("after the switch: %s", after)
 	if after.failed > 0 || after.share("b") < 1 {
 		t.Errorf("after the switch: %s; want every request served in zone b, none failed", after)
@@ -162,7 +183,7 @@ func lzFailover(t *testing.T, s lzSetup) {
 	passing := time.Now()
 	back := lzAwaitZone(t, s, "/lf", "a")
 	t.Logf("zone a passing again: back in zone a after %v", back.Sub(passing).Round(time.Millisecond))
-	after = lzCount(t, s, "/lf", 500)
+	after = lzCount(t, s.addr, "/lf", 500)
 	t.Logf("back: %s", after)
 	if after.failed > 0 || after.share("a") < 0.99 {
 		t.Errorf("back: %s; want >= 99%% in zone a, none failed", after)
@@ -230,11 +251,11 @@ func lzOverprovisioning(t *testing.T, s lzSetup) {
 			return len(h) == len(lzBackends) && unhealthy == 1
 		})
 		var cla endpointv3.ClusterLoadAssignment
-		lzDumped(t, s, "endpoint", c.service, &cla)
+		lzDumped(t, s.envoy, "endpoint", c.service, &cla)
 		if f := cla.GetPolicy().GetOverprovisioningFactor().GetValue(); f != c.factor {
 			t.Errorf("%s: Envoy holds overprovisioning_factor %d, want %d", c.service, f, c.factor)
 		}
-		got := lzCount(t, s, "/"+c.service, 2000)
+		got := lzCount(t, s.addr, "/"+c.service, 2000)
 		t.Logf("%s (overprovisioning_factor %d, a1 critical): zone a %.1f%%; %s", c.service, c.factor, 100*got.share("a"), got)
 		if sh := got.share("a"); sh < c.zoneA-0.05 || sh > c.zoneA+0.05 || got.failed > 0 {
 			t.Errorf("%s: %.1f%% in zone a, %d failed; want %.0f%% +-5 points, none failed", c.service, 100*sh, got.failed, 100*c.zoneA)
@@ -245,39 +266,43 @@ func lzOverprovisioning(t *testing.T, s lzSetup) {
 	}
 }
 
-// lzDistribute: with distribute 0.8, Envoy holds ld's zones a and b at
-// priority 0 with locality weights 4:1 and the cluster's
-// locality_weighted_lb_config, and serves 80% +-3 points of 2,000
-// requests in zone a.
+// lzDistribute: with distribute 0.8, each Envoy holds ld's zones a and b
+// at priority 0 with locality weights 4:1 for its own zone and the
+// cluster's locality_weighted_lb_config, and serves 80% +-3 points of
+// 2,000 requests in its zone.
 func lzDistribute(t *testing.T, s lzSetup) {
-	hosts := lzAwaitPriorities(t, s, "ld", map[string]uint32{"a": 0, "b": 0})
-	t.Logf("ld in Envoy: %s", harness.DescribeHosts(hosts))
-	var c clusterv3.Cluster
-	lzDumped(t, s, "cluster", "ld", &c)
-	if c.GetCommonLbConfig().GetLocalityWeightedLbConfig() == nil {
-		t.Errorf("Envoy's cluster ld has no common_lb_config.locality_weighted_lb_config: %v", c.GetCommonLbConfig())
-	}
-	var cla endpointv3.ClusterLoadAssignment
-	lzDumped(t, s, "endpoint", "ld", &cla)
-	weights := map[string]uint32{}
-	for _, l := range cla.GetEndpoints() {
-		weights[l.GetLocality().GetZone()] += l.GetLoadBalancingWeight().GetValue()
-	}
-	t.Logf("ld locality weights in Envoy: %v", weights)
-	if weights["a"] != 4*weights["b"] || weights["b"] == 0 {
-		t.Errorf("ld locality weights %v; want zone a 4 x zone b", weights)
-	}
-	got := lzCount(t, s, "/ld", 2000)
-	t.Logf("ld (distribute 0.8): zone a %.1f%%; %s", 100*got.share("a"), got)
-	if sh := got.share("a"); sh < 0.77 || sh > 0.83 || got.failed > 0 {
-		t.Errorf("ld: %.1f%% in zone a, %d failed; want 80%% +-3 points, none failed", 100*sh, got.failed)
+	for _, n := range []lzNode{{s.envoy, s.addr, "a"}, s.other} {
+		hosts := lzAwaitPriorities(t, s, n.envoy, "ld", map[string]uint32{"a": 0, "b": 0})
+		t.Logf("ld in %s: %s", n.envoy.NodeID, harness.DescribeHosts(hosts))
+		var c clusterv3.Cluster
+		lzDumped(t, n.envoy, "cluster", "ld", &c)
+		if c.GetCommonLbConfig().GetLocalityWeightedLbConfig() == nil {
+			t.Errorf("%s: cluster ld has no common_lb_config.locality_weighted_lb_config: %v", n.envoy.NodeID, c.GetCommonLbConfig())
+		}
+		var cla endpointv3.ClusterLoadAssignment
+		lzDumped(t, n.envoy, "endpoint", "ld", &cla)
+		weights := map[string]uint32{}
+		for _, l := range cla.GetEndpoints() {
+			weights[l.GetLocality().GetZone()] += l.GetLoadBalancingWeight().GetValue()
+		}
+		other := map[string]string{"a": "b", "b": "a"}[n.zone]
+		if weights[n.zone] != 4*weights[other] || weights[other] == 0 {
+			t.Errorf("%s: ld locality weights %v; want zone %s 4 x zone %s", n.envoy.NodeID, weights, n.zone, other)
+		}
+		got := lzCount(t, n.addr, "/ld", 2000)
+		t.Logf("ld (distribute 0.8) through %s: locality weights %v, zone %s %.1f%%; %s",
+			n.envoy.NodeID, weights, n.zone, 100*got.share(n.zone), got)
+		if sh := got.share(n.zone); sh < 0.77 || sh > 0.83 || got.failed > 0 {
+			t.Errorf("%s: ld: %.1f%% in zone %s, %d failed; want 80%% +-3 points, none failed",
+				n.envoy.NodeID, 100*sh, n.zone, got.failed)
+		}
 	}
 }
 
-// lzDumped reads resource name of kind from Envoy's /config_dump into m.
-func lzDumped(t *testing.T, s lzSetup, kind, name string, m proto.Message) {
+// lzDumped reads resource name of kind from e's /config_dump into m.
+func lzDumped(t *testing.T, e *harness.Envoy, kind, name string, m proto.Message) {
 	t.Helper()
-	d, ok := readEnvoyDump(t, s.envoy)[kind][name]
+	d, ok := readEnvoyDump(t, e)[kind][name]
 	if !ok {
 		t.Fatalf("Envoy's /config_dump has no %s %s", kind, name)
 	}
@@ -312,9 +337,9 @@ func (c lzCounts) String() string {
 	return fmt.Sprintf("answers %v, %d failed %v", c.byID, c.failed, c.errs)
 }
 
-// lzCount sends n requests to path through Envoy, 4 at a time, and counts
+// lzCount sends n requests to path through the Envoy listener at addr, 4 at a time, and counts
 // them.
-func lzCount(t *testing.T, s lzSetup, path string, n int) lzCounts {
+func lzCount(t *testing.T, addr, path string, n int) lzCounts {
 	t.Helper()
 	const workers = 4
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
@@ -330,7 +355,7 @@ func lzCount(t *testing.T, s lzSetup, path string, n int) lzCounts {
 	for range workers {
 		wg.Go(func() {
 			for range next {
-				id, err := lzGet(client, "http://"+s.addr+path)
+				id, err := lzGet(client, "http://"+addr+path)
 				mu.Lock()
 				if err != nil {
 					out.failed++
