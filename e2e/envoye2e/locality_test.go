@@ -28,13 +28,16 @@ import (
 // in zone b), each with a locality policy, and a listener routing
 // /<service> to each: lf fails over zone by zone (Envoy's default
 // overprovisioning factor), lo140 and lo200 too with an explicit
-// overprovisioning_factor, ld keeps 80% in the node's zone (distribute).
+// overprovisioning_factor, ld keeps 80% in the node's zone (distribute),
+// and so does ldr with lb_policy random (a load_balancing_policy list,
+// the locality weighting in the random policy's own config).
 const lzConfig = `
 services:
   lf: { locality: { failover: [zone] } }
   lo140: { locality: { failover: [zone] }, overprovisioning_factor: 140 }
   lo200: { locality: { failover: [zone] }, overprovisioning_factor: 200 }
   ld: { locality: { failover: [zone], distribute: 0.8 } }
+  ldr: { lb_policy: random, locality: { failover: [zone], distribute: 0.8 } }
 listeners:
   - name: ingress
     address: 127.0.0.1:0
@@ -42,6 +45,7 @@ listeners:
       - { prefix: /lf, service: lf }
       - { prefix: /lo140, service: lo140 }
       - { prefix: /lo200, service: lo200 }
+      - { prefix: /ldr, service: ldr }
       - { prefix: /ld, service: ld }
 `
 
@@ -86,7 +90,7 @@ func TestEnvoyZones(t *testing.T) {
 		s.zoneOf[addr] = id[:1]
 		host, port, _ := net.SplitHostPort(addr)
 		p, _ := strconv.Atoi(port)
-		for _, svc := range []string{"lf", "lo140", "lo200", "ld"} {
+		for _, svc := range []string{"lf", "lo140", "lo200", "ld", "ldr"} {
 			status := api.HealthPassing
 			if id == "a1" && (svc == "lo140" || svc == "lo200") {
 				status = api.HealthCritical // half of zone a down from the start
@@ -111,6 +115,7 @@ func TestEnvoyZones(t *testing.T) {
 	t.Run("failover", func(t *testing.T) { lzFailover(t, s) })
 	t.Run("overprovisioning", func(t *testing.T) { lzOverprovisioning(t, s) })
 	t.Run("distribute", func(t *testing.T) { lzDistribute(t, s) })
+	t.Run("distribute random", func(t *testing.T) { lzDistributeRandom(t, s) })
 	for _, e := range []*harness.Envoy{s.envoy, s.other.envoy} {
 		e.AssertAccepted(t)
 		if c := e.Complaints(); len(c) > 0 {
@@ -201,26 +206,28 @@ func lzSetTTL(t *testing.T, s lzSetup, service string, ids []string, status stri
 }
 
 // lzAwaitZone sends requests to path one after another until 20 in a row
-// are served in zone, logs those that failed meanwhile, and returns when
-// the first of the 20 was answered.
+// are served in zone, logs those that failed meanwhile (and how many),
+// and returns when the first of the 20 was answered.
 func lzAwaitZone(t *testing.T, s lzSetup, path, zone string) time.Time {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(10 * time.Second)
 	var first time.Time
-	run := 0
+	run, failed, sent := 0, 0, 0
 	for time.Now().Before(deadline) {
+		sent++
 		at := time.Now()
 		id, err := lzGet(client, "http://"+s.addr+path)
 		switch {
 		case err != nil:
 			t.Logf("request failed during the switch: %v", err)
-			run = 0
+			run, failed = 0, failed+1
 		case id[:1] == zone:
 			if run == 0 {
 				first = at
 			}
 			if run++; run == 20 {
+				t.Logf("switch to zone %s: %d of %d requests failed during it", zone, failed, sent)
 				return first
 			}
 		default:
@@ -296,6 +303,26 @@ func lzDistribute(t *testing.T, s lzSetup) {
 			t.Errorf("%s: ld: %.1f%% in zone %s, %d failed; want 80%% +-3 points, none failed",
 				n.envoy.NodeID, 100*sh, n.zone, got.failed)
 		}
+	}
+}
+
+// lzDistributeRandom: ldr (lb_policy random, sent as a
+// load_balancing_policy list whose random policy carries the locality
+// weighting) splits 80/20 too in the zone-a Envoy, within 3 points over
+// 2,000 requests (Envoy picks the locality by weight, then a host in it
+// at random).
+func lzDistributeRandom(t *testing.T, s lzSetup) {
+	lzAwaitPriorities(t, s, s.envoy, "ldr", map[string]uint32{"a": 0, "b": 0})
+	var c clusterv3.Cluster
+	lzDumped(t, s.envoy, "cluster", "ldr", &c)
+	policies := c.GetLoadBalancingPolicy().GetPolicies()
+	if len(policies) == 0 || policies[0].GetTypedExtensionConfig().GetName() != "envoy.load_balancing_policies.random" {
+		t.Errorf("cluster ldr: load_balancing_policy %v; want the random policy first", c.GetLoadBalancingPolicy())
+	}
+	got := lzCount(t, s.addr, "/ldr", 2000)
+	t.Logf("ldr (lb_policy random, distribute 0.8): zone a %.1f%%; %s", 100*got.share("a"), got)
+	if sh := got.share("a"); sh < 0.77 || sh > 0.83 || got.failed > 0 {
+		t.Errorf("ldr: %.1f%% in zone a, %d failed; want 80%% +-3 points, none failed", 100*sh, got.failed)
 	}
 }
 
