@@ -205,36 +205,43 @@ func lzSetTTL(t *testing.T, s lzSetup, service string, ids []string, status stri
 	}
 }
 
-// lzAwaitZone sends requests to path one after another until 20 in a row
-// are served in zone, logs those that failed meanwhile (and how many),
-// and returns when the first of the 20 was answered.
+// lzAwaitZone is lzAwaitZoneWithin 10 s.
 func lzAwaitZone(t *testing.T, s lzSetup, path, zone string) time.Time {
 	t.Helper()
+	return lzAwaitZoneWithin(t, s, path, zone, 10*time.Second)
+}
+
+// lzAwaitZoneWithin sends requests to path one after another until 20 in
+// a row are served in zone, logs how many failed meanwhile and why, and
+// returns when the first of the 20 was answered.
+func lzAwaitZoneWithin(t *testing.T, s lzSetup, path, zone string, limit time.Duration) time.Time {
+	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(limit)
 	var first time.Time
-	run, failed, sent := 0, 0, 0
+	run, sent := 0, 0
+	errs := map[string]int{}
 	for time.Now().Before(deadline) {
-		sent++
 		at := time.Now()
 		id, err := lzGet(client, "http://"+s.addr+path)
+		sent++
 		switch {
 		case err != nil:
-			t.Logf("request failed during the switch: %v", err)
-			run, failed = 0, failed+1
+			errs[err.Error()]++
+			run = 0
 		case id[:1] == zone:
 			if run == 0 {
 				first = at
 			}
 			if run++; run == 20 {
-				t.Logf("switch to zone %s: %d of %d requests failed during it", zone, failed, sent)
+				t.Logf("switch to zone %s: %d of %d requests failed during it: %v", zone, swTotal(errs), sent, errs)
 				return first
 			}
 		default:
 			run = 0
 		}
 	}
-	t.Fatalf("requests to %s did not move to zone %s within 10s", path, zone)
+	t.Fatalf("requests to %s did not move to zone %s within %v (%d sent, failures %v)", path, zone, limit, sent, errs)
 	return time.Time{}
 }
 
