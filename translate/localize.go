@@ -86,10 +86,28 @@ func (p LocalityPolicy) share(spill map[Zone]ZoneSpill, at Place) (keep float64,
 	if p.Distribute > 0 {
 		keep = p.Distribute
 	}
-	if z, ok := spill[Zone{at.Region, at.Zone}]; p.Spill && ok && z.Keep > 0 && z.Keep < keep {
+	if z, ok := zoneSpillOf(spill, at); p.Spill && ok && z.Keep > 0 && z.Keep < keep {
 		keep, bySpare = z.Keep, true
 	}
 	return keep, bySpare
+}
+
+// zoneSpillOf is the spill state of the node's zone. A node without a
+// region matches its zone by name alone (as its zone level does): the
+// state of the zone of that name that keeps least, whatever its region.
+func zoneSpillOf(spill map[Zone]ZoneSpill, at Place) (ZoneSpill, bool) {
+	if at.Region != "" || at.Zone == "" {
+		z, ok := spill[Zone{at.Region, at.Zone}]
+		return z, ok
+	}
+	var out ZoneSpill
+	found := false
+	for k, z := range spill {
+		if k.Zone == at.Zone && z.Keep > 0 && (!found || z.Keep < out.Keep) {
+			out, found = z, true
+		}
+	}
+	return out, found
 }
 
 // zoneFirst returns f with the zone level first.
