@@ -1,15 +1,12 @@
 package envoye2e
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"github.com/hashicorp/consul/api"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -47,13 +44,7 @@ func TestEnvoyZoneOutlierFailover(t *testing.T) {
 		t.Cleanup(srv.Close)
 		servers[id] = srv
 		s.zoneOf[srv.Listener.Addr().String()] = id[:1]
-		host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-		p, _ := strconv.Atoi(port)
-		if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{ // no check: passing
-			ID: "lod-" + id, Name: "lod", Address: host, Port: p, Meta: map[string]string{"zone": id[:1]},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		lzRegister(t, consul, "lod", id, srv.Listener.Addr().String(), nil)
 	}
 	s.srv = startServer(t, consul, "--config", swWriteConfig(t, loConfig))
 	s.envoy = harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: "zone-a-envoy", XDSAddr: s.srv.XDSAddr,

@@ -88,19 +88,13 @@ func TestEnvoyZones(t *testing.T) {
 	for _, id := range lzBackends {
 		addr := lzStartBackend(t, id)
 		s.zoneOf[addr] = id[:1]
-		host, port, _ := net.SplitHostPort(addr)
-		p, _ := strconv.Atoi(port)
 		for _, svc := range []string{"lf", "lo140", "lo200", "ld", "ldr"} {
 			status := api.HealthPassing
 			if id == "a1" && (svc == "lo140" || svc == "lo200") {
 				status = api.HealthCritical // half of zone a down from the start
 			}
-			if err := s.consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
-				ID: svc + "-" + id, Name: svc, Address: host, Port: p, Meta: map[string]string{"zone": id[:1]},
-				Check: &api.AgentServiceCheck{CheckID: "ttl-" + svc + "-" + id, TTL: "10m", Status: status},
-			}); err != nil {
-				t.Fatal(err)
-			}
+			lzRegister(t, s.consul, svc, id, addr,
+				&api.AgentServiceCheck{CheckID: "ttl-" + svc + "-" + id, TTL: "10m", Status: status})
 		}
 	}
 	s.srv = startServer(t, s.consul, "--config", swWriteConfig(t, lzConfig))
@@ -134,6 +128,20 @@ func lzStartBackend(t *testing.T, id string) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
+}
+
+// lzRegister registers backend id (at addr, in the zone its id's first
+// letter names) in Consul as svc-id of service svc, with check (nil: none,
+// so passing).
+func lzRegister(t *testing.T, consul *harness.ConsulAgent, svc, id, addr string, check *api.AgentServiceCheck) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	if err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: svc + "-" + id, Name: svc, Address: host, Port: p, Meta: map[string]string{"zone": id[:1]}, Check: check,
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // lzPriorities: in each Envoy's /clusters, lf's hosts of its own zone
