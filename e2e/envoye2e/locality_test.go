@@ -72,6 +72,9 @@ type lzNode struct {
 //     0 and the other at 1, and >= 99% of its traffic stays in its zone;
 //   - both zone-a checks critical: Envoy serves from zone b within 2 s and
 //     no request fails once it has; passing again: back to zone a;
+//   - one zone-a endpoint drained (DRAINING): Envoy leaves it out of its
+//     priority, so zone a keeps everything on the other; both drained:
+//     zone b; undrained: back to zone a;
 //   - one of two zone-a hosts critical: with overprovisioning_factor 140,
 //     Envoy sends 50% x 1.4 = 70% to zone a and 30% to zone b; with 200,
 //     100% to zone a;
@@ -101,6 +104,7 @@ func TestEnvoyZones(t *testing.T) {
 
 	t.Run("priorities", func(t *testing.T) { lzPriorities(t, s) })
 	t.Run("failover", func(t *testing.T) { lzFailover(t, s) })
+	t.Run("drain", func(t *testing.T) { lzDrain(t, s) })
 	t.Run("overprovisioning", func(t *testing.T) { lzOverprovisioning(t, s) })
 	t.Run("distribute", func(t *testing.T) { lzDistribute(t, s) })
 	t.Run("distribute random", func(t *testing.T) { lzDistributeRandom(t, s) })
@@ -194,6 +198,46 @@ func lzFailover(t *testing.T, s lzSetup) {
 	t.Logf("back: %s", after)
 	if after.failed > 0 || after.share("a") < 0.99 {
 		t.Errorf("back: %s; want >= 99%% in zone a, none failed", after)
+	}
+}
+
+// lzDrain: lf-a1 drained through the admin API: Envoy holds it DRAINING
+// and, unlike an UNHEALTHY endpoint, leaves it out of priority 0's size:
+// zone a keeps every request (on a2); a2 drained too: every request in
+// zone b, none failed; both undrained: back in zone a.
+func lzDrain(t *testing.T, s lzSetup) {
+	draining := func(n int) {
+		t.Helper()
+		s.envoy.AwaitHosts(t, "lf", swWait, func(h []harness.EnvoyHost) bool {
+			k := 0
+			for _, x := range h {
+				if x.Health == corev3.HealthStatus_DRAINING {
+					k++
+				}
+			}
+			return k == n
+		})
+	}
+	lzAdmin(t, s.srv, http.MethodPost, "/v1/drain", `{"service": "lf", "endpoint": "lf-a1"}`)
+	draining(1)
+	got := lzCount(t, s.addr, "/lf", 1000)
+	t.Logf("a1 draining: %s", got)
+	if got.failed > 0 || got.byID["a2"] != 1000 {
+		t.Errorf("a1 draining: %s; want every request on a2 (a DRAINING host is left out of its priority)", got)
+	}
+	lzAdmin(t, s.srv, http.MethodPost, "/v1/drain", `{"service": "lf", "endpoint": "lf-a2"}`)
+	draining(2)
+	got = lzCount(t, s.addr, "/lf", 1000)
+	t.Logf("zone a draining: %s", got)
+	if got.failed > 0 || got.share("b") < 1 {
+		t.Errorf("zone a draining: %s; want every request in zone b, none failed", got)
+	}
+	for _, id := range []string{"a1", "a2"} {
+		lzAdmin(t, s.srv, http.MethodDelete, "/v1/drain?service=lf&endpoint=lf-"+id, "")
+	}
+	draining(0)
+	if got = lzCount(t, s.addr, "/lf", 500); got.failed > 0 || got.share("a") < 0.99 {
+		t.Errorf("undrained: %s; want >= 99%% in zone a", got)
 	}
 }
 

@@ -111,3 +111,23 @@ func lzGet(client *http.Client, url string) (string, error) {
 	}
 	return id, nil
 }
+
+// lzAdmin sends method path (with a JSON body, if any) to xds-server's
+// admin listener and fails the test unless it answers 200.
+func lzAdmin(t *testing.T, srv *harness.Server, method, path, body string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, srv.AdminURL(path), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Admin.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %s: %s", method, path, resp.Status, b)
+	}
+}
