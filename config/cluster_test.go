@@ -113,3 +113,23 @@ services:
 		}
 	}
 }
+
+// TestNoPanicWithSharedPriority: a service whose zones share priority 0
+// (distribute, or spill with weights and a failover list) turns Envoy's
+// panic mode off; strict failover and no locality policy keep it.
+func TestNoPanicWithSharedPriority(t *testing.T) {
+	cfg, err := loadArgs(t, "--config", writeConfig(t, `
+services:
+  shared: { locality: { failover: [zone], distribute: 0.8 } }
+  spilling: { locality: { failover: [zone] }, weights: { enabled: true } }
+  strict: { locality: { failover: [zone] } }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"shared": true, "spilling": true, "strict": false, "plain": false} {
+		if got := cfg.ServiceSettings(name).Cluster.NoPanic; got != want {
+			t.Errorf("%s: NoPanic %v, want %v", name, got, want)
+		}
+	}
+}
