@@ -30,7 +30,7 @@ type OutlierDetectionConfig struct {
 	Consecutive5xx     uint32        `mapstructure:"consecutive_5xx"`      // default 5
 	Interval           time.Duration `mapstructure:"interval"`             // default 10s
 	BaseEjectionTime   time.Duration `mapstructure:"base_ejection_time"`   // default 30s
-	MaxEjectionPercent uint32        `mapstructure:"max_ejection_percent"` // in [0, 100]; default 10
+	MaxEjectionPercent uint32        `mapstructure:"max_ejection_percent"` // in [0, 100]; default 10 (100 with a locality policy)
 }
 
 // CircuitBreakersConfig is services.<name>.circuit_breakers; 0 keeps

@@ -89,3 +89,47 @@ services:
 		})
 	}
 }
+
+// TestOutlierDetectionWithLocality: a service with a locality failover
+// list or distribute share and outlier detection may eject every host (a
+// dead zone must fail over: Envoy's default 10% ejects no host of a
+// cluster of fewer than 10); an explicit max_ejection_percent stays, and
+// so does 10 without a locality policy.
+func TestOutlierDetectionWithLocality(t *testing.T) {
+	cfg, err := loadArgs(t, "--config", writeConfig(t, `
+services:
+  "*": { outlier_detection: {} }
+  zoned: { locality: { failover: [zone] } }
+  shared: { locality: { distribute: 0.8 } }
+  capped: { locality: { failover: [zone] }, outlier_detection: { max_ejection_percent: 50 } }
+  off: { locality: { failover: [zone] }, outlier_detection: { enabled: false } }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]uint32{"zoned": 100, "shared": 100, "capped": 50, "off": 0, "plain": 0} {
+		if got := cfg.ServiceSettings(name).Cluster.OutlierDetection.MaxEjectionPercent; got != want {
+			t.Errorf("%s: max_ejection_percent %d, want %d", name, got, want)
+		}
+	}
+}
+
+// TestNoPanicWithSharedPriority: a service whose zones share priority 0
+// (distribute, or spill with weights and a failover list) turns Envoy's
+// panic mode off; strict failover and no locality policy keep it.
+func TestNoPanicWithSharedPriority(t *testing.T) {
+	cfg, err := loadArgs(t, "--config", writeConfig(t, `
+services:
+  shared: { locality: { failover: [zone], distribute: 0.8 } }
+  spilling: { locality: { failover: [zone] }, weights: { enabled: true } }
+  strict: { locality: { failover: [zone] } }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"shared": true, "spilling": true, "strict": false, "plain": false} {
+		if got := cfg.ServiceSettings(name).Cluster.NoPanic; got != want {
+			t.Errorf("%s: NoPanic %v, want %v", name, got, want)
+		}
+	}
+}

@@ -191,7 +191,7 @@ var Keys = []Key{
 	unset("services.<name>.outlier_detection.consecutive_5xx", Uint32, "consecutive 5xx that eject a host; default 5 (grpc-go ignores it)"),
 	unset("services.<name>.outlier_detection.interval", Duration, "time between ejection sweeps; default 10s"),
 	unset("services.<name>.outlier_detection.base_ejection_time", Duration, "base ejection time; default 30s"),
-	unset("services.<name>.outlier_detection.max_ejection_percent", Uint32, "most hosts ejected at once, in percent [0, 100]; default 10"),
+	unset("services.<name>.outlier_detection.max_ejection_percent", Uint32, "most hosts ejected at once, in percent [0, 100]; default 10, or 100 with a locality failover list or distribute share (so that a whole zone can fail over)"),
 	unset("services.<name>.circuit_breakers.max_connections", Uint32, "circuit breaker of the default priority; 0 or absent: Envoy's default"),
 	unset("services.<name>.circuit_breakers.max_pending_requests", Uint32, "circuit breaker of the default priority; 0 or absent: Envoy's default"),
 	unset("services.<name>.circuit_breakers.max_requests", Uint32, "circuit breaker of the default priority (grpc-go applies it); 0 or absent: Envoy's default"),

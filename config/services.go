@@ -127,6 +127,11 @@ func (c Config) ServiceSettings(name string) translate.ServiceSettings {
 	}
 	if set.Locality.Distribute > 0 || set.Locality.Spill {
 		set.Cluster.LocalityWeightedLB = true // Envoy honours the shares only so
+		set.Cluster.NoPanic = true            // zones share priority 0: a dead zone must not put Envoy in panic
+	}
+	if od := &set.Cluster.OutlierDetection; od.Enabled && od.MaxEjectionPercent == 0 &&
+		(len(set.Locality.Failover.Levels()) > 0 || set.Locality.Distribute > 0) {
+		od.MaxEjectionPercent = 100 // Envoy's 10 ejects no host of a small cluster: a dead zone would never fail over
 	}
 	return set
 }

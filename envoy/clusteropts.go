@@ -52,7 +52,13 @@ type ClusterOptions struct {
 	// LocalityWeightedLB makes Envoy honour the EDS locality weights
 	// (common_lb_config.locality_weighted_lb_config); grpc-go always does.
 	LocalityWeightedLB bool
-	RingHash           RingHashSize // used by ring_hash (and maglev's grpc-go fallback)
+	// NoPanic turns Envoy's panic mode off
+	// (common_lb_config.healthy_panic_threshold 0), for clusters whose
+	// priority 0 mixes zones (distribute, spill): when the zone of most of
+	// its hosts is down, Envoy would otherwise spread requests over every
+	// host, the down ones too. grpc-go has no panic mode.
+	NoPanic  bool
+	RingHash RingHashSize // used by ring_hash (and maglev's grpc-go fallback)
 	// LoadReporting names this server as the cluster's LRS server
 	// (lrs_server: {self: {}}), so that grpc-go clients send it their load
 	// reports (LRS) on the same connection as xDS. Envoy ignores the field
@@ -220,6 +226,12 @@ func applyClusterOptions(c *clusterv3.Cluster, o ClusterOptions) error {
 			// must not reset every connection of the cluster.
 			CloseConnectionsOnHostSetChange: false,
 		}
+	}
+	if o.NoPanic {
+		if c.CommonLbConfig == nil {
+			c.CommonLbConfig = &clusterv3.Cluster_CommonLbConfig{}
+		}
+		c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: 0}
 	}
 	return nil
 }

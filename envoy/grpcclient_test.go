@@ -35,6 +35,7 @@ func TestGRPCClientAcceptsBootstrapAndClusters(t *testing.T) {
 		OutlierDetection:   OutlierDetection{Enabled: true, Consecutive5xx: 3, MaxEjectionPercent: 50},
 		CircuitBreakers:    CircuitBreakers{MaxConnections: 100, MaxRequests: 200, MaxRetries: 3},
 		LocalityWeightedLB: true,
+		NoPanic:            true,
 		RingHash:           RingHashSize{Min: 64, Max: 4096},
 		LoadReporting:      true,
 	}

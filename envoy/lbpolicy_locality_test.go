@@ -58,3 +58,25 @@ func TestLocalityWeightedWithPolicyList(t *testing.T) {
 		})
 	}
 }
+
+// NoPanic sets common_lb_config.healthy_panic_threshold to 0, with the
+// lb_policy enum and with a load_balancing_policy list (Envoy 1.40 takes
+// it beside the list and honours it: e2e TestEnvoyZoneDistributeFailover),
+// and leaves Envoy's default without it.
+func TestNoPanic(t *testing.T) {
+	for _, p := range []LBPolicy{RoundRobin, LeastRequest, RingHash, Random, Maglev} {
+		for _, noPanic := range []bool{false, true} {
+			c, err := Cluster(Service{Name: "s", LBPolicy: p, Cluster: ClusterOptions{LocalityWeightedLB: true, NoPanic: noPanic}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := c.GetCommonLbConfig().GetHealthyPanicThreshold()
+			if noPanic != (got != nil && got.GetValue() == 0) || !noPanic && got != nil {
+				t.Errorf("%s, NoPanic %v: healthy_panic_threshold %v", p, noPanic, got)
+			}
+			if noPanic && p == RoundRobin && c.GetCommonLbConfig().GetLocalityWeightedLbConfig() == nil {
+				t.Errorf("%s: NoPanic dropped locality_weighted_lb_config", p)
+			}
+		}
+	}
+}

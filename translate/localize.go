@@ -208,14 +208,14 @@ func (p LocalityPolicy) share(spill map[Zone]ZoneSpill, at Place) (keep float64,
 // zone or, for a node that names no region (its zone level then matches
 // the zone name alone), that of the zone of that name keeping least.
 func zoneState(spill map[Zone]ZoneSpill, at Place) (ZoneSpill, bool) {
-	if at.Region != "" {
+	if at.Region != "" || at.Zone == "" {
 		z, ok := spill[Zone{at.Region, at.Zone}]
 		return z, ok
 	}
 	var out ZoneSpill
 	found := false
 	for k, z := range spill {
-		if k.Zone == at.Zone && (!found || z.Keep < out.Keep) {
+		if k.Zone == at.Zone && z.Keep > 0 && (!found || z.Keep < out.Keep) {
 			out, found = z, true
 		}
 	}
