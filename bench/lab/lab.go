@@ -48,6 +48,9 @@ type env struct {
 
 // run runs the lab and writes its outputs.
 func run(ctx context.Context, o options, args []string, stdout io.Writer, log *slog.Logger) error {
+	if o.zones {
+		return runZones(ctx, o, args, stdout, log)
+	}
 	start := time.Now()
 	e, ps, err := prepare(ctx, o, log)
 	if err != nil {
@@ -61,7 +64,7 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 	}
 	defer consul.stop(5 * time.Second)
 	e.consul = addr
-	if e.backends, err = startBackends(ctx, e.bins["backend"], e.dir, addr, o, fleet.Capacities); err != nil {
+	if e.backends, err = startBackends(ctx, e.bins["backend"], e.dir, addr, o, fleet.Capacities, nil); err != nil {
 		return err
 	}
 	defer stopBackends(e.backends)
