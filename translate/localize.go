@@ -86,10 +86,27 @@ func (p LocalityPolicy) share(spill map[Zone]ZoneSpill, at Place) (keep float64,
 	if p.Distribute > 0 {
 		keep = p.Distribute
 	}
-	if z, ok := spill[Zone{at.Region, at.Zone}]; p.Spill && ok && z.Keep > 0 && z.Keep < keep {
+	if z, ok := zoneState(spill, at); p.Spill && ok && z.Keep > 0 && z.Keep < keep {
 		keep, bySpare = z.Keep, true
 	}
 	return keep, bySpare
+}
+
+// zoneState is the spill state of the node's zone. A node without a
+// region has the zone of that name in any region (as its zone level has,
+// matches): the smallest keep among them.
+func zoneState(spill map[Zone]ZoneSpill, at Place) (ZoneSpill, bool) {
+	if z, ok := spill[Zone{at.Region, at.Zone}]; ok || at.Region != "" {
+		return z, ok
+	}
+	var out ZoneSpill
+	found := false
+	for k, z := range spill {
+		if k.Zone == at.Zone && (!found || z.Keep < out.Keep) {
+			out, found = z, true
+		}
+	}
+	return out, found
 }
 
 // zoneFirst returns f with the zone level first.
