@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,7 +71,7 @@ func runZones(ctx context.Context, o options, args []string, stdout io.Writer, l
 	defer func() { stopSampler(); e.sampler.close() }()
 	log.Info("zone fleet up", "consul", addr, "backends", f.backendZones, "clients", f.clientZones,
 		"zone_a_demand_over_capacity", round3(f.demandOverCapacity(zoneA)), "logs", e.dir)
-	ps := zonePolicies(o)
+	ps := selectedZones(o)
 	runs := make([][]zoneFigures, len(ps))
 	for run := range o.runs {
 		for k, p := range ps {
@@ -85,6 +86,20 @@ func runZones(ctx context.Context, o options, args []string, stdout io.Writer, l
 		}
 	}
 	return e.writeZones(ps, runs, f, args, time.Since(start), stdout)
+}
+
+// selectedZones are the zone policies --only keeps (as selected).
+func selectedZones(o options) []zonePolicy {
+	var out []zonePolicy
+	for _, p := range zonePolicies(o) {
+		if o.only == "" || slices.ContainsFunc(strings.Split(o.only, "|"), func(part string) bool { return strings.Contains(p.name, part) }) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return zonePolicies(o)
+	}
+	return out
 }
 
 // runZonePolicy runs p once on a fresh xds-server with fresh clients for
