@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -106,5 +107,23 @@ func TestZonePolicyConfigs(t *testing.T) {
 		if s.Locality.Distribute != p.distribute || s.Weights.Enabled != p.spill {
 			t.Errorf("%s: distribute %v weights %v, want %v and %v", p.name, s.Locality.Distribute, s.Weights.Enabled, p.distribute, p.spill)
 		}
+	}
+}
+
+// TestZonesFlag: --zones applies the zone preset before the other flags,
+// which override it; a zone share outside (0, 1) is refused.
+func TestZonesFlag(t *testing.T) {
+	o, err := parseOptions([]string{"--runs", "1", "--zones", "--only", "spill"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.zones || o.backends != 10 || o.clients != 12 || o.util != 0.8 || o.runs != 1 || o.only != "spill" {
+		t.Errorf("options %+v, want the zone preset with runs 1 and only spill", o)
+	}
+	if ps := selectedZones(o); len(ps) != 1 || !ps[0].spill {
+		t.Errorf("--only spill selects %v, want spill alone", ps)
+	}
+	if _, err := parseOptions([]string{"--zones", "--zone-share", "1"}, io.Discard); err == nil {
+		t.Error("--zone-share 1 accepted, want an error")
 	}
 }
