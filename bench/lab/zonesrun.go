@@ -59,16 +59,11 @@ func runZones(ctx context.Context, o options, args []string, stdout io.Writer, l
 	}
 	defer consul.stop(5 * time.Second)
 	e.consul = addr
-	if e.backends, err = startBackends(ctx, e.bins["backend"], e.dir, addr, o, f.caps, f.backendZones); err != nil {
+	stopFleet, err := e.startFleet(ctx, f.caps, f.backendZones)
+	if err != nil {
 		return err
 	}
-	defer stopBackends(e.backends)
-	sctx, stopSampler := context.WithCancel(ctx)
-	if e.sampler, err = startSampler(sctx, e.backends); err != nil {
-		stopSampler()
-		return err
-	}
-	defer func() { stopSampler(); e.sampler.close() }()
+	defer stopFleet()
 	log.Info("zone fleet up", "consul", addr, "backends", f.backendZones, "clients", f.clientZones,
 		"zone_a_demand_over_capacity", round3(f.demandOverCapacity(zoneA)), "logs", e.dir)
 	ps := selectedZones(o)
