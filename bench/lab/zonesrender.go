@@ -58,8 +58,9 @@ func zoneFleetProse(f zoneFleet, o options) string {
 		"`weights: { enabled: true, mode: global, sources: [orca, lrs] }`, `ring_hash`; spill on by default, product defaults\n"+
 		"for `weights.overload_threshold` 0.9, `overload_recover` 0.8, `overload_period` 5s). Each run lasts %s; **in zone** is the\n"+
 		"share of successful requests sent in the last %s that the client's own zone served (the call's peer), **max/mean**\n"+
-		"and the zones' utilization are over the backends' ORCA utilization averaged over the same %s. %d runs: medians, each\n"+
-		"run's max/mean and in-zone share in run order; requests and errors summed over the runs.",
+		"and the zones' utilization are over the backends' ORCA utilization averaged over the same %s; **latency p99** is over\n"+
+		"every successful request of the run (spill's first seconds, before it moves traffic, included). %d runs: medians,\n"+
+		"each run's max/mean and in-zone share in run order; requests and errors summed over the runs.",
 		len(f.caps), zoneCapacity, o.slots, count(f.backendZones, zoneA), count(f.backendZones, zoneB),
 		len(f.rates), count(f.clientZones, zoneA), count(f.clientZones, zoneB), f.rates[0],
 		o.util, f.demandOverCapacity(zoneA), f.demandOverCapacity(zoneB), o.distribute, o.duration, o.final, o.final, o.runs)
