@@ -50,7 +50,7 @@ lint:
 bench: deps
 	PATH="$(CONSUL_BIN):$(ENVOY_BIN):$(XDS_SERVER_CACHE)/bin:$$PATH" bash scripts/bench.sh
 
-## lab: the load lab: real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn, 3 runs, about 23 minutes (figures: medians; ARGS=--runs=N to change; `go run ./bench/lab` alone: one run, about 8 minutes); rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: one run, within 3 minutes)
+## lab: the load lab: real Consul, xds-server, backends and grpc-go clients, every balancing policy in turn, 3 runs, about 23 minutes (figures: medians; ARGS=--runs=N to change; `go run ./bench/lab` alone: one run, about 8 minutes); rewrites its section of BENCHMARKS.md and bench/lab/charts (ARGS=--quick: one run, within 3 minutes; ARGS=--zones: the zone-skewed fleet of issue 26, its own section, about 14 minutes)
 lab:
 	bash scripts/install-consul.sh >/dev/null
 	bash scripts/install-envoy.sh >/dev/null

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 )
@@ -49,6 +50,7 @@ type client struct {
 	mu        sync.Mutex
 	latencies []float64            // ms, of the successful requests
 	codes     map[codes.Code]int64 // of the failed requests
+	served    map[servedAt]int64   // successful requests by the backend that served them and the second they were sent in
 	errors    atomic.Int64
 	sent      atomic.Int64
 
@@ -57,26 +59,39 @@ type client struct {
 	slowAt timeline  // requests over slowCall, likewise
 }
 
+// servedAt is a backend's address (the call's peer) and a second of the
+// run: what the zone lab counts requests by.
+type servedAt struct {
+	addr string
+	sec  int
+}
+
 // slowCall is the latency over which a successful call counts as slow in
 // the diagnostics.
 const slowCall = time.Second
 
-// bootstrap is the gRPC xDS bootstrap of client i: node lab-client-<i> in
-// cluster lab, with its subset index in its metadata (subsetting.
-// index_source metadata), so that client i has the simulator's subset i.
-func bootstrap(xdsAddr string, i int) []byte {
+// bootstrap is the gRPC xDS bootstrap of client i in zone: node
+// lab-client-<i> in cluster lab, with its subset index in its metadata
+// (subsetting.index_source metadata), so that client i has the
+// simulator's subset i.
+func bootstrap(xdsAddr string, i int, zone string) []byte {
 	return fmt.Appendf(nil, `{
   "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3"]}],
-  "node": {"id": "lab-client-%d", "cluster": "lab", "locality": {"zone": "lab"}, "metadata": {"subset": {"index": %d}}}
-}`, xdsAddr, i, i)
+  "node": {"id": "lab-client-%d", "cluster": "lab", "locality": {"zone": %q}, "metadata": {"subset": {"index": %d}}}
+}`, xdsAddr, i, zone, i)
 }
 
 // dialClients dials one xDS client per rate (xds:///lab) and warms each
-// up (warmUp).
-func dialClients(ctx context.Context, xdsAddr string, rates []float64) ([]*client, error) {
+// up (warmUp); client i's node is in zones[i] (zone "lab" when zones is
+// nil).
+func dialClients(ctx context.Context, xdsAddr string, rates []float64, zones []string) ([]*client, error) {
 	var cs []*client
 	for i, r := range rates {
-		rb, err := xds.NewXDSResolverWithConfigForTesting(bootstrap(xdsAddr, i))
+		zone := "lab"
+		if zones != nil {
+			zone = zones[i]
+		}
+		rb, err := xds.NewXDSResolverWithConfigForTesting(bootstrap(xdsAddr, i, zone))
 		if err != nil {
 			closeClients(cs)
 			return nil, fmt.Errorf("lab: client %d: %w", i, err)
@@ -157,7 +172,8 @@ func (c *client) call(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	if _, err := c.stub.EmptyCall(ctx, &testgrpc.Empty{}); err != nil {
+	var from peer.Peer
+	if _, err := c.stub.EmptyCall(ctx, &testgrpc.Empty{}, grpc.Peer(&from)); err != nil {
 		c.errors.Add(1)
 		c.mu.Lock()
 		if c.codes == nil {
@@ -174,5 +190,11 @@ func (c *client) call(timeout time.Duration) {
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	c.mu.Lock()
 	c.latencies = append(c.latencies, ms)
+	if from.Addr != nil && !c.t0.IsZero() { // not the warm-up's
+		if c.served == nil {
+			c.served = map[servedAt]int64{}
+		}
+		c.served[servedAt{from.Addr.String(), int(start.Sub(c.t0) / time.Second)}]++
+	}
 	c.mu.Unlock()
 }

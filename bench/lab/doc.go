@@ -9,6 +9,7 @@
 //	go run ./bench/lab --json -            # the figures as JSON on stdout
 //	go run ./bench/lab --hold              # keep the last policy's fleet running (watch it at /ui/)
 //	go run ./bench/lab --clients envoy     # the same fleet through real Envoys (issue 23)
+//	go run ./bench/lab --zones             # the zone-skewed fleet and the locality policies (issue 26)
 //
 // It builds and starts a real Consul agent (`consul agent -dev`), the real
 // xds-server binary, N example backends (examples/backend with -slots:
@@ -45,6 +46,13 @@
 // second, and with Envoys each one's hosts (weight, rq_active, rq_timeout)
 // every second: where and when a run's errors came from, and which
 // weights offered a backend more than its capacity.
+//
+// With --zones (zones.go, zonesrun.go), the fleet is zone-skewed instead:
+// backends and client nodes in zones a and b, zone a's backends short of
+// its clients' demand, and the policies are round_robin, strict zone
+// failover, distribute and capacity-aware spill; each is measured by the
+// share of requests served in the client's zone (the call's peer) against
+// max/mean utilization, in its own section of BENCHMARKS.md (lab-zones).
 //
 // lab must not import cmd or e2e: it starts the binaries as a user would,
 // found as the e2e harness finds them (internal/toolbin).

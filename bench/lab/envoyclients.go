@@ -253,7 +253,7 @@ func (f *envoyFleet) cpuSeconds() float64 {
 // gRPC client sending through it. The returned func closes them all.
 func (e *env) dial(ctx context.Context, xdsAddr string, p policy, run int, rates []float64) ([]*client, func(), error) {
 	if e.o.kind != envoyClients {
-		cs, err := dialClients(ctx, xdsAddr, rates)
+		cs, err := dialClients(ctx, xdsAddr, rates, nil)
 		return cs, func() { closeClients(cs) }, err
 	}
 	tag := fmt.Sprintf("envoys-%s-run%d", p.slug(), run+1)

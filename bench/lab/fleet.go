@@ -168,16 +168,17 @@ type backend struct {
 
 // startBackends runs one example backend per capacity, registered in
 // Consul as service lab with ids lab-00, lab-01, ... (sorted as the
-// simulator's slots), each with o.slots slots of slots/capacity seconds.
-func startBackends(ctx context.Context, bin, dir, consul string, o options, caps []float64) ([]*backend, error) {
+// simulator's slots), each with o.slots slots of slots/capacity seconds;
+// with zones (by backend), each with service meta zone.
+func startBackends(ctx context.Context, bin, dir, consul string, o options, caps []float64, zones []string) ([]*backend, error) {
 	var out []*backend
 	for j, c := range caps {
 		id := fmt.Sprintf("%s-%02d", service, j)
 		st := time.Duration(float64(o.slots) / c * float64(time.Second))
 		ready := make(chan string, 1)
-		p, err := startProc(dir, id, bin, []string{"-consul", consul, "-service", service, "-id", id,
+		p, err := startProc(dir, id, bin, append([]string{"-consul", consul, "-service", service, "-id", id,
 			"-slots", strconv.Itoa(o.slots), "-service-time", st.String(), "-drain-delay", "0s",
-			"-check-interval", "1s", "-deregister-critical-after", "1m", "-log-level", "warn"}, ready)
+			"-check-interval", "1s", "-deregister-critical-after", "1m", "-log-level", "warn"}, zoneMeta(zones, j)...), ready)
 		if err != nil {
 			stopBackends(out)
 			return nil, err
@@ -213,4 +214,13 @@ func stopBackends(bs []*backend) {
 	for _, b := range bs {
 		b.p.stop(10 * time.Second)
 	}
+}
+
+// zoneMeta is the backend flags that put backend j in zones[j]; none
+// without zones.
+func zoneMeta(zones []string, j int) []string {
+	if j >= len(zones) {
+		return nil
+	}
+	return []string{"-meta", "zone=" + zones[j]}
 }

@@ -48,6 +48,9 @@ type env struct {
 
 // run runs the lab and writes its outputs.
 func run(ctx context.Context, o options, args []string, stdout io.Writer, log *slog.Logger) error {
+	if o.zones {
+		return runZones(ctx, o, args, stdout, log)
+	}
 	start := time.Now()
 	e, ps, err := prepare(ctx, o, log)
 	if err != nil {
@@ -61,22 +64,33 @@ func run(ctx context.Context, o options, args []string, stdout io.Writer, log *s
 	}
 	defer consul.stop(5 * time.Second)
 	e.consul = addr
-	if e.backends, err = startBackends(ctx, e.bins["backend"], e.dir, addr, o, fleet.Capacities); err != nil {
+	stopFleet, err := e.startFleet(ctx, fleet.Capacities, nil)
+	if err != nil {
 		return err
 	}
-	defer stopBackends(e.backends)
-	sctx, stopSampler := context.WithCancel(ctx)
-	if e.sampler, err = startSampler(sctx, e.backends); err != nil {
-		stopSampler()
-		return err
-	}
-	defer func() { stopSampler(); e.sampler.close() }()
+	defer stopFleet()
 	log.Info("fleet up", "consul", addr, "backends", len(e.backends), "clients", o.clients, "logs", e.dir)
 	runs, err := e.runAll(ctx, ps, fleet.Rates)
 	if err != nil {
 		return err
 	}
 	return e.write(aggregate(runs), args, time.Since(start), stdout)
+}
+
+// startFleet starts the backends of capacities caps (in zones, by
+// backend; nil: none) registered in the Consul at e.consul, and the
+// sampler of their ORCA reports; stop stops both.
+func (e *env) startFleet(ctx context.Context, caps []float64, zones []string) (stop func(), err error) {
+	if e.backends, err = startBackends(ctx, e.bins["backend"], e.dir, e.consul, e.o, caps, zones); err != nil {
+		return nil, err
+	}
+	sctx, stopSampler := context.WithCancel(ctx)
+	if e.sampler, err = startSampler(sctx, e.backends); err != nil {
+		stopSampler()
+		stopBackends(e.backends)
+		return nil, err
+	}
+	return func() { stopSampler(); e.sampler.close(); stopBackends(e.backends) }, nil
 }
 
 // prepare builds the binaries into a new directory, picks the median

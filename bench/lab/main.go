@@ -37,6 +37,9 @@ type options struct {
 	markdown                  string
 	charts                    string
 	serverArgs                serverArgs
+	zones                     bool    // the zone lab (--zones, zones.go) instead of the balancing policies
+	zoneShare                 float64 // share of the backends in zone a (--zones)
+	distribute                float64 // locality.distribute of the zone lab's distribute policy
 }
 
 func defaultOptions() options {
@@ -86,6 +89,9 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 		if a == "--quick" || a == "-quick" || a == "--quick=true" || a == "-quick=true" {
 			o.quick()
 		}
+		if a == "--zones" || a == "-zones" || a == "--zones=true" || a == "-zones=true" {
+			o.zonePreset()
+		}
 	}
 	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -113,11 +119,16 @@ func parseOptions(args []string, out io.Writer) (options, error) {
 	fs.StringVar(&o.json, "json", "", "write the figures as JSON to this file (- for stdout, instead of the table)")
 	fs.StringVar(&o.markdown, "markdown", "", "rewrite the lab section of this Markdown file (BENCHMARKS.md)")
 	fs.StringVar(&o.charts, "charts", "", "write one SVG chart per policy into this directory (default: bench/lab/charts with --markdown)")
+	fs.Bool("zones", false, "the zone lab (issue 26) instead: clients in zones a and b, zone a's backends short of its clients' demand, "+
+		"round_robin, strict failover, distribute and capacity-aware spill compared on cross-zone share and max/mean (10 backends, 12 clients, util 0.8, 3 runs of 60s; "+
+		"writes the lab-zones section with --markdown); other flags override its defaults")
+	fs.Float64Var(&o.zoneShare, "zone-share", o.zoneShare, "with --zones: share of the backends in zone a (half the clients are)")
+	fs.Float64Var(&o.distribute, "distribute", o.distribute, "with --zones: locality.distribute of the distribute policy")
 	fs.Var(&o.serverArgs, "server-arg", "an extra xds-server flag, e.g. --server-arg=--weights.smoothing=0.7 (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	if o.charts == "" && o.markdown != "" {
+	if o.charts == "" && o.markdown != "" && !o.zones {
 		o.charts = "bench/lab/charts"
 		if o.kind == envoyClients {
 			o.charts = "bench/lab/charts/envoy"
@@ -157,6 +168,10 @@ func (o options) validate() error {
 	}
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("lab: timeout %v, want > 0", o.timeout))
+	}
+	if o.zones && (o.backends < 2 || o.clients < 2 || !(o.zoneShare > 0 && o.zoneShare < 1) || !(o.distribute > 0 && o.distribute < 1)) {
+		errs = append(errs, fmt.Errorf("lab: --zones needs backends and clients >= 2, zone-share and distribute in (0, 1) (got %d, %d, %v, %v)",
+			o.backends, o.clients, o.zoneShare, o.distribute))
 	}
 	return errors.Join(errs...)
 }

@@ -19,8 +19,14 @@ type xdsServer struct {
 // startServer writes the run's config and starts xds-server on free
 // loopback ports; it returns once /readyz answers.
 func startServer(ctx context.Context, bin, dir, consul string, p policy, o options) (*xdsServer, error) {
-	cfg := filepath.Join(dir, p.slug()+".yaml")
-	if err := os.WriteFile(cfg, []byte(p.serverConfig(consul, o)), 0o644); err != nil {
+	return startServerWith(ctx, bin, dir, p.slug(), p.serverConfig(consul, o), o)
+}
+
+// startServerWith is startServer with the config yaml, written to
+// <slug>.yaml in dir.
+func startServerWith(ctx context.Context, bin, dir, slug, yaml string, o options) (*xdsServer, error) {
+	cfg := filepath.Join(dir, slug+".yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		return nil, fmt.Errorf("lab: %w", err)
 	}
 	xdsAddr, err := freeAddr()
@@ -34,7 +40,7 @@ func startServer(ctx context.Context, bin, dir, consul string, p policy, o optio
 	args := []string{"--config", cfg, "--xds.address", xdsAddr, "--admin.address", admin,
 		"--ratelimit.address", "127.0.0.1:0", "--xds.shutdown_grace", "0s"}
 	args = append(args, o.serverArgs...)
-	proc, err := startProc(dir, "xds-server-"+p.slug(), bin, args, nil)
+	proc, err := startProc(dir, "xds-server-"+slug, bin, args, nil)
 	if err != nil {
 		return nil, err
 	}
