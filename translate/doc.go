@@ -19,12 +19,17 @@
 // drains applied, per-service settings, global and per-node weights, the
 // node's identity and the configured listeners; subset.go is the pure
 // subset choice (plan, arrangement, a client index's pick) that xds's
-// servicePlan caches and carries over between snapshots. Node gives what
+// servicePlan caches and carries over between snapshots; locality.go and
+// localize.go place a node's endpoints in priority levels by its locality
+// (Failover: zone, region, datacenter), subset each level on its own
+// (LocalPlan: levels and plans once per place, Pick per client index) and
+// let the node's zone share priority 0 with the next level by locality
+// weights (a distribute share, or a spill state from weights). Node gives what
 // a server without history gives; xds/translate_equiv_test.go pins a
 // fresh server's snapshots to it.
 //
 // Golden tests (golden_test.go, testdata/golden/<case>.in.yaml ->
-// <case>.out.yaml, 51 cases; `go test ./translate -run Golden -update`
+// <case>.out.yaml, 61 cases; `go test ./translate -run Golden -update`
 // rewrites the outputs) cover: node kinds (proxyless_basic, envoy_basic);
 // edge inputs (empty_snapshot, empty_service, all_unhealthy, mixed_health,
 // endpoints_unsorted, endpoint_meta, localities, ring_hash, lb_policies,
@@ -39,7 +44,11 @@
 // a rate limit's own cluster, admission control, proxyless, no match,
 // match by cluster, name clashes with a service and with the RLS cluster,
 // routes to a missing service, duplicate names, an Envoy edge node with
-// subsets). translatetest holds the case loader, renderer and line diff.
+// subsets); localities (locality_*: failover by zone and region, by
+// datacenter in the configured order, remote datacenters without a
+// datacenter level, distribute, spill and spill at rest, a node without a
+// place or a region, a subset per level, a proxyless node's own weights
+// within levels). translatetest holds the case loader, renderer and line diff.
 //
 // imports_test.go enforces the import rules.
 package translate

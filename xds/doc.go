@@ -23,6 +23,16 @@
 // versioned SubsetsView (Config.OnSubsets) that the weights pipeline
 // reads: weights are fed, they never call back.
 //
+// Localities (localities.go, debug_localities.go): a service with a
+// locality policy is translated per node place (datacenter from the
+// node's metadata or Config.Datacenters, region, zone) by translate's
+// LocalPlan, once per place and pass; a client index's pick of it is
+// keyed by its members' content, so nodes of one place with equal picks
+// share one load assignment, across passes. SetSpill hands in the zone
+// spill states (from weights, through cmd); the subsets view gives such a
+// service's nodes their priority 0; /debug/config and LevelsOf show a
+// node's levels.
+//
 // Files are layered one way: each uses only files below it (registry,
 // bounds, buffers, memo at the bottom; the reconcile loop in the middle;
 // callbacks, the server and its debug pages on top).
