@@ -229,19 +229,7 @@ func (v *subsets) replaceLocal(node Node, at translate.Place, placeKey string, r
 			v.translateFailed(name, node.ID, err)
 			continue
 		}
-		if w := v.nodeW[name][node.ID]; w != nil {
-			we, err := v.perNode.get(name, e.view, node.ID, "l"+strconv.FormatUint(e.id, 10), e.view.Endpoints, w, &v.choiceIDs)
-			if err != nil {
-				v.translateFailed(name, node.ID, err)
-				continue
-			}
-			repl[ls.pos] = we.eds
-			key.WriteString(weightedKey(we))
-			continue
-		}
-		repl[ls.pos] = e.eds
-		key.WriteString("/l")
-		key.WriteString(strconv.FormatUint(e.id, 10))
+		v.put(ls.pos, node.ID, shared{eds: e.eds, id: e.id, tag: "l", in: e.view, eps: e.view.Endpoints}, repl, key)
 	}
 }
 

@@ -223,20 +223,40 @@ func (v *subsets) replaceSubsets(node Node, repl map[int]xdscache.Item, key *str
 			v.translateFailed(p.sp.name, node.ID, err)
 			continue
 		}
-		if w := v.nodeW[p.sp.name][node.ID]; w != nil {
-			we, err := v.weighted(p.pos, node.ID, "c"+strconv.FormatUint(c.id, 10), p.sp.members(c.choice), w)
-			if err != nil {
-				v.translateFailed(p.sp.name, node.ID, err)
-				continue
-			}
-			repl[p.pos] = we.eds
-			key.WriteString(weightedKey(we))
-			continue
-		}
-		repl[p.pos] = c.eds
-		key.WriteByte('/')
-		key.WriteString(strconv.FormatUint(c.id, 10))
+		v.put(p.pos, node.ID, shared{eds: c.eds, id: c.id, tag: "c", in: v.inputs[p.sp.name], eps: p.sp.members(c.choice)}, repl, key)
 	}
+}
+
+// shared is a load assignment nodes share (a subset pick, or a place's
+// localized one): its item and id (tagged in variant keys and as the
+// source of a node's weighted copy), and its translation input and
+// endpoints, for that copy.
+type shared struct {
+	eds xdscache.Item
+	id  uint64
+	tag string
+	in  envoy.Service
+	eps []envoy.Endpoint
+}
+
+// put puts into repl at pos what node gets of sh: sh itself, or, when the
+// node has weights of its own for the service, its weighted copy; and its
+// id into key.
+func (v *subsets) put(pos int, node string, sh shared, repl map[int]xdscache.Item, key *strings.Builder) {
+	name := v.items[pos][xdscache.EDS].Name
+	if w := v.nodeW[name][node]; w != nil {
+		we, err := v.perNode.get(name, sh.in, node, sh.tag+strconv.FormatUint(sh.id, 10), sh.eps, w, &v.choiceIDs)
+		if err != nil {
+			v.translateFailed(name, node, err)
+			return
+		}
+		repl[pos] = we.eds
+		key.WriteString(weightedKey(we))
+		return
+	}
+	repl[pos] = sh.eds
+	key.WriteString("/" + sh.tag)
+	key.WriteString(strconv.FormatUint(sh.id, 10))
 }
 
 func (v *subsets) translateFailed(service, node string, err error) {
