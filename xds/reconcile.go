@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,12 +61,13 @@ type reconciler struct {
 // reconcileConfig is what the reconcile loop takes of the server's
 // Config (see there).
 type reconcileConfig struct {
-	Settings  translate.SettingsFunc
-	Logger    *slog.Logger
-	Now       func() time.Time
-	Debounce  time.Duration
-	MaxDelay  time.Duration
-	OnSubsets func(*SubsetsView)
+	Settings    translate.SettingsFunc
+	Logger      *slog.Logger
+	Now         func() time.Time
+	Debounce    time.Duration
+	MaxDelay    time.Duration
+	OnSubsets   func(*SubsetsView)
+	Datacenters []string
 }
 
 func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileConfig, lis *listenerSet) *reconciler {
@@ -83,6 +85,9 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
 	r.sub.build = func(key string) (*cache.Snapshot, error) { return lis.base(key, r.sub.items) }
+	if len(cfg.Datacenters) > 0 {
+		r.sub.local.defaultDC, r.sub.local.datacenters = cfg.Datacenters[0], slices.Clone(cfg.Datacenters)
+	}
 	return r
 }
 

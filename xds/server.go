@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,10 +211,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cache = xdscache.New(cfg.SotWFullState)
 	s.rec = newReconciler(s.cache, s.reg, s.m, reconcileConfig{Settings: cfg.Settings, Logger: cfg.Logger, Now: cfg.Now,
-		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, OnSubsets: cfg.OnSubsets}, lis)
-	if len(cfg.Datacenters) > 0 {
-		s.rec.sub.local.defaultDC, s.rec.sub.local.datacenters = cfg.Datacenters[0], slices.Clone(cfg.Datacenters)
-	}
+		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, OnSubsets: cfg.OnSubsets, Datacenters: cfg.Datacenters}, lis)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)
 	if cfg.Registerer != nil {
