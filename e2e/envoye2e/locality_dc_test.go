@@ -1,0 +1,170 @@
+package envoye2e
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/hashicorp/consul/api"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// ldcConfig: web fails over zone, then datacenter, routed by a listener.
+const ldcConfig = `
+services:
+  web: { locality: { failover: [zone, datacenter] } }
+listeners:
+  - name: ingress
+    address: 127.0.0.1:0
+    routes:
+      - { prefix: /, service: web }
+`
+
+// ldcBackends are the backends' ids by datacenter; the first character
+// of an id is its datacenter's number (lzCount's share and lzAwaitZone
+// key on it). Every backend is in zone a.
+var ldcBackends = map[string][]string{"dc1": {"1a", "1b"}, "dc2": {"2a"}}
+
+// TestEnvoyDatacenterFailover: two Consul datacenters joined over the WAN,
+// web's HTTP backends 1a and 1b in dc1 and 2a in dc2, all in zone a with
+// TTL checks; xds-server reads both through dc1's agent
+// (--discovery.consul.datacenters dc1,dc2) with failover [zone,
+// datacenter]; a real Envoy 1.40 in zone a with no datacenter in its
+// metadata (so of dc1, the first datacenter):
+//   - Envoy's /clusters has dc1's hosts at priority 0 and dc2's at 1 (dc2's
+//     zone a is another datacenter's, not the node's zone), and every
+//     request is served in dc1;
+//   - both dc1 checks critical: every request is served in dc2 within 2 s,
+//     none fails after; passing again: back in dc1;
+//   - dc1's Consul agent stopped (its backends healthy): xds-server goes
+//     stale and keeps its last known data, Envoy keeps its hosts and every
+//     request stays in dc1.
+func TestEnvoyDatacenterFailover(t *testing.T) {
+	skipShort(t)
+	begin := time.Now()
+	agents := harness.ConsulWAN(t, "dc1", "dc2")
+	dcOf := map[string]string{} // host:port -> datacenter
+	for i, agent := range agents {
+		for _, id := range ldcBackends[agent.Datacenter()] {
+			addr := lzStartBackend(t, id)
+			dcOf[addr] = agent.Datacenter()
+			ldcRegister(t, agents[i], id, addr)
+		}
+	}
+	t.Logf("two datacenters up, backends registered in %v", time.Since(begin).Round(time.Millisecond))
+	s := lzSetup{consul: agents[0]}
+	s.srv = startServer(t, s.consul, "--config", swWriteConfig(t, ldcConfig),
+		"--discovery.consul.datacenters", "dc1,dc2")
+	s.envoy = harness.StartEnvoy(t, harness.EnvoyOptions{NodeID: "dc1-envoy", XDSAddr: s.srv.XDSAddr,
+		BootstrapArgs: []string{"--zone", "a"}})
+	s.addr = s.envoy.AwaitListener(t, "ingress", swWait)
+	hosts := ldcAwaitPriorities(t, s, dcOf, corev3.HealthStatus_HEALTHY)
+	t.Logf("web in Envoy: %s", harness.DescribeHosts(hosts))
+	if got := lzCount(t, s.addr, "/", 1000); got.failed > 0 || got.share("1") < 1 {
+		t.Errorf("healthy dc1: %s; want every request served in dc1", got)
+	} else {
+		t.Logf("healthy dc1: %s", got)
+	}
+
+	ldcFailover(t, s)
+	ldcStale(t, s, dcOf)
+	t.Logf("whole test %v", time.Since(begin).Round(time.Millisecond))
+	s.envoy.AssertAccepted(t)
+}
+
+// ldcRegister registers backend id (at addr) in agent's datacenter as
+// web-<id> of service web in zone a, with a passing TTL check
+// ttl-web-<id>.
+func ldcRegister(t *testing.T, agent *harness.ConsulAgent, id, addr string) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	if err := agent.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: "web-" + id, Name: "web", Address: host, Port: p, Meta: map[string]string{"zone": "a"},
+		Check: &api.AgentServiceCheck{CheckID: "ttl-web-" + id, TTL: "10m", Status: api.HealthPassing},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ldcAwaitPriorities waits until Envoy holds web's three hosts, dc1's at
+// priority 0 with dc1Health and dc2's healthy at priority 1, and returns
+// them.
+func ldcAwaitPriorities(t *testing.T, s lzSetup, dcOf map[string]string, dc1Health corev3.HealthStatus) []harness.EnvoyHost {
+	t.Helper()
+	want := map[string]uint32{"dc1": 0, "dc2": 1}
+	return s.envoy.AwaitHosts(t, "web", swWait, func(h []harness.EnvoyHost) bool {
+		for _, x := range h {
+			dc := dcOf[x.Addr]
+			health := map[bool]corev3.HealthStatus{true: dc1Health, false: corev3.HealthStatus_HEALTHY}[dc == "dc1"]
+			if p, ok := want[dc]; !ok || p != x.Priority || x.Health != health || x.Zone != "a" {
+				return false
+			}
+		}
+		return len(h) == len(dcOf)
+	})
+}
+
+// ldcFailover: both dc1 checks critical -> every request served in dc2
+// within 2 s (lzAwaitZone logs the requests that failed meanwhile), none
+// failed after; passing again -> back in dc1, none failed.
+func ldcFailover(t *testing.T, s lzSetup) {
+	lzSetTTL(t, s, "web", ldcBackends["dc1"], api.HealthCritical)
+	critical := time.Now()
+	moved := lzAwaitZone(t, s, "/", "2")
+	t.Logf("dc1 critical: Envoy serves from dc2 %v after the checks turned critical", moved.Sub(critical).Round(time.Millisecond))
+	if lag := moved.Sub(critical); lag > 2*time.Second {
+		t.Errorf("moved to dc2 %v after dc1 turned critical; want within 2s", lag)
+	}
+	after := lzCount(t, s.addr, "/", 500)
+	t.Logf("after the switch: %s", after)
+	if after.failed > 0 || after.share("2") < 1 {
+		t.Errorf("after the switch: %s; want every request served in dc2, none failed", after)
+	}
+	lzSetTTL(t, s, "web", ldcBackends["dc1"], api.HealthPassing)
+	passing := time.Now()
+	back := lzAwaitZone(t, s, "/", "1")
+	t.Logf("dc1 passing again: back in dc1 %v after the checks passed", back.Sub(passing).Round(time.Millisecond))
+	after = lzCount(t, s.addr, "/", 500)
+	t.Logf("back: %s", after)
+	if after.failed > 0 || after.share("1") < 1 {
+		t.Errorf("back: %s; want every request served in dc1, none failed", after)
+	}
+}
+
+// ldcStale: dc1's agent (xds-server's only way to either datacenter)
+// stopped while its backends stay healthy: xds-server marks both
+// datacenters stale and keeps their last known endpoints through failed
+// reads (10 awaited), so Envoy keeps dc1's hosts healthy at priority 0 and
+// serves every request in dc1.
+func ldcStale(t *testing.T, s lzSetup, dcOf map[string]string) {
+	s.consul.Stop()
+	stopped := time.Now()
+	s.envoy.Await(t, "xds-server stale", swWait, func() (bool, string, error) {
+		for _, series := range []string{`xds_discovery_stale{source="consul"}`,
+			`xds_discovery_consul_datacenter_stale{datacenter="dc1"}`,
+			`xds_discovery_consul_datacenter_stale{datacenter="dc2"}`} {
+			if v := secMetric(t, s.srv, series); v != 1 {
+				return false, fmt.Sprintf("%s %v", series, v), nil
+			}
+		}
+		return true, "", nil
+	})
+	t.Logf("dc1's agent stopped: xds-server stale %v later", time.Since(stopped).Round(time.Millisecond))
+	const reads = `xds_discovery_consul_datacenter_errors_total{datacenter="dc1"}`
+	s.envoy.Await(t, "10 failed reads of dc1", swWait, func() (bool, string, error) {
+		v := secMetric(t, s.srv, reads)
+		return v >= 10, fmt.Sprintf("%s %v", reads, v), nil
+	})
+	t.Logf("10 failed reads of dc1 %v after the stop", time.Since(stopped).Round(time.Millisecond))
+	hosts := ldcAwaitPriorities(t, s, dcOf, corev3.HealthStatus_HEALTHY)
+	got := lzCount(t, s.addr, "/", 1000)
+	t.Logf("dc1's agent stopped: %s; Envoy holds %s", got, harness.DescribeHosts(hosts))
+	if got.failed > 0 || got.share("1") < 1 {
+		t.Errorf("dc1's agent stopped: %s; want every request still served in dc1 (last known data)", got)
+	}
+}
