@@ -67,13 +67,9 @@ func TestEnvoyDatacenterFailover(t *testing.T) {
 	s.addr = s.envoy.AwaitListener(t, "ingress", swWait)
 	hosts := ldcAwaitPriorities(t, s, dcOf, corev3.HealthStatus_HEALTHY)
 	t.Logf("web in Envoy: %s", harness.DescribeHosts(hosts))
-	if got := lzCount(t, s.addr, "/", 1000); got.failed > 0 || got.share("1") < 1 {
-		t.Errorf("healthy dc1: %s; want every request served in dc1", got)
-	} else {
-		t.Logf("healthy dc1: %s", got)
-	}
+	ldcAllIn(t, s, "healthy dc1", "1", 1000)
 
-	ldcFailover(t, s)
+	ldcFailover(t, s, dcOf)
 	ldcStale(t, s, dcOf)
 	t.Logf("whole test %v", time.Since(begin).Round(time.Millisecond))
 	s.envoy.AssertAccepted(t)
@@ -115,11 +111,12 @@ func ldcAwaitPriorities(t *testing.T, s lzSetup, dcOf map[string]string, dc1Heal
 // ldcFailover: both dc1 checks critical -> every request served in dc2
 // within 2 s of Consul's catalog holding them critical (lzAwaitZone logs
 // the requests that failed meanwhile), none failed after; passing again
-// -> back in dc1, none failed. The TTL update reaches the catalog through
+// -> back in dc1, none failed. Envoy holds dc1's hosts UNHEALTHY at
+// priority 0 meanwhile. The TTL update reaches the catalog through
 // the agent's anti-entropy, which Consul holds up to 3 s after a server
 // event (its serverUpInterval jitter): that part is Consul's, logged, not
 // asserted.
-func ldcFailover(t *testing.T, s lzSetup) {
+func ldcFailover(t *testing.T, s lzSetup, dcOf map[string]string) {
 	catalog := ldcWatchCatalog(t, s.consul, ldcBackends["dc1"], api.HealthCritical)
 	lzSetTTL(t, s, "web", ldcBackends["dc1"], api.HealthCritical)
 	critical := time.Now()
@@ -130,11 +127,9 @@ func ldcFailover(t *testing.T, s lzSetup) {
 	if lag := moved.Sub(inCatalog); lag > 2*time.Second {
 		t.Errorf("moved to dc2 %v after dc1 turned critical in Consul's catalog; want within 2s", lag)
 	}
-	after := lzCount(t, s.addr, "/", 500)
-	t.Logf("after the switch: %s", after)
-	if after.failed > 0 || after.share("2") < 1 {
-		t.Errorf("after the switch: %s; want every request served in dc2, none failed", after)
-	}
+	ldcAllIn(t, s, "after the switch", "2", 500)
+	hosts := ldcAwaitPriorities(t, s, dcOf, corev3.HealthStatus_UNHEALTHY)
+	t.Logf("dc1 critical: Envoy holds %s", harness.DescribeHosts(hosts))
 	catalog = ldcWatchCatalog(t, s.consul, ldcBackends["dc1"], api.HealthPassing)
 	lzSetTTL(t, s, "web", ldcBackends["dc1"], api.HealthPassing)
 	passing := time.Now()
@@ -142,10 +137,17 @@ func ldcFailover(t *testing.T, s lzSetup) {
 	inCatalog = ldcAt(t, catalog)
 	t.Logf("dc1 passing again: in Consul's catalog %v after the TTL update; back in dc1 %v after that",
 		inCatalog.Sub(passing).Round(time.Millisecond), back.Sub(inCatalog).Round(time.Millisecond))
-	after = lzCount(t, s.addr, "/", 500)
-	t.Logf("back: %s", after)
-	if after.failed > 0 || after.share("1") < 1 {
-		t.Errorf("back: %s; want every request served in dc1, none failed", after)
+	ldcAllIn(t, s, "back", "1", 500)
+}
+
+// ldcAllIn sends n requests through Envoy and fails the test unless the
+// backends of the datacenter numbered dc served them all, none failed.
+func ldcAllIn(t *testing.T, s lzSetup, when, dc string, n int) {
+	t.Helper()
+	got := lzCount(t, s.addr, "/", n)
+	t.Logf("%s: %s", when, got)
+	if got.failed > 0 || got.share(dc) < 1 {
+		t.Errorf("%s: %s; want every request served in dc%s, none failed", when, got, dc)
 	}
 }
 
@@ -227,9 +229,6 @@ func ldcStale(t *testing.T, s lzSetup, dcOf map[string]string) {
 	})
 	t.Logf("10 failed reads of dc1 %v after the stop", time.Since(stopped).Round(time.Millisecond))
 	hosts := ldcAwaitPriorities(t, s, dcOf, corev3.HealthStatus_HEALTHY)
-	got := lzCount(t, s.addr, "/", 1000)
-	t.Logf("dc1's agent stopped: %s; Envoy holds %s", got, harness.DescribeHosts(hosts))
-	if got.failed > 0 || got.share("1") < 1 {
-		t.Errorf("dc1's agent stopped: %s; want every request still served in dc1 (last known data)", got)
-	}
+	t.Logf("dc1's agent stopped: Envoy holds %s", harness.DescribeHosts(hosts))
+	ldcAllIn(t, s, "dc1's agent stopped (last known data)", "1", 1000)
 }
