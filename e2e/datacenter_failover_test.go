@@ -51,12 +51,15 @@ func TestDatacenterFailoverGRPC(t *testing.T) {
 			}
 		}
 	}
+	seen := watchChecks(t, dc1, "echo", []string{"echo-1", "echo-2"}, api.HealthCritical)
 	setTTL(api.HealthCritical)
 	critical := time.Now()
 	moved := awaitZone(t, call, inDC1, false, 10*time.Second)
-	t.Logf("echo critical in dc1: served from dc2 %v after", moved.Sub(critical).Round(time.Millisecond))
-	if lag := moved.Sub(critical); lag > 2*time.Second {
-		t.Errorf("served from dc2 %v after dc1 turned critical; want within 2s", lag)
+	inCatalog := catalogAt(t, seen)
+	t.Logf("echo critical in dc1: served from dc2 %v after Consul's catalog showed it (%v after the TTL update)",
+		moved.Sub(inCatalog).Round(time.Millisecond), inCatalog.Sub(critical).Round(time.Millisecond))
+	if lag := moved.Sub(inCatalog); lag > 2*time.Second {
+		t.Errorf("served from dc2 %v after Consul's catalog showed dc1 critical; want within 2s", lag)
 	}
 	if got := zoneCounts(call, 200); got["echo-3"] != 200 {
 		t.Errorf("after the move: %v, want every RPC served by echo-3 in dc2", got)
