@@ -38,7 +38,7 @@ func TestPendingBytesAreBounded(t *testing.T) {
 	f := startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxPendingBytes: limit})
 	f.srv.Update(testWorld(20, 50))
 	f.srv.Reconcile()
-	streams := floodStreams(t, f, nodes)
+	_, streams := floodStreams(t, f, "flood", nodes)
 	// Nobody reads: one response is pending, the others wait for the budget.
 	var pending float64
 	eventually(t, func() bool {
@@ -78,9 +78,50 @@ func TestPendingBytesAreBounded(t *testing.T) {
 	eventually(t, func() bool { return metric(t, f, "xds_pending_response_bytes") == 0 })
 }
 
-// floodStreams opens n EDS streams, one node each, on a connection of its
-// own with fixed floodWindow windows, and sends their first requests.
-func floodStreams(t *testing.T, f *fixture, n int) []discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient {
+// TestPendingBytesOfClosedConnectionsAreReleased: a node's connection
+// closes while its response is pending (grpc drops, without freeing, what
+// it had not written) and two reading nodes wait for the budget. Its bytes
+// come back to the budget (at the next garbage collection): the waiting
+// responses go ahead before the longest wait, and once they are written
+// nothing is pending.
+func TestPendingBytesOfClosedConnectionsAreReleased(t *testing.T) {
+	f := startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxPendingBytes: 2 * floodWindow})
+	f.srv.Update(testWorld(20, 50))
+	f.srv.Reconcile()
+	stalled, _ := floodStreams(t, f, "stalled", 1)
+	eventually(t, func() bool { return metric(t, f, "xds_pending_response_bytes") > 0 })
+	_, readers := floodStreams(t, f, "reader", 2)
+	delivered := make(chan error, len(readers))
+	for _, st := range readers {
+		go func() {
+			_, err := st.Recv()
+			delivered <- err
+		}()
+	}
+	eventually(t, func() bool { return waitingForBudget() == len(readers) })
+	stalled.Close()
+	eventually(t, func() bool {
+		runtime.GC() // the dropped buffer's bytes come back once it is collected
+		return len(delivered) == len(readers)
+	})
+	for range readers {
+		if err := <-delivered; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := waits(t, f, "timeout"); got != 0 {
+		t.Errorf("%.0f responses went ahead after the longest wait, want none: the closed connection's bytes did not come back", got)
+	}
+	if got := waits(t, f, "written"); got != float64(len(readers)) {
+		t.Errorf("%.0f responses waited for others to be written, want %d", got, len(readers))
+	}
+	eventually(t, func() bool { return metric(t, f, "xds_pending_response_bytes") == 0 })
+}
+
+// floodStreams opens n EDS streams, one node each (ids prefix-0 on), on a
+// connection of its own with fixed floodWindow windows, and sends their
+// first requests.
+func floodStreams(t *testing.T, f *fixture, prefix string, n int) (*grpc.ClientConn, []discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient) {
 	t.Helper()
 	conn, err := grpc.NewClient(f.conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStaticStreamWindowSize(floodWindow), grpc.WithStaticConnWindowSize(1<<20))
@@ -96,13 +137,13 @@ func floodStreams(t *testing.T, f *fixture, n int) []discoverygrpc.AggregatedDis
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := &discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: fmt.Sprint("flood-", i), Cluster: "flood"}, TypeUrl: resource.EndpointType}
+		req := &discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: fmt.Sprint(prefix, "-", i), Cluster: "flood"}, TypeUrl: resource.EndpointType}
 		if err := st.Send(req); err != nil {
 			t.Fatal(err)
 		}
 		streams[i] = st
 	}
-	return streams
+	return conn, streams
 }
 
 // waitingForBudget counts the goroutines blocked waiting for the pending
