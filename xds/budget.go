@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,42 +55,65 @@ func newSendBudget(limit int64, reg prometheus.Registerer) *sendBudget {
 // hold counts a buffer of n bytes as pending and takes them from the
 // budget, waiting for them if need be. The result gives them back.
 func (b *sendBudget) hold(n int) *held {
-	h := &held{b: b, n: int64(n)}
-	defer b.pending.Add(float64(h.n)) // once it may be encoded
-	if b.sem == nil {
-		return h
+	l := lease{b: b, n: int64(n)}
+	if b.sem != nil {
+		l.w = b.take(l.n)
 	}
-	w := min(h.n, b.limit)
-	if !b.sem.TryAcquire(w) {
-		ctx, cancel := context.WithTimeout(context.Background(), b.maxWait)
-		err := b.sem.Acquire(ctx, w)
-		cancel()
-		if err != nil {
-			b.waits.WithLabelValues("timeout").Inc()
-			return h // goes ahead without the budget
-		}
-		b.waits.WithLabelValues("written").Inc()
-	}
-	h.w = w
+	b.pending.Add(float64(l.n)) // once it may be encoded
+	h := &held{lease: l}
+	h.dropped = runtime.AddCleanup(h, lease.release, l)
 	return h
 }
 
-// held is one pending buffer: n bytes, w of them taken from the budget. It
-// is the buffer's pool: when grpc frees the buffer, once written, it goes
-// back to buffers and its bytes back to the budget.
+// take takes n bytes (at most the whole budget) from the budget, waiting
+// at most maxWait for them; it returns the bytes taken, 0 after the
+// longest wait.
+func (b *sendBudget) take(n int64) int64 {
+	w := min(n, b.limit)
+	if b.sem.TryAcquire(w) {
+		return w
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.maxWait)
+	defer cancel()
+	if err := b.sem.Acquire(ctx, w); err != nil {
+		b.waits.WithLabelValues("timeout").Inc()
+		return 0 // goes ahead without the budget
+	}
+	b.waits.WithLabelValues("written").Inc()
+	return w
+}
+
+// held is one pending buffer: the buffer's pool. When grpc frees the
+// buffer, once written, it goes back to buffers and its bytes back to the
+// budget. grpc does not free the buffers a connection had not written
+// when it closed (a node that stalled, then went away): it drops them, so
+// their bytes go back to the budget once the garbage collector finds the
+// held unreachable (dropped; the runtime collects at least every 2
+// minutes). Otherwise each such node would shrink the budget for good.
 type held struct {
+	lease
+	dropped runtime.Cleanup
+}
+
+// lease is n bytes pending, w of them taken from b's budget.
+type lease struct {
 	b    *sendBudget
 	n, w int64
+}
+
+func (l lease) release() {
+	l.b.pending.Sub(float64(l.n))
+	if l.w > 0 {
+		l.b.sem.Release(l.w)
+	}
 }
 
 func (h *held) Get(n int) *[]byte { return buffers.Get(n) }
 
 func (h *held) Put(buf *[]byte) {
 	buffers.Put(buf)
-	h.b.pending.Sub(float64(h.n))
-	if h.w > 0 {
-		h.b.sem.Release(h.w)
-	}
+	h.dropped.Stop()
+	h.release()
 }
 
 var _ mem.BufferPool = (*held)(nil)
