@@ -35,9 +35,10 @@ type WatcherConfig struct {
 type Watcher struct {
 	cfg WatcherConfig
 
-	mu   sync.Mutex
-	set  *Set
-	read map[string]bool // kinds read at least once
+	mu     sync.Mutex
+	set    *Set
+	read   map[string]bool // kinds read at least once
+	synced chan struct{}   // closed once every kind is read
 }
 
 // NewWatcher checks cfg and returns a Watcher; Run starts it.
@@ -48,7 +49,7 @@ func NewWatcher(cfg WatcherConfig) (*Watcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Watcher{cfg: cfg, set: NewSet(), read: map[string]bool{}}, nil
+	return &Watcher{cfg: cfg, set: NewSet(), read: map[string]bool{}, synced: make(chan struct{})}, nil
 }
 
 // Run watches every kind until ctx is done; it returns nil then.
@@ -82,7 +83,11 @@ func (w *Watcher) watch(ctx context.Context, kind string) {
 func (w *Watcher) apply(kind string, entries []api.ConfigEntry) {
 	w.mu.Lock()
 	up := w.set.Apply(kind, entries)
-	w.read[kind] = true
+	if !w.read[kind] {
+		if w.read[kind] = true; len(w.read) == len(Kinds) {
+			close(w.synced)
+		}
+	}
 	w.cfg.Metrics.applied(kind, w.set, up)
 	w.mu.Unlock()
 	for _, r := range up.Rejected {
@@ -123,9 +128,5 @@ func (w *Watcher) Rejections() []Rejection {
 	return w.set.Rejections()
 }
 
-// Synced reports whether every kind has been read at least once.
-func (w *Watcher) Synced() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.read) == len(Kinds)
-}
+// Synced is closed once every kind has been read at least once.
+func (w *Watcher) Synced() <-chan struct{} { return w.synced }
