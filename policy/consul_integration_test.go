@@ -157,6 +157,18 @@ func TestConsulEntries(t *testing.T) {
 		t.Errorf("routes after the bad version = %+v, want the last good one", p.Routes)
 	}
 
+	// What a validate-like caller sees with one read.
+	once, err := ReadOnce(context.Background(), c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := once.Rejections(); len(rs) != 2 || rs[0].Kind != KindResolver || rs[1].Kind != KindRouter {
+		t.Errorf("ReadOnce rejections = %+v", rs)
+	}
+	if p := once.Policy("web"); p.Protocol != "http" || len(p.Splits) != 2 || p.Resolver != nil || p.Routes != nil {
+		t.Errorf("ReadOnce policy = %+v (no last good version in a fresh read)", p)
+	}
+
 	// Deleted entries return the service to its defaults, kind by kind.
 	del(t, c, KindRouter, "web")
 	del(t, c, KindSplitter, "web")

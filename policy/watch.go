@@ -130,3 +130,19 @@ func (w *Watcher) Rejections() []Rejection {
 
 // Synced is closed once every kind has been read at least once.
 func (w *Watcher) Synced() <-chan struct{} { return w.synced }
+
+// ReadOnce reads the four kinds once (no blocking) into a new Set: for a
+// validate-like caller that lists what a live Consul holds and what of it
+// would be rejected (Set.Rejections).
+func ReadOnce(ctx context.Context, client *api.Client, datacenter string) (*Set, error) {
+	s := NewSet()
+	for _, kind := range Kinds {
+		q := (&api.QueryOptions{Datacenter: datacenter}).WithContext(ctx)
+		entries, _, err := client.ConfigEntries().List(kind, q)
+		if err != nil {
+			return nil, fmt.Errorf("policy: consul: list %s: %w", kind, err)
+		}
+		s.Apply(kind, entries)
+	}
+	return s, nil
+}
