@@ -103,6 +103,10 @@ func TestParseRejects(t *testing.T) {
 			"Routes[0].Match.HTTP.PathRegex", ReasonBadValue},
 		"two path forms": {router("web", api.ServiceRoute{Match: &api.ServiceRouteMatch{HTTP: &api.ServiceRouteHTTPMatch{PathExact: "/a", PathPrefix: "/"}}}),
 			"Routes[0].Match.HTTP.PathExact", ReasonBadValue},
+		"bad header regex": {router("web", api.ServiceRoute{Match: &api.ServiceRouteMatch{HTTP: &api.ServiceRouteHTTPMatch{
+			Header: []api.ServiceRouteHTTPMatchHeader{{Name: "x", Regex: "[a"}}}}}), "Routes[0].Match.HTTP.Header[0].Regex", ReasonBadValue},
+		"empty query name": {router("web", api.ServiceRoute{Match: &api.ServiceRouteMatch{HTTP: &api.ServiceRouteHTTPMatch{
+			QueryParam: []api.ServiceRouteHTTPMatchQueryParam{{Present: true}}}}}), "Routes[0].Match.HTTP.QueryParam[0].Name", ReasonBadValue},
 		"bad retry status": {router("web", api.ServiceRoute{Destination: &api.ServiceRouteDestination{RetryOnStatusCodes: []uint32{42}}}),
 			"Routes[0].Destination.RetryOnStatusCodes[0]", ReasonBadValue},
 		"other kind": {&api.ProxyConfigEntry{Kind: api.ProxyDefaults, Name: "global"}, "Kind", ReasonBadKind},

@@ -92,20 +92,12 @@ func parseMatch(p string, m *api.ServiceRouteHTTPMatch) (Route, *Rejection) {
 		return r, fieldErr(p+"Header", ReasonTooMany, "more than %d headers, query parameters or methods", MaxMatchItems)
 	}
 	for i, h := range m.Header {
-		f := fmt.Sprintf("%sHeader[%d]", p, i)
-		if h.Name == "" {
-			return r, fieldErr(f+".Name", ReasonBadValue, "empty header name")
-		}
-		if rej := checkRegex(f+".Regex", h.Regex); rej != nil {
+		if rej := checkNamed(fmt.Sprintf("%sHeader[%d]", p, i), "header", h.Name, h.Regex); rej != nil {
 			return r, rej
 		}
 	}
 	for i, q := range m.QueryParam {
-		f := fmt.Sprintf("%sQueryParam[%d]", p, i)
-		if q.Name == "" {
-			return r, fieldErr(f+".Name", ReasonBadValue, "empty query parameter name")
-		}
-		if rej := checkRegex(f+".Regex", q.Regex); rej != nil {
+		if rej := checkNamed(fmt.Sprintf("%sQueryParam[%d]", p, i), "query parameter", q.Name, q.Regex); rej != nil {
 			return r, rej
 		}
 	}
@@ -133,6 +125,15 @@ func parseDestination(p string, d *api.ServiceRouteDestination) *Rejection {
 		}
 	}
 	return nil
+}
+
+// checkNamed checks a header or query parameter match: a name, and a
+// regex that compiles.
+func checkNamed(field, what, name, re string) *Rejection {
+	if name == "" {
+		return fieldErr(field+".Name", ReasonBadValue, "empty %s name", what)
+	}
+	return checkRegex(field+".Regex", re)
 }
 
 // checkRegex rejects a regex that Go's RE2 engine cannot compile.
