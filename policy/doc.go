@@ -11,7 +11,8 @@
 // The shell is watch.go: Watcher reads the four kinds (service-defaults,
 // service-resolver, service-splitter, service-router) with blocking queries
 // through consulstate.Watch, applies each list to the Set, logs and counts
-// rejections (metrics.go: Metrics, xds_policy_*).
+// rejections (metrics.go: Metrics, xds_policy_*); ReadOnce is one
+// non-blocking read of the four kinds, for a validate-like caller.
 //
 // Translation into clusters per (service, subset), weighted clusters and
 // routes is not here: translate/ and envoy/ will consume Policy.
