@@ -129,6 +129,8 @@ type ConsulConfig struct {
 	WarningAs   string        `mapstructure:"warning_as"`
 	TokenFile   string        `mapstructure:"token_file"`
 	TLS         ConsulTLS     `mapstructure:"tls"`
+	// ConfigEntries: read the traffic policy config entries (package policy).
+	ConfigEntries bool `mapstructure:"config_entries"`
 }
 
 // LogConfig configures logging.

@@ -173,6 +173,7 @@ var Keys = []Key{
 	k("discovery.consul.tls.key_file", "", "PEM private key of discovery.consul.tls.cert_file; empty: the CONSUL_CLIENT_KEY env var"),
 	k("discovery.consul.tls.server_name", "", "name Consul's certificate is verified for; empty: the CONSUL_TLS_SERVER_NAME env var, else the address's host"),
 	k("discovery.consul.tls.insecure_skip_verify", false, "do not verify Consul's certificate (testing only)"),
+	k("discovery.consul.config_entries", true, "read the traffic policy that Consul's config entries hold (service-defaults, service-resolver, service-splitter, service-router) with blocking queries; a rejected entry is logged, counted in xds_policy_rejections_total and shown by validate and the console, and its last good version kept", "traffic-policy-from-consul-config-entries"),
 
 	k("services.<name>.lb_policy", "round_robin", "round_robin, least_request, ring_hash, random or maglev"),
 	k("services.<name>.connect_timeout", time.Second, "cluster connect timeout"),

@@ -33,6 +33,9 @@ type Config struct {
 	Drains   Drains
 	Rules    Rules
 	Gatherer Gatherer
+	// Policies is the traffic policy from Consul's config entries; nil:
+	// not read (the pages show none).
+	Policies Policies
 	// Stats are the rate-limit statistics (NewStats), the observer of the
 	// rate-limit service; nil: none (the page shows the rules only).
 	Stats *Stats

@@ -20,7 +20,8 @@ type FleetView struct {
 	Ready bool      `json:"ready"` // a discovery snapshot was served
 	// Problems says what is wrong, worst first, in at most maxProblems
 	// lines: services without a serving endpoint, unhealthy or draining
-	// endpoints, stale discovery sources, NACKs. Empty when all is well.
+	// endpoints, stale discovery sources, rejected Consul config entries,
+	// NACKs. Empty when all is well.
 	Problems  []Problem      `json:"problems"`
 	Services  []ServiceCount `json:"services"`
 	Nodes     NodeCounts     `json:"nodes"`
@@ -29,6 +30,9 @@ type FleetView struct {
 	Discovery []SourceState  `json:"discovery"`
 	// Datacenters are the Consul datacenters read, each ok or stale.
 	Datacenters []DatacenterState `json:"datacenters"`
+	// PolicyRejections are the Consul config entries whose current
+	// version is rejected (each a problem too).
+	PolicyRejections []RejectedEntry `json:"policy_rejections"`
 	// PushLatency is xds_push_latency_seconds over all types: the count
 	// in each bucket (not cumulative); the last bucket's le is +Inf (null).
 	PushLatency []Bucket `json:"push_latency"`
@@ -87,6 +91,7 @@ func (c *Console) fleet() FleetView {
 		v.Nodes, v.NACKs = nv.counts, nv.nacks
 	}
 	c.fromMetrics(&v)
+	v.PolicyRejections = c.rejections()
 	v.Problems = problems(v)
 	return v
 }
@@ -124,6 +129,9 @@ func problems(v FleetView) []Problem {
 		if d.Stale {
 			warn("datacenter %s is stale since %s: serving its last known endpoints", d.Datacenter, d.StaleSince.Format(time.TimeOnly+" MST"))
 		}
+	}
+	for _, r := range v.PolicyRejections {
+		warn("%s", r.text())
 	}
 	if n := len(v.NACKs); n > 0 {
 		warn("%d nodes rejected their last update (NACK)", n)

@@ -20,6 +20,7 @@ type ServiceView struct {
 	Spread    *float64       `json:"spread"`           // measured max/mean utilization of serving endpoints; null unknown
 	Predicted float64        `json:"predicted_spread"` // what balancing predicts; 0 when not balanced
 	Subsets   *SubsetView    `json:"subsets,omitempty"`
+	Policy    *PolicyView    `json:"policy,omitempty"`  // from Consul's config entries; absent when they are not read
 	History   *History       `json:"history,omitempty"` // with ?history=1
 }
 
@@ -91,6 +92,7 @@ func (c *Console) service(name, node string) (ServiceView, bool) {
 		}
 		v.Endpoints = append(v.Endpoints, e)
 	}
+	v.Policy = c.policyOf(name)
 	if s := spread(utils); !math.IsNaN(s) {
 		v.Spread = &s
 	}

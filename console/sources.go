@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/drain"
+	"github.com/xds-server/xds-server/policy"
 	"github.com/xds-server/xds-server/ratelimit"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
@@ -39,3 +40,11 @@ type Rules interface {
 // Gatherer reads the process's metrics (push latency, NACKs, discovery
 // state); *prometheus.Registry is one.
 type Gatherer = prometheus.Gatherer
+
+// Policies is the traffic policy read from Consul's config entries
+// (*policy.Watcher): a service's effective policy and the entries whose
+// current version is rejected.
+type Policies interface {
+	Policy(service string) policy.Policy
+	Rejections() []policy.Rejection
+}

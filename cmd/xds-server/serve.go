@@ -46,6 +46,7 @@ func (a *app) start(l *lifecycle) {
 	a.ha.start(l)
 	l.loop(a.ui.Run)
 	l.loop(a.drains.Watch) // a no-op without HA
+	a.startPolicy(l)
 	l.run(func(ctx context.Context) error {
 		if err := a.src.Run(ctx, a.guard.Observe); err != nil {
 			return fmt.Errorf("discovery: %w", err)

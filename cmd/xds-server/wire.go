@@ -22,6 +22,7 @@ import (
 	"github.com/xds-server/xds-server/examples"
 	"github.com/xds-server/xds-server/netlimit"
 	"github.com/xds-server/xds-server/nodeindex"
+	"github.com/xds-server/xds-server/policy"
 	"github.com/xds-server/xds-server/weights"
 	"github.com/xds-server/xds-server/xds"
 )
@@ -47,6 +48,7 @@ type app struct {
 	fan      *fanOut
 	drains   *drain.Manager
 	guard    *discovery.Guard
+	pol      *policy.Watcher // nil: config entries not read
 	rlStats  *console.Stats
 	rl       *rateLimit
 	ui       *console.Console
@@ -60,7 +62,7 @@ func wire(ctx context.Context, cfg config.Config, log *slog.Logger, cl *closers)
 	a.consul = sync.OnceValues(cfg.ConsulSource().ConsulClient)
 	a.lm, a.dm = netlimit.NewMetrics(a.reg), discovery.NewMetrics(a.reg)
 	for _, step := range []func(context.Context, *closers) error{
-		a.wireXDS, a.wireListeners, a.wireHA, a.wireSnapshots, a.wireRateLimit, a.wireAdmin,
+		a.wireXDS, a.wireListeners, a.wireHA, a.wireSnapshots, a.wirePolicy, a.wireRateLimit, a.wireAdmin,
 	} {
 		if err := step(ctx, cl); err != nil {
 			return nil, err
@@ -154,6 +156,9 @@ func (a *app) wireAdmin(context.Context, *closers) error {
 	uc := a.cfg.ConsoleConfig()
 	uc.Fleet, uc.Weights, uc.Drains, uc.Rules, uc.Gatherer, uc.Stats = a.srv, a.ws, a.drains, a.rl.svc, a.reg, a.rlStats
 	uc.TokenRequired, uc.Registerer, uc.Logger = a.cfg.Admin.TokenFile != "", a.reg, a.log
+	if a.pol != nil {
+		uc.Policies = a.pol
+	}
 	var err error
 	if a.ui, err = console.New(uc); err != nil {
 		return err

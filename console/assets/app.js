@@ -215,12 +215,26 @@
       d.counts.degraded + " degraded, " + d.counts.draining + " draining, " + d.counts.unhealthy + " unhealthy · utilization spread " +
       fmt(d.spread) + (d.predicted_spread ? " (predicted " + fmt(d.predicted_spread) + ")" : "") + "</p>" + flashHTML() +
       bars(d.endpoints) + table("endpoints", ["endpoint", "address", "datacenter", "health", "drain", "weight", "utilization", "qps", "report age", "connections", ""], rows) + "</section>";
+    out += policyView(d.policy);
     if (s) {
       out += "<section><h2>Subsets</h2><p>" + (s.subsetting ? esc(s.algorithm) + ", " + s.subset_size + " per node" : "every node gets every endpoint") +
         " · connections per endpoint min " + s.balance.min + ", mean " + fmt(s.balance.mean, 1) + ", max " + s.balance.max +
         " · balance (max/mean) " + fmt(s.balance.max_over_mean) + "</p>" + heat(d.endpoints) + "</section>";
     }
     return out;
+  }
+
+  // policyView is the service's traffic policy from Consul's config entries, in brief.
+  function policyView(p) {
+    if (!p) return "";
+    const rej = p.rejected.map((r) => [esc(r.kind), esc(r.field), esc(r.reason), esc(r.detail)]);
+    const subs = p.subsets.map((x) => [esc(x.name) + (x.name === p.default_subset ? ' <span class="muted">default</span>' : ""), esc(x.filter || "every instance"), x.only_passing ? "passing only" : ""]);
+    const splits = p.splits.map((x) => [fmt(x.weight, 1) + "%", esc(x.service || "(this service)"), esc(x.subset || "")]);
+    return '<section id="policy"><h2>Traffic policy</h2><p>' + (p.entries.length ? "from " + esc(p.entries.join(", ")) : "Consul's defaults (no config entries)") +
+      (p.protocol ? " · protocol " + esc(p.protocol) : "") + (p.redirect ? " · redirect to " + esc(p.redirect) : "") + " · " + p.routes + " routes</p>" +
+      (subs.length ? table("policy-subsets", ["subset", "filter", ""], subs) : "") +
+      (splits.length ? table("policy-splits", ["weight", "service", "subset"], splits) : "") +
+      (rej.length ? '<p class="bad">rejected (the last good version stays in use):</p>' + table("policy-rejected", ["kind", "field", "reason", "detail"], rej) : "") + "</section>";
   }
 
   function nodeSelect(s) {
