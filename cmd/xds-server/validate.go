@@ -21,12 +21,15 @@ const catalogTimeout = 2 * time.Second
 // validate is `xds-server validate`: every problem of the configuration
 // at once, exit 1 when one is an error (warnings alone exit 0). With
 // discovery.source consul, the services of listener routes that the file
-// does not name are looked up in Consul's catalog (see checkCatalog).
+// does not name are looked up in Consul's catalog (see checkCatalog), and
+// the config entries the server would reject are listed (see
+// checkConfigEntries).
 func validate(cfg config.Config, errs config.Errors, output string, stdout, stderr io.Writer) int {
 	if cfg.Discovery.Source == "consul" && !slices.ContainsFunc(errs, func(e config.FieldError) bool {
 		return strings.HasPrefix(e.Key, "discovery.consul.")
 	}) {
-		errs = append(errs, checkCatalog(cfg, cfg.UnknownRouteServices())...).Sorted()
+		errs = append(errs, checkCatalog(cfg, cfg.UnknownRouteServices())...)
+		errs = append(errs, checkConfigEntries(cfg)...).Sorted()
 	}
 	errs = append(errs, checkCertificates(cfg, errs, time.Now())...).Sorted()
 	if output == "json" {
