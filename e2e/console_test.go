@@ -31,11 +31,12 @@ descriptors:
 
 // TestConsoleBrowser drives the web console in a real headless Chromium
 // (chromedp) against the real binary, a real Consul and a real grpc-go
-// xDS client: the fleet page lists every service, the service page draws
-// one bar per endpoint and shows a Consul maintenance drain within 2 s,
-// its drain button drains (the grpc-go client acknowledges an EDS with
-// the endpoint DRAINING), the drains page shows the API's errors verbatim
-// and undrains, the rate-limit page shows a domain's decisions. Each page
+// xDS client: the fleet page lists every service and a rejected Consul
+// config entry, the service page draws one bar per endpoint, shows echo's
+// resolver subsets (from Consul's config entries) and a Consul maintenance
+// drain within 2 s, its drain button drains (the grpc-go client
+// acknowledges an EDS with the endpoint DRAINING), the drains page shows
+// the API's errors verbatim and undrains, the rate-limit page shows a domain's decisions. Each page
 // is screenshotted (consoleShots says where); any console error or
 // uncaught exception fails the test.
 func TestConsoleBrowser(t *testing.T) {
@@ -56,6 +57,13 @@ func TestConsoleBrowser(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Traffic policy: echo's resolver (two subsets by zone) for the service
+	// page, and a resolver of greeter that the server rejects (a filter on
+	// Node.Meta) for the fleet page's problems.
+	setEntry(t, consul.Client().ConfigEntries(), &api.ServiceResolverConfigEntry{Kind: api.ServiceResolver, Name: "echo",
+		Subsets: map[string]api.ServiceResolverSubset{"z0": {Filter: `Service.Meta.zone == "zone-0"`}, "z1": {Filter: `Service.Meta.zone == "zone-1"`}}})
+	setEntry(t, consul.Client().ConfigEntries(), &api.ServiceResolverConfigEntry{Kind: api.ServiceResolver, Name: "greeter",
+		Subsets: map[string]api.ServiceResolverSubset{"r1": {Filter: "Node.Meta.rack == r1"}}})
 	rules := filepath.Join(t.TempDir(), "ratelimit.yaml")
 	if err := os.WriteFile(rules, []byte(consoleRateLimits), 0o600); err != nil {
 		t.Fatal(err)
@@ -87,6 +95,7 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 		}
 		// The one datacenter read (the agent's own: "local"), ok.
 		b.poll(t, `((document.querySelector('#datacenters tbody tr') || {}).textContent || '').startsWith('localok')`, 10*time.Second)
+		b.poll(t, `document.getElementById('problems').textContent.includes('config entry service-resolver greeter rejected (bad_filter)')`, 10*time.Second)
 		b.shot(t, shots, "fleet") // quality 100: PNG
 	})
 
@@ -103,6 +112,10 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 			return h('echo-1', 'weight') > h('echo-2', 'weight') && h('echo-2', 'weight') > h('echo-3', 'weight') &&
 				h('echo-1', 'util') < h('echo-2', 'util') && h('echo-2', 'util') < h('echo-3', 'util');
 		})()`, 20*time.Second)
+		b.poll(t, `document.querySelectorAll('#policy-subsets tbody tr').length === 2`, 10*time.Second)
+		if text := b.text(t, "#policy-subsets"); !strings.Contains(text, `Service.Meta.zone == "zone-1"`) {
+			t.Errorf("service page: the policy's subsets lack z1's filter: %q", text)
+		}
 		if n := b.count(t, "#heat rect"); n != 3 {
 			t.Errorf("heat strip has %d cells, want 3", n)
 		}
