@@ -9,7 +9,9 @@
 // It reads what the rest of the process knows through small interfaces it
 // defines (sources.go): the served discovery snapshot (Observe), the xDS
 // server's nodes and subsets, the weight table, the drain state, the
-// rate-limit rules and the metrics registry (the discovery sources' and
+// rate-limit rules, the traffic policy from Consul's config entries (a
+// service's policy in brief and the rejected entries, each a problem of
+// the fleet page; policy.go) and the metrics registry (the discovery sources' and
 // each Consul datacenter's state: ok, or stale since when; datacenters.go). Without JavaScript every
 // page is a server-rendered table (html/template); the script polls one
 // JSON endpoint per page, at most once a second, and calls the existing
@@ -30,8 +32,8 @@
 // MaxServiceNameBytes or a node of more than xds.MaxNodeIDBytes is
 // refused (400) before any lookup.
 //
-// console may import discovery, xds, weights, drain and ratelimit (their
-// types) and the internal/ leaves (httpjson, metricreg); it must not import
+// console may import discovery, xds, weights, drain, ratelimit and policy
+// (their types) and the internal/ leaves (httpjson, metricreg); it must not import
 // cmd, config or envoy.
 //
 // imports_test.go enforces the import rules.

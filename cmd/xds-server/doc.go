@@ -18,6 +18,9 @@
 // It owns signals, logger setup, the admin HTTP listener and wiring the
 // packages: no domain logic. serve wires the components (wire.go, each
 // step pushing a closer for what it acquires), starts them under one run
-// group and stops them in reverse order of start (lifecycle.go). Nothing
+// group and stops them in reverse order of start (lifecycle.go); with
+// discovery.source consul that includes the watcher of Consul's config
+// entries (policy.go), whose rejections validate lists too
+// (validate_policy.go). Nothing
 // imports it; it must not import e2e or bench.
 package main
