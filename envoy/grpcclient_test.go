@@ -90,14 +90,21 @@ func TestGRPCClientAcceptsBootstrapAndClusters(t *testing.T) {
 	}
 }
 
-func startHealthBackend(t *testing.T) *net.TCPAddr {
+// startHealthBackend serves the gRPC health service on a free loopback
+// port: "" and each of serving report SERVING (a test tells backends
+// apart by the names they serve).
+func startHealthBackend(t *testing.T, serving ...string) *net.TCPAddr {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	healthgrpc.RegisterHealthServer(srv, health.NewServer())
+	hs := health.NewServer()
+	for _, name := range serving {
+		hs.SetServingStatus(name, healthgrpc.HealthCheckResponse_SERVING)
+	}
+	healthgrpc.RegisterHealthServer(srv, hs)
 	go srv.Serve(lis) //nolint:errcheck // ends with Stop
 	t.Cleanup(srv.Stop)
 	return lis.Addr().(*net.TCPAddr)

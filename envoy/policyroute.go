@@ -24,13 +24,16 @@ type PolicyRoute struct {
 	CaseInsensitive     bool              // path and prefix ignore case
 	Headers             []HeaderMatch     // all must match
 	QueryParams         []QueryParamMatch // all must match (grpc-go skips a route that has any)
-	Methods             []string          // any of them; matched on ":method"
-	Clusters            []WeightedCluster // one: the cluster; more: weighted_clusters
-	PrefixRewrite       string            // replaces the matched prefix
-	Timeout             time.Duration     // whole request; 0: unset (see HTTPRouteConfig)
-	IdleTimeout         time.Duration     // 0: unset
-	Retry               *PolicyRetry      // nil: no retry policy
-	HashPolicies        []RouteHashPolicy // used by ring_hash and maglev clusters
+	// Methods: any of them, as one ":method" regex. grpc-go matches
+	// headers against the call's metadata, which has no ":method": a route
+	// with Methods never matches a proxyless gRPC call.
+	Methods       []string
+	Clusters      []WeightedCluster // one: the cluster; more: weighted_clusters
+	PrefixRewrite string            // replaces the matched prefix
+	Timeout       time.Duration     // whole request; 0: unset (see HTTPRouteConfig)
+	IdleTimeout   time.Duration     // 0: unset
+	Retry         *PolicyRetry      // nil: no retry policy
+	HashPolicies  []RouteHashPolicy // used by ring_hash and maglev clusters
 }
 
 // WeightedCluster is one cluster of a route with its weight. Weights are
