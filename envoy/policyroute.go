@@ -38,8 +38,10 @@ type PolicyRoute struct {
 
 // WeightedCluster is one cluster of a route with its weight. Weights are
 // relative: Envoy and grpc-go both pick a cluster with probability
-// weight / sum of weights (total_weight is not sent). A weight of 0 is
-// left out of weighted_clusters; at least one weight must be above 0.
+// weight / sum of weights (total_weight, deprecated, is not sent). A
+// weight of 0 is left out of weighted_clusters (grpc-go skips it too, and
+// NACKs a route whose weights sum to 0 or above MaxUint32); at least one
+// weight must be above 0.
 type WeightedCluster struct {
 	Cluster string
 	Weight  uint32
@@ -53,7 +55,11 @@ type QueryParamMatch struct {
 }
 
 // PolicyRetry is a route's retry policy. NumRetries 0 leaves num_retries
-// unset (Envoy's and grpc-go's default, 1).
+// unset (Envoy's and grpc-go's default, 1). grpc-go (v1.85,
+// generateRetryConfig) honors only the gRPC conditions of retry_on
+// (cancelled, deadline-exceeded, internal, resource-exhausted,
+// unavailable): a policy of only ConnectFailure and StatusCodes retries
+// nothing for proxyless gRPC.
 type PolicyRetry struct {
 	NumRetries     uint32
 	ConnectFailure bool     // retry_on connect-failure
