@@ -16,6 +16,12 @@
 // cluster of xds-server's own RLS. Descriptors computes, from the same
 // actions, the descriptors Envoy sends to the RLS for a request.
 //
+// PolicyRouteConfig is a service's RouteConfiguration under its traffic
+// policy: routes matching path, headers, query parameters and methods, to
+// one cluster or weighted_clusters, with retries, timeouts and hash
+// policies (policyroute.go; grpc-go's acceptance in
+// policyroute_grpc_test.go).
+//
 // It is pure: no goroutines, no I/O, no logging. Every resource it returns
 // has passed ValidateAll().
 //

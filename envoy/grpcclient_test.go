@@ -62,19 +62,7 @@ func TestGRPCClientAcceptsBootstrapAndClusters(t *testing.T) {
 			if err := snapshots.SetSnapshot(context.Background(), nodeID, snap); err != nil {
 				t.Fatal(err)
 			}
-			bootstrap, err := GRPCBootstrap(BootstrapConfig{NodeID: nodeID, Cluster: "test", XDSAddress: xdsAddr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rb, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn, err := grpc.NewClient("xds:///health", grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(rb))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			conn := xdsClient(t, xdsAddr, nodeID, "health")
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			// Not WaitForReady: a NACKed resource fails the call at once
@@ -90,14 +78,42 @@ func TestGRPCClientAcceptsBootstrapAndClusters(t *testing.T) {
 	}
 }
 
-func startHealthBackend(t *testing.T) *net.TCPAddr {
+// xdsClient is a grpc-go client of xds:///service, configured by
+// GRPCBootstrap's output for nodeID to use the ADS server at xdsAddr;
+// closed when the test ends.
+func xdsClient(t *testing.T, xdsAddr, nodeID, service string) *grpc.ClientConn {
+	t.Helper()
+	bootstrap, err := GRPCBootstrap(BootstrapConfig{NodeID: nodeID, Cluster: "test", XDSAddress: xdsAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := xds.NewXDSResolverWithConfigForTesting(bootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("xds:///"+service, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithResolvers(rb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// startHealthBackend serves the gRPC health service on a free loopback
+// port: "" and each of serving report SERVING (a test tells backends
+// apart by the names they serve).
+func startHealthBackend(t *testing.T, serving ...string) *net.TCPAddr {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	healthgrpc.RegisterHealthServer(srv, health.NewServer())
+	hs := health.NewServer()
+	for _, name := range serving {
+		hs.SetServingStatus(name, healthgrpc.HealthCheckResponse_SERVING)
+	}
+	healthgrpc.RegisterHealthServer(srv, hs)
 	go srv.Serve(lis) //nolint:errcheck // ends with Stop
 	t.Cleanup(srv.Stop)
 	return lis.Addr().(*net.TCPAddr)

@@ -13,7 +13,8 @@
 //
 // translate must not import xds, xdscache, or any server or gRPC package
 // (google.golang.org/grpc, go-control-plane's server and cache); it builds
-// on envoy, discovery and subsetting.
+// on envoy, discovery, subsetting and policy (policy must not import
+// translate).
 //
 // Node (node.go) is one node's resources from a discovery snapshot with
 // drains applied, per-service settings, global and per-node weights, the
@@ -27,6 +28,19 @@
 // weights (a distribute share, or a spill state from weights). Node gives what
 // a server without history gives; xds/translate_equiv_test.go pins a
 // fresh server's snapshots to it.
+//
+// PolicyService (policy.go, policyroute.go) is one service under its
+// traffic policy (package policy: Consul's service-resolver, -splitter and
+// -router): a cluster and load assignment per (service, subset) in use,
+// named Target.Cluster ("<service>~<subset>"; the default target keeps the
+// service's name), endpoints picked by the subset's filter over Instance,
+// OnlyPassing sending warning instances unhealthy; and the service's
+// RouteConfiguration: router routes in order, then a catch-all to the
+// splitter (weighted_clusters, percent x 100) or resolver, with retries,
+// timeouts and the resolver's hash policies. Other services' targets come
+// back as External for the caller to serve. It is not wired into Node yet.
+// Its golden tests are testdata/policy/<case>.in.yaml -> <case>.out.yaml
+// (policy_golden_test.go; translatetest.LoadPolicy's compact policy form).
 //
 // Golden tests (golden_test.go, testdata/golden/<case>.in.yaml ->
 // <case>.out.yaml, 61 cases; `go test ./translate -run Golden -update`

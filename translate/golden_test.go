@@ -11,7 +11,7 @@ import (
 	"github.com/xds-server/xds-server/translate/translatetest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/golden/*.out.yaml from the current output")
+var update = flag.Bool("update", false, "rewrite testdata/golden/*.out.yaml and testdata/policy/*.out.yaml from the current output")
 
 const goldenDir = "testdata/golden"
 
@@ -20,28 +20,38 @@ const goldenDir = "testdata/golden"
 // <case>.out.yaml, printing a line diff on a mismatch. -update rewrites
 // the outputs.
 func TestGolden(t *testing.T) {
-	ins, err := filepath.Glob(filepath.Join(goldenDir, "*.in.yaml"))
+	runGolden(t, goldenDir, 30, func(path string) ([]byte, string, error) {
+		in, c, err := translatetest.Load(path)
+		if err != nil {
+			return nil, "", err
+		}
+		got, err := translatetest.Render(translate.Node(in))
+		return got, c.Doc, err
+	})
+}
+
+// runGolden renders every <dir>/<case>.in.yaml (render returns the
+// output and the case's doc) and compares it with <case>.out.yaml, or
+// rewrites that with -update; dir must hold at least min cases.
+func runGolden(t *testing.T, dir string, min int, render func(path string) ([]byte, string, error)) {
+	ins, err := filepath.Glob(filepath.Join(dir, "*.in.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ins) < 30 {
-		t.Errorf("%d golden cases, want at least 30", len(ins))
+	if len(ins) < min {
+		t.Errorf("%d golden cases in %s, want at least %d", len(ins), dir, min)
 	}
 	for _, path := range ins {
 		name := strings.TrimSuffix(filepath.Base(path), ".in.yaml")
 		t.Run(name, func(t *testing.T) {
-			in, c, err := translatetest.Load(path)
+			got, doc, err := render(path)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.Doc == "" {
+			if doc == "" {
 				t.Error("the case has no doc: say what it shows")
 			}
-			got, err := translatetest.Render(translate.Node(in))
-			if err != nil {
-				t.Fatal(err)
-			}
-			outPath := filepath.Join(goldenDir, name+".out.yaml")
+			outPath := filepath.Join(dir, name+".out.yaml")
 			if *update {
 				if err := os.WriteFile(outPath, got, 0o644); err != nil {
 					t.Fatal(err)
@@ -65,6 +75,11 @@ func TestGoldenOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	policyOuts, err := filepath.Glob(filepath.Join("testdata/policy", "*.out.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs = append(outs, policyOuts...)
 	for _, out := range outs {
 		in := strings.TrimSuffix(out, ".out.yaml") + ".in.yaml"
 		if _, err := os.Stat(in); err != nil {

@@ -118,6 +118,11 @@ func Decode(b []byte) (translate.NodeInput, Case, error) {
 	if err := dec.Decode(&c); err != nil {
 		return translate.NodeInput{}, c, err
 	}
+	return c.decoded()
+}
+
+// decoded is the input of translate.Node that c describes.
+func (c Case) decoded() (translate.NodeInput, Case, error) {
 	in := translate.NodeInput{
 		Weights: c.Weights, NodeWeights: c.NodeWeights, Slots: c.Slots,
 		Node: translate.NodeIdentity{ID: c.Node.ID, Cluster: c.Node.Cluster, Envoy: c.Node.Envoy,

@@ -21,6 +21,7 @@ type output struct {
 	LoadAssignments []json.RawMessage `json:"load_assignments,omitempty"`
 	Listeners       []json.RawMessage `json:"listeners,omitempty"`
 	Routes          []json.RawMessage `json:"routes,omitempty"`
+	External        []string          `json:"external,omitempty"` // RenderPolicy only
 	Error           string            `json:"error,omitempty"`
 }
 
