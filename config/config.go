@@ -231,7 +231,7 @@ func (c Config) validateServices(p *problems) {
 			p.bad("services."+name+".locality.distribute", d, "is not in [0, 1)")
 		}
 		if f := s.OverprovisioningFactor; f != nil && *f == 0 {
-			p.bad("services."+name+".overprovisioning_factor", *f, "is 0: no priority would take traffic (Envoy's default is 140)")
+			p.bad("services."+name+".overprovisioning_factor", *f, "would make every priority take no traffic (at least 1; Envoy's default is 140)")
 		}
 	}
 }
