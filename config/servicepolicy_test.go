@@ -146,3 +146,28 @@ func TestSplitSubsetFromEntries(t *testing.T) {
 		t.Errorf("without config entries: %v", err)
 	}
 }
+
+// TestReadmeFileExample loads the README's example of traffic policy in
+// the file.
+func TestReadmeFileExample(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "### The same in the file")
+	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+	block, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md has no yaml example under The same in the file")
+	}
+	cfg, err := loadArgs(t, "--config", writeConfig(t, block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.FilePolicy("old-web").Resolver; r == nil || r.Redirect.ServiceSubset != "canary" {
+		t.Errorf("old-web resolver %+v", r)
+	}
+	if r := cfg.FilePolicy("web").Resolver; r == nil || len(r.Subsets) != 2 || len(r.LoadBalancer.HashPolicies) != 2 {
+		t.Errorf("web resolver %+v", r)
+	}
+}

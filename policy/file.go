@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -131,14 +132,7 @@ func fileLoadBalancer(f FileService) (*LoadBalancer, error) {
 	return lb, errors.Join(errs...)
 }
 
-func sortedNames(m map[string]FileSubset) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func sortedNames(m map[string]FileSubset) []string { return slices.Sorted(maps.Keys(m)) }
 
 // The sources of a service's resolver, as Merge reports them.
 const (
