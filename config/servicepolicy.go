@@ -108,7 +108,33 @@ func (c Config) validateServicePolicy(p *problems) {
 			field, reason, _ := strings.Cut(e.Error(), ": ")
 			p.badKey("services."+name+"."+field, reason)
 		}
+		c.checkRedirectTarget(p, name)
 	}
+}
+
+// checkRedirectTarget checks that a redirect to another service names a
+// known one, and a subset the file defines for it (unless Consul's
+// config entries are read: a service-resolver may define it).
+func (c Config) checkRedirectTarget(p *problems, name string) {
+	r := c.Services[name].Redirect
+	if r.Service == "" || strings.EqualFold(r.Service, name) || name == "*" {
+		return
+	}
+	if known, err := c.knownServices(); err == nil && !c.openCatalog() && !known[strings.ToLower(r.Service)] {
+		p.bad("services."+name+".redirect.service", r.Service, "is not a known service (known: "+strings.Join(sortedKeys(known), ", ")+")")
+		return
+	}
+	subs := c.Service(r.Service).Subsets
+	if _, ok := subs[strings.ToLower(r.Subset)]; r.Subset != "" && !ok && !c.entriesRead() {
+		p.bad("services."+name+".redirect.subset", r.Subset, fmt.Sprintf("is not a subset of %s (services.%s.subsets: %s)", r.Service,
+			r.Service, strings.Join(slices.Sorted(maps.Keys(subs)), ", ")))
+	}
+}
+
+// entriesRead reports whether Consul's config entries are read (and may
+// define subsets the file does not).
+func (c Config) entriesRead() bool {
+	return c.Discovery.Source == "consul" && c.Discovery.Consul.ConfigEntries
 }
 
 // RouteSplitConfig is one item of a route's split: a share of the
@@ -130,7 +156,7 @@ func (c Config) validateSplit(p *problems, at string, rc ListenerRouteConfig) {
 		p.badKey(at, "set service or split, not both")
 	}
 	sum := 0.0
-	entries := c.Discovery.Source == "consul" && c.Discovery.Consul.ConfigEntries
+	entries := c.entriesRead()
 	for k, s := range rc.Split {
 		key := fmt.Sprintf("%s.split[%d]", at, k)
 		if !(s.Weight > 0) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -58,6 +59,10 @@ func FromFile(service string, f FileService) (Policy, error) {
 	}
 	for _, name := range sortedNames(f.Subsets) {
 		s := Subset{Name: name, OnlyPassing: f.Subsets[name].OnlyPassing}
+		if !subsetName.MatchString(name) {
+			bad("subsets."+name, "is not a subset name (lower-case letters, digits and '-', as Consul's)")
+			continue
+		}
 		if expr := f.Subsets[name].Filter; expr != "" {
 			filter, err := CompileFilter(expr)
 			if err != nil {
@@ -131,6 +136,9 @@ func fileLoadBalancer(f FileService) (*LoadBalancer, error) {
 	}
 	return lb, errors.Join(errs...)
 }
+
+// subsetName is what Consul accepts as a subset name (a DNS label).
+var subsetName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 func sortedNames(m map[string]FileSubset) []string { return slices.Sorted(maps.Keys(m)) }
 

@@ -34,6 +34,7 @@ func TestFromFile(t *testing.T) {
 		"redirect itself":  {FileService{Redirect: &Redirect{Service: "WEB"}}, `redirect: "web" redirects to itself`},
 		"redirect nothing": {FileService{Redirect: &Redirect{}}, `redirect: names neither`},
 		"own subset":       {FileService{Redirect: &Redirect{ServiceSubset: "x"}}, `redirect.subset: "x" is not one of`},
+		"subset name":      {FileService{Subsets: map[string]FileSubset{"v_1": {}}}, `subsets.v_1: is not a subset name`},
 		"hash no ring":     {FileService{LBPolicy: "random", HashPolicies: []FileHashPolicy{{SourceIP: true}}}, `hash_policies: need lb_policy`},
 		"hash no value":    {FileService{LBPolicy: "ring_hash", HashPolicies: []FileHashPolicy{{Field: "header"}}}, `hash_policies[0].field_value: is empty`},
 	} {
