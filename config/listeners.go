@@ -185,6 +185,7 @@ func (c Config) XDSListeners(p *problems) []translate.Listener {
 				}
 			}
 		}
+		l.Routes = unsplit(l.Routes, lc.Routes)
 		out = append(out, l)
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/policy"
 )
 
@@ -180,6 +181,21 @@ func (c Config) validateSplit(p *problems, at string, rc ListenerRouteConfig) {
 	if !(sum > 0) {
 		p.badKey(at+".split", "weights sum to 0")
 	}
+	p.errs = append(p.errs, FieldError{Key: at + ".split", Warning: true,
+		Reason: "not served yet: the route is left out of the listener until split routes are translated"})
+}
+
+// unsplit leaves out the routes with a split (rcs[j] is routes[j]'s
+// config), which translation does not serve yet: a route without a
+// cluster would make Envoy reject the whole listener.
+func unsplit(routes []envoy.Route, rcs []ListenerRouteConfig) []envoy.Route {
+	out := routes[:0:0]
+	for j, r := range routes {
+		if j >= len(rcs) || len(rcs[j].Split) == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // splitService reports whether field (routes[j].service, from envoy's

@@ -43,10 +43,8 @@ func withStatic(t *testing.T, body string) string {
 // split route, and checks the policy.Policy the file gives greeter.
 func TestFilePolicy(t *testing.T) {
 	split := "{ service: greeter, subset: v1, weight: 90 }, { service: greeter, subset: v2, weight: 10 }"
-	cfg, err := loadArgs(t, "--config", withStatic(t, policyBase+strings.Replace(splitListener, "SPLIT", split, 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadWarned(t, withStatic(t, policyBase+strings.Replace(splitListener, "SPLIT", split, 1)),
+		"listeners[0].routes[0].split: not served yet")
 	p := cfg.FilePolicy("greeter")
 	r := p.Resolver
 	if r == nil || r.DefaultSubset != "v1" || len(r.Subsets) != 2 || r.Subsets[0].Name != "v1" || r.Subsets[0].OnlyPassing ||
@@ -142,9 +140,7 @@ func TestFilePolicyValidation(t *testing.T) {
 func TestSplitSubsetFromEntries(t *testing.T) {
 	body := "\ndiscovery: { source: consul, consul: { services: [web] } }\n" +
 		strings.Replace(splitListener, "SPLIT", "{ service: web, subset: v9, weight: 1 }", 1)
-	if _, err := loadArgs(t, "--config", writeConfig(t, body)); err != nil {
-		t.Fatal(err)
-	}
+	loadWarned(t, writeConfig(t, body), "listeners[0].routes[0].split: not served yet")
 	if _, err := loadArgs(t, "--config", writeConfig(t, body), "--discovery.consul.config_entries=false"); err == nil ||
 		!strings.Contains(err.Error(), "split[0].subset: v9: is not a subset of web") {
 		t.Errorf("without config entries: %v", err)
@@ -164,14 +160,56 @@ func TestReadmeFileExample(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("README.md has no yaml example under The same in the file")
 	}
-	cfg, err := loadArgs(t, "--config", writeConfig(t, block))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := loadWarned(t, writeConfig(t, block), "listeners[0].routes[0].split: not served yet")
 	if r := cfg.FilePolicy("old-web").Resolver; r == nil || r.Redirect.ServiceSubset != "canary" {
 		t.Errorf("old-web resolver %+v", r)
 	}
 	if r := cfg.FilePolicy("web").Resolver; r == nil || len(r.Subsets) != 2 || len(r.LoadBalancer.HashPolicies) != 2 {
 		t.Errorf("web resolver %+v", r)
+	}
+}
+
+// loadWarned loads path, which must be valid with exactly the warnings
+// want (each a prefix of "key: reason"), and checks that split routes are
+// left out of the listeners served.
+func loadWarned(t *testing.T, path string, want ...string) Config {
+	t.Helper()
+	cfg, err := loadArgs(t, "--config", path)
+	var errs Errors
+	if err != nil {
+		errs = err.(Errors)
+	}
+	if errs.Invalid() || len(errs) != len(want) {
+		t.Fatalf("load: %v, want only the warnings %q", err, want)
+	}
+	for i, w := range want {
+		if !errs[i].Warning || !strings.HasPrefix(errs[i].Error(), w) {
+			t.Errorf("warning %q, want %q", errs[i], w)
+		}
+	}
+	for i, l := range cfg.XDSListeners(&problems{}) {
+		for j, r := range l.Routes {
+			if r.Service == "" {
+				t.Errorf("listeners[%d] serves route %d without a service", i, j)
+			}
+		}
+	}
+	return cfg
+}
+
+// TestSplitRouteLeftOut: a split route is left out of the listener
+// served (until translation), the others kept, and problems of a later
+// route keep their index.
+func TestSplitRouteLeftOut(t *testing.T) {
+	body := policyBase + "\nlisteners: [{ name: i, address: 0.0.0.0:1, routes: [" +
+		"{ prefix: /a, split: [{ service: greeter, subset: v1, weight: 1 }] }, { prefix: /, service: greeter }] }]\n"
+	cfg := loadWarned(t, withStatic(t, body), "listeners[0].routes[0].split: not served yet")
+	if ls := cfg.XDSListeners(&problems{}); len(ls[0].Routes) != 1 || ls[0].Routes[0].Prefix != "/" || ls[0].Routes[0].Service != "greeter" {
+		t.Errorf("routes served %+v", ls[0].Routes)
+	}
+	bad := strings.Replace(body, "{ prefix: /, service: greeter }", "{ service: greeter }", 1)
+	if _, err := loadArgs(t, "--config", withStatic(t, bad)); err == nil ||
+		!strings.Contains(err.Error(), "listeners[0].routes[1]: exactly one of prefix, path and safe_regex") {
+		t.Errorf("later route's problem: %v", err)
 	}
 }
