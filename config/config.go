@@ -217,6 +217,7 @@ func (c Config) validateDiscovery(p *problems) {
 
 // validateServices checks each services.<name>.* policy.
 func (c Config) validateServices(p *problems) {
+	c.validateServicePolicy(p)
 	for name, s := range c.Services {
 		if _, err := envoy.ParseLBPolicy(s.LBPolicy); err != nil {
 			p.bad("services."+name+".lb_policy", s.LBPolicy, "is not one of round_robin, least_request, ring_hash, random, maglev")

@@ -6,11 +6,13 @@
 // "key: value: reason" sorted by key path, the one resolver of
 // per-service settings over services."*", and the conversion into each
 // package's own typed config. It converts into, or checks values with the
-// parsers of, eleven packages: xds (server, subsetting and listener
+// parsers of, twelve packages: xds (server, subsetting and listener
 // settings), discovery (sources, guard, Consul client), drain, weights,
 // ratelimit, envoy (cluster, listener and route options), subsetting (the
-// algorithm names), ha, console, certs (TLS files and globs) and examples
-// (the embedded endpoints of the demo listeners).
+// algorithm names), ha, console, certs (TLS files and globs), examples
+// (the embedded endpoints of the demo listeners) and policy (the file's
+// subsets, default_subset, redirect and hash_policies as a policy.Policy:
+// FilePolicy, servicepolicy.go).
 //
 // The key table drives --help (PrintFlags), the README's key table
 // (MarkdownTable) and examples/xds-server.yaml (ExampleYAML); TestDocs

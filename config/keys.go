@@ -21,11 +21,13 @@ const (
 	Bool
 	List // of strings
 	Listeners
-	Rules // xds.authorization.rules: a list of {identities, node_ids, clusters}
+	Rules        // xds.authorization.rules: a list of {identities, node_ids, clusters}
+	Subsets      // services.<name>.subsets: subset name -> {filter, only_passing}
+	HashPolicies // services.<name>.hash_policies: a list of {field, field_value, source_ip, terminal}
 )
 
 func (k Kind) String() string {
-	return [...]string{"", "string", "duration", "uint32", "float", "bool", "list", "list of listeners", "list of rules"}[k]
+	return [...]string{"", "string", "duration", "uint32", "float", "bool", "list", "list of listeners", "list of rules", "subsets", "list of hash policies"}[k]
 }
 
 // Key is one configuration key: a file key, and (unless it is per service
@@ -207,6 +209,11 @@ var Keys = []Key{
 	k("services.<name>.locality.failover", []string{}, "ordered failover levels (zone, region, datacenter): a node gets the endpoints of its zone at priority 0, its region at the next, then its datacenter, then each other datacenter of discovery.consul.datacenters in order; empty: every endpoint of the node's datacenter at priority 0", "zones-and-datacenters"),
 	k("services.<name>.locality.distribute", 0.0, "share in [0, 1) of a node's requests kept in its own zone, the rest going to the next level's zones by capacity (locality weights at priority 0); 0: strict priorities", "zones-and-datacenters"),
 	k("services.<name>.locality.spill", true, "with weights enabled and a failover list, a zone above weights.overload_threshold spills its excess to the next level by spare capacity, and takes it back below weights.overload_recover", "zones-and-datacenters"),
+	unset("services.<name>.subsets", Subsets, "named subsets of the service's instances: subset name -> {filter, only_passing}; filter is Consul's filter language on Service.Tags, Service.Meta.<key>, Service.ID, Service.Address, Service.Port, Node.Node, Node.Datacenter (empty: every instance); only_passing leaves out instances with a warning check; as a service-resolver's Subsets", "traffic-policy-from-consul-config-entries"),
+	unset("services.<name>.default_subset", String, "the subset that requests for the service go to when they name none; one of services.<name>.subsets", "traffic-policy-from-consul-config-entries"),
+	unset("services.<name>.redirect.service", String, "every request for the service goes to this service instead (as a service-resolver's Redirect); empty: the service itself, with redirect.subset", "traffic-policy-from-consul-config-entries"),
+	unset("services.<name>.redirect.subset", String, "the subset of redirect.service (or of the service itself) that the redirect goes to"),
+	unset("services.<name>.hash_policies", HashPolicies, "what ring_hash or maglev hashes on: a list of {field (header, cookie or query_parameter), field_value (its name), source_ip, terminal}, as a service-resolver's LoadBalancer.HashPolicies; needs lb_policy ring_hash or maglev", "traffic-policy-from-consul-config-entries"),
 	unset("services.<name>.overprovisioning_factor", Uint32, "EDS overprovisioning_factor in percent: Envoy moves traffic to the next priority once healthy hosts x factor fall below 100%; default Envoy's 140 (grpc-go fails over only when a priority has no ready endpoint)", "zones-and-datacenters"),
 
 	k("subsetting.index_source", "local", "where nodes get their client index (and endpoints their slot): local (lowest free index per group, sticky), consul (the same tables in Consul KV, shared by replicas) or metadata (the node's subset.index metadata)", "subsetting"),

@@ -40,6 +40,7 @@ type ListenerRouteConfig struct {
 	Retries       int                 `mapstructure:"retries"`
 	RetryOn       string              `mapstructure:"retry_on"`
 	PerTryTimeout string              `mapstructure:"per_try_timeout"`
+	Split         []RouteSplitConfig  `mapstructure:"split"` // instead of service; see servicepolicy.go
 }
 
 // HeaderMatchConfig matches one header: exactly one of exact, prefix,
@@ -156,6 +157,7 @@ func (c Config) XDSListeners(p *problems) []translate.Listener {
 		}
 		for j, rc := range lc.Routes {
 			key := fmt.Sprintf("routes[%d].", j)
+			c.validateSplit(p, at+"."+strings.TrimSuffix(key, "."), rc)
 			if rc.Retries < 0 {
 				p.bad(at+"."+key+"retries", rc.Retries, "is negative")
 			}
@@ -174,12 +176,16 @@ func (c Config) XDSListeners(p *problems) []translate.Listener {
 			for _, e := range unjoin(err) {
 				var fe *envoy.FieldError
 				if errors.As(e, &fe) {
+					if splitService(lc, fe.Field) {
+						continue // the route's split names the services: see validateSplit
+					}
 					p.badKey(at+"."+fe.Field, fe.Reason)
 				} else {
 					p.badKey(at, e.Error())
 				}
 			}
 		}
+		l.Routes = unsplit(l.Routes, lc.Routes)
 		out = append(out, l)
 	}
 	return out
@@ -303,6 +309,11 @@ func (c Config) RouteServices() []RouteService {
 		for j, r := range l.Routes {
 			if r.Service != "" {
 				out = append(out, RouteService{Key: fmt.Sprintf("listeners[%d].routes[%d].service", i, j), Service: r.Service})
+			}
+			for k, s := range r.Split {
+				if s.Service != "" {
+					out = append(out, RouteService{Key: fmt.Sprintf("listeners[%d].routes[%d].split[%d].service", i, j, k), Service: s.Service})
+				}
 			}
 		}
 	}

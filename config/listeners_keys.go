@@ -33,6 +33,7 @@ var listenerKeys = object(map[string]*keyNode{
 	"name": nil, "address": nil, "nodes": nil,
 	"routes": list(object(map[string]*keyNode{
 		"prefix": nil, "path": nil, "safe_regex": nil, "headers": list(headerKeys), "service": nil,
+		"split":   list(leaves("service", "subset", "weight")),
 		"timeout": nil, "retries": nil, "retry_on": nil, "per_try_timeout": nil,
 	})),
 	"ratelimit": object(map[string]*keyNode{

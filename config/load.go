@@ -219,6 +219,11 @@ func walkService(p *problems, name, prefix string, m map[string]any, out map[str
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v, rel := m[k], prefix+k
 		at := "services." + name + "." + rel
+		if key, ok := serviceKey(rel); ok && (key.Kind == Subsets || key.Kind == HashPolicies) {
+			p.errs = append(p.errs, checkStructured(at, key.Kind, v)...)
+			out[k] = v
+			continue
+		}
 		if key, ok := serviceKey(rel); ok {
 			if typed, reason := parse(key.Kind, v); reason != "" {
 				p.bad(at, v, reason)

@@ -29,6 +29,11 @@ type ServiceConfig struct {
 	Locality           LocalityConfig          `mapstructure:"locality"`
 	// OverprovisioningFactor is in percent; nil: Envoy's default (140).
 	OverprovisioningFactor *uint32 `mapstructure:"overprovisioning_factor"`
+	// Traffic policy (see servicepolicy.go): policy.FileService.
+	Subsets       map[string]SubsetConfig `mapstructure:"subsets"`
+	DefaultSubset string                  `mapstructure:"default_subset"`
+	Redirect      RedirectConfig          `mapstructure:"redirect"`
+	HashPolicies  []HashPolicyConfig      `mapstructure:"hash_policies"`
 }
 
 // LocalityConfig are services.<name>.locality.

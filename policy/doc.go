@@ -14,6 +14,11 @@
 // rejections (metrics.go: Metrics, xds_policy_*); ReadOnce is one
 // non-blocking read of the four kinds, for a validate-like caller.
 //
+// The file's services.<name> settings reach the same model through
+// FromFile (file.go: FileService, plain types that config fills), and
+// Merge is the precedence rule between the two: a service-resolver entry
+// wins whole over the file's resolver settings.
+//
 // Translation into clusters per (service, subset), weighted clusters and
 // routes is not here: translate/ and envoy/ will consume Policy.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/xds-server/xds-server/config"
 	"github.com/xds-server/xds-server/policy"
@@ -35,10 +36,32 @@ func checkConfigEntries(cfg config.Config) config.Errors {
 	case err != nil:
 		return config.Errors{{Key: configEntriesKey, Warning: true, Reason: fmt.Sprintf("not checked: Consul at %s could not be asked: %v", addr, err)}}
 	}
-	var out config.Errors
+	out := precedenceWarnings(cfg, set)
 	for _, r := range set.Rejections() {
 		out = append(out, config.FieldError{Key: configEntriesKey, Value: r.Kind + " " + r.Name, Warning: true,
 			Reason: fmt.Sprintf("rejected at %s: %s: %s (%s); its last good version, else Consul's defaults, is used", addr, r.Field, r.Detail, r.Reason)})
+	}
+	return out
+}
+
+// precedenceWarnings shows the precedence rule (policy.Merge) for each
+// service whose resolver settings are both in the file (its own entry or
+// services."*") and in a Consul service-resolver: the entry is used, the
+// file's subsets, default_subset, redirect and hash_policies are not.
+func precedenceWarnings(cfg config.Config, set *policy.Set) config.Errors {
+	var out config.Errors
+	for _, name := range set.Services() {
+		file := cfg.FilePolicy(name)
+		if _, src := policy.Merge(file, set.Policy(name)); src != policy.SourceEntries || file.Resolver == nil {
+			continue
+		}
+		key := "services." + strings.ToLower(name)
+		if _, own := cfg.Services[strings.ToLower(name)]; !own {
+			key = `services."*"`
+		}
+		out = append(out, config.FieldError{Key: key, Value: "service-resolver " + name, Warning: true,
+			Reason: "Consul's service-resolver is used for " + name + " (a config entry wins over the file, kind by kind); " +
+				"the file's subsets, default_subset, redirect and hash_policies are ignored for it"})
 	}
 	return out
 }
