@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 )
 
@@ -28,6 +29,10 @@ type BootstrapConfig struct {
 	NodeID   string   // node.id; required
 	Cluster  string   // node.cluster; required (subsetting groups nodes by it)
 	Locality Locality // node.locality; all parts may be empty
+	// Datacenter, when set, is the node's metadata "datacenter": the
+	// datacenter xds-server places the node in for locality failover
+	// (else its first of discovery.consul.datacenters).
+	Datacenter string
 	// XDSAddress is host:port of xds-server's ADS listener (the host is an
 	// IP or a DNS name), or several, comma-separated: the replicas of one
 	// control plane, each an endpoint of Envoy's xds-server cluster (Envoy
@@ -184,6 +189,9 @@ func bootstrapNode(c BootstrapConfig) *corev3.Node {
 	n := &corev3.Node{Id: c.NodeID, Cluster: c.Cluster}
 	if c.Locality != (Locality{}) {
 		n.Locality = &corev3.Locality{Region: c.Locality.Region, Zone: c.Locality.Zone, SubZone: c.Locality.SubZone}
+	}
+	if c.Datacenter != "" {
+		n.Metadata = &structpb.Struct{Fields: map[string]*structpb.Value{"datacenter": structpb.NewStringValue(c.Datacenter)}}
 	}
 	return n
 }

@@ -2,6 +2,7 @@ package envoy
 
 import (
 	"encoding/json"
+	"google.golang.org/grpc/xds"
 	"strings"
 	"testing"
 
@@ -130,7 +131,7 @@ func TestParseBootstrapYAMLRejectsUnknownFields(t *testing.T) {
 
 func TestGRPCBootstrap(t *testing.T) {
 	c := BootstrapConfig{NodeID: "client-1", Cluster: "grpc-clients", XDSAddress: "127.0.0.1:18000",
-		Locality: Locality{Zone: "zone-a"}}
+		Locality: Locality{Zone: "zone-a"}, Datacenter: "dc2"}
 	out, err := GRPCBootstrap(c)
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +141,12 @@ func TestGRPCBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := got["node"].(map[string]any)
-	if node["id"] != "client-1" || node["cluster"] != "grpc-clients" || node["locality"].(map[string]any)["zone"] != "zone-a" {
+	if node["id"] != "client-1" || node["cluster"] != "grpc-clients" || node["locality"].(map[string]any)["zone"] != "zone-a" ||
+		node["metadata"].(map[string]any)["datacenter"] != "dc2" {
 		t.Errorf("node = %v", node)
+	}
+	if _, err := xds.NewXDSResolverWithConfigForTesting(out); err != nil {
+		t.Errorf("grpc-go rejects the bootstrap: %v", err)
 	}
 	for name, edit := range map[string]func(*BootstrapConfig){
 		"delta":         func(c *BootstrapConfig) { c.Delta = true },

@@ -33,9 +33,10 @@ type grpcTLSCredCfg struct {
 }
 
 type grpcNode struct {
-	ID       string        `json:"id"`
-	Cluster  string        `json:"cluster"`
-	Locality *grpcLocality `json:"locality,omitempty"`
+	ID       string            `json:"id"`
+	Cluster  string            `json:"cluster"`
+	Locality *grpcLocality     `json:"locality,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 type grpcLocality struct {
@@ -79,6 +80,9 @@ func GRPCBootstrap(c BootstrapConfig) ([]byte, error) {
 			ChannelCreds:   []grpcChannelCred{creds},
 			ServerFeatures: []string{"xds_v3"},
 		})
+	}
+	if c.Datacenter != "" {
+		b.Node.Metadata = map[string]string{"datacenter": c.Datacenter}
 	}
 	if l := c.Locality; l != (Locality{}) {
 		b.Node.Locality = &grpcLocality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone}

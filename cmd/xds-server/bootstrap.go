@@ -49,6 +49,7 @@ func newBootstrapFlags(kind string) *pflag.FlagSet {
 	fs.String("region", "", "node locality region (overrides --locality)")
 	fs.String("zone", "", "node locality zone (overrides --locality)")
 	fs.String("sub-zone", "", "node locality sub-zone (overrides --locality)")
+	fs.String("datacenter", "", "node metadata datacenter: the datacenter xds-server places the node in for locality failover (default: the first of discovery.consul.datacenters)")
 	if kind == bootstrapEnvoy {
 		fs.Bool("delta", false, "use incremental (delta) xDS instead of state of the world")
 		fs.String("admin-address", "127.0.0.1:9901", `IP:port of Envoy's admin listener ("" for none; port 0: any free port, see envoy --admin-address-path)`)
@@ -139,7 +140,8 @@ func renderBootstrap(kind string, fs *pflag.FlagSet) ([]byte, error) {
 // bootstrapConfig reads the flags into an envoy.BootstrapConfig.
 func bootstrapConfig(fs *pflag.FlagSet) (envoy.BootstrapConfig, error) {
 	get := func(name string) string { v, _ := fs.GetString(name); return v }
-	c := envoy.BootstrapConfig{NodeID: get("node-id"), Cluster: get("cluster"), XDSAddress: get("xds-address")}
+	c := envoy.BootstrapConfig{NodeID: get("node-id"), Cluster: get("cluster"), XDSAddress: get("xds-address"),
+		Datacenter: get("datacenter")}
 	if fs.Lookup("delta") != nil {
 		c.Delta, _ = fs.GetBool("delta")
 		c.AdminAddress = get("admin-address")

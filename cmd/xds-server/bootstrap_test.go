@@ -16,12 +16,16 @@ func TestBootstrapCommand(t *testing.T) {
 		wantErrOut []string // substrings of stderr
 	}{
 		"envoy help lists every flag": {args: []string{"envoy", "bootstrap", "--help"}, wantOut: []string{
-			"--node-id", "--cluster", "--xds-address", "--locality", "--region", "--zone", "--sub-zone",
+			"--node-id", "--cluster", "--xds-address", "--locality", "--region", "--zone", "--sub-zone", "--datacenter",
 			"--delta", "--admin-address", "--tls-ca", "--tls-cert", "--tls-key", "--tls-server-name", "--output"}},
 		"grpc help has no envoy flags": {args: []string{"grpc", "bootstrap", "-h"}, wantOut: []string{"--node-id", "--zone", "--output"}},
 		"delta with locality": {args: []string{"envoy", "bootstrap", "--node-id", "e1", "--cluster", "edge", "--delta",
 			"--locality", "eu/eu-1/rack-2"}, wantOut: []string{"api_type: DELTA_GRPC", "sub_zone: rack-2",
 			"#   xds-server envoy bootstrap --node-id e1 --cluster edge --locality eu/eu-1/rack-2 --delta\n"}},
+		"envoy datacenter": {args: []string{"envoy", "bootstrap", "--node-id", "e1", "--cluster", "edge", "--zone", "a",
+			"--datacenter", "dc2"}, wantOut: []string{"metadata:\n    datacenter: dc2\n"}},
+		"grpc datacenter": {args: []string{"grpc", "bootstrap", "--node-id", "g", "--cluster", "c", "--datacenter", "dc2"},
+			wantOut: []string{`"metadata": {`, `"datacenter": "dc2"`}},
 		"zone overrides locality": {args: []string{"grpc", "bootstrap", "--node-id", "g", "--cluster", "c",
 			"--locality", "eu/eu-1", "--zone", "eu-2"}, wantOut: []string{`"region": "eu"`, `"zone": "eu-2"`}},
 		"empty node id":   {args: []string{"envoy", "bootstrap", "--cluster", "edge"}, code: 2, wantErrOut: []string{"node id is empty"}},
