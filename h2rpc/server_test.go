@@ -124,6 +124,23 @@ func TestGRPCClient(t *testing.T) {
 	}
 }
 
+// An answer larger than the client's windows goes out as the client
+// opens them: the data that filled a window is written out before the
+// server waits for the next (it once sat unflushed, and a lone large
+// call hung; grpc-go's fixed 64 KiB windows make it certain).
+func TestLargeAnswerOverFixedWindows(t *testing.T) {
+	_, addr := start(t, Config{StreamWindow: 65535})
+	cc := dial(t, addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(65535), grpc.WithInitialConnWindowSize(65535))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	v := strings.Repeat("y", 300_000)
+	got, err := call(ctx, cc, v)
+	if err != nil || got != "echo: "+v {
+		t.Fatalf("a 300 KB call over 64 KiB windows = %.40q, %v", got, err)
+	}
+}
+
 // What the server does not serve is answered with a status, and the
 // connection serves on.
 func TestRefusals(t *testing.T) {

@@ -217,6 +217,9 @@ func (c *conn) writeResponseLocked(st *stream, msg []byte) error {
 		}
 		for len(msg) > 0 {
 			for (c.sendConn <= 0 || st.sendWin <= 0) && !st.reset && c.werr == nil {
+				// What is written so far goes out first: the client opens
+				// its window only once it has read the data that filled it.
+				c.flushLocked()
 				c.wcond.Wait()
 			}
 			if st.reset || c.werr != nil {
