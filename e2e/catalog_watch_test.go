@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -56,4 +57,31 @@ func catalogAt(t *testing.T, at <-chan time.Time) time.Time {
 		t.Fatal("Consul's catalog never showed the checks' new status")
 	}
 	return when
+}
+
+// setTTLs sets the TTL checks ("ttl-<id>") of ids on agent to status.
+func setTTLs(t *testing.T, agent *harness.ConsulAgent, ids map[string]bool, status string) {
+	t.Helper()
+	for id := range ids {
+		if err := agent.Client().Agent().UpdateTTL("ttl-"+id, "e2e", status); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// failOver turns the checks of the "echo" instances in from critical on
+// agent, waits until call is served outside them, and returns how long
+// after Consul's catalog showed the change that was (logged, with the
+// agent's own lag, under what).
+func failOver(t *testing.T, agent *harness.ConsulAgent, call callFunc, from map[string]bool, what string) time.Duration {
+	t.Helper()
+	ids := slices.Sorted(maps.Keys(from))
+	seen := watchChecks(t, agent, "echo", ids, api.HealthCritical)
+	setTTLs(t, agent, from, api.HealthCritical)
+	critical := time.Now()
+	moved := awaitZone(t, call, from, false, 10*time.Second)
+	inCatalog := catalogAt(t, seen)
+	t.Logf("%s: the client moved %v after Consul's catalog showed it (%v after the TTL update)",
+		what, moved.Sub(inCatalog).Round(time.Millisecond), inCatalog.Sub(critical).Round(time.Millisecond))
+	return moved.Sub(inCatalog)
 }

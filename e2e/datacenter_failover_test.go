@@ -43,28 +43,13 @@ func TestDatacenterFailoverGRPC(t *testing.T) {
 		t.Errorf("healthy dc1: RPCs %v, want all in dc1", got)
 	}
 
-	setTTL := func(status string) {
-		t.Helper()
-		for id := range inDC1 {
-			if err := dc1.Client().Agent().UpdateTTL("ttl-"+id, "e2e", status); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	seen := watchChecks(t, dc1, "echo", []string{"echo-1", "echo-2"}, api.HealthCritical)
-	setTTL(api.HealthCritical)
-	critical := time.Now()
-	moved := awaitZone(t, call, inDC1, false, 10*time.Second)
-	inCatalog := catalogAt(t, seen)
-	t.Logf("echo critical in dc1: served from dc2 %v after Consul's catalog showed it (%v after the TTL update)",
-		moved.Sub(inCatalog).Round(time.Millisecond), inCatalog.Sub(critical).Round(time.Millisecond))
-	if lag := moved.Sub(inCatalog); lag > 2*time.Second {
+	if lag := failOver(t, dc1, call, inDC1, "echo critical in dc1, served from dc2"); lag > 2*time.Second {
 		t.Errorf("served from dc2 %v after Consul's catalog showed dc1 critical; want within 2s", lag)
 	}
 	if got := zoneCounts(call, 200); got["echo-3"] != 200 {
 		t.Errorf("after the move: %v, want every RPC served by echo-3 in dc2", got)
 	}
-	setTTL(api.HealthPassing)
+	setTTLs(t, dc1, inDC1, api.HealthPassing)
 	passing := time.Now()
 	back := awaitZone(t, call, inDC1, true, 10*time.Second)
 	t.Logf("dc1 passing again: back in dc1 %v after the checks passed", back.Sub(passing).Round(time.Millisecond))

@@ -92,31 +92,17 @@ func TestZoneFailoverGRPC(t *testing.T) {
 		t.Errorf("zone b client: %.1f%% of RPCs in zone b, want >= 99%% (%v)", 100*s, b)
 	}
 
-	setTTL := func(status string) {
-		t.Helper()
-		for id := range inA {
-			if err := consul.Client().Agent().UpdateTTL("ttl-"+id, "e2e", status); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	seen := watchChecks(t, consul, "echo", []string{"echo-1", "echo-3"}, api.HealthCritical)
-	setTTL(api.HealthCritical)
-	critical := time.Now()
-	moved := awaitZone(t, callA, inA, false, 10*time.Second)
-	inCatalog := catalogAt(t, seen)
-	t.Logf("zone a critical: the zone a client moved to zone b %v after Consul's catalog showed it (%v after the TTL update)",
-		moved.Sub(inCatalog).Round(time.Millisecond), inCatalog.Sub(critical).Round(time.Millisecond))
-	if lag := moved.Sub(inCatalog); lag > 2*time.Second {
+	if lag := failOver(t, consul, callA, inA, "zone a critical, zone a client to zone b"); lag > 2*time.Second {
 		t.Errorf("moved to zone b %v after Consul's catalog showed zone a critical; want within 2s", lag)
 	}
 	if after := zoneCounts(callA, 200); after[""] > 0 || local(after, false) < 1 {
 		t.Errorf("after the move: %v; want every RPC served in zone b, none failed", after)
 	}
 
-	setTTL(api.HealthPassing)
+	setTTLs(t, consul, inA, api.HealthPassing)
+	passing := time.Now()
 	back := awaitZone(t, callA, inA, true, 10*time.Second)
-	t.Logf("zone a passing again: back in zone a after %v", back.Sub(critical).Round(time.Millisecond))
+	t.Logf("zone a passing again: back in zone a %v after the TTL update", back.Sub(passing).Round(time.Millisecond))
 	if after := zoneCounts(callA, 200); local(after, true) < 0.99 {
 		t.Errorf("back: %v; want >= 99%% in zone a", after)
 	}

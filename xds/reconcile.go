@@ -410,11 +410,20 @@ func (r *reconciler) publishSubsetsLocked() {
 			svcs[name] = &viewService{local: r.sub.local.view(localService{in: e.in, set: e.set, slots: e.slots})}
 		}
 	}
-	r.views.next(svcs, viewNodes(r.reg, r.sub.local.place))
+	r.views.next(svcs, viewNodes(r.reg, r.placeOf()))
+}
+
+// placeOf is how views place nodes: nil (no place needed) unless a
+// service of the last pass has a locality policy. r.mu must be held.
+func (r *reconciler) placeOf() func(Node) translate.Place {
+	if len(r.sub.local.services) == 0 {
+		return nil
+	}
+	return r.sub.local.place
 }
 
 // nodesChangedLocked schedules, after the debounce, a view of the last
 // pass's services over the nodes known then. r.mu must be held.
 func (r *reconciler) nodesChangedLocked() {
-	r.views.nodesChanged(r.debounce, &r.mu, func() []viewNode { return viewNodes(r.reg, r.sub.local.place) })
+	r.views.nodesChanged(r.debounce, &r.mu, func() []viewNode { return viewNodes(r.reg, r.placeOf()) })
 }
