@@ -21,6 +21,10 @@ import (
 // xDS client whose cluster uses ring_hash (which honors endpoint weights)
 // sends each backend a share of RPCs within 5 points of its weight share
 // (with no hash policy in the route, grpc-go hashes each RPC at random).
+// The ring is 4096 entries (grpc-go's cap): a ring's layout puts each
+// host's share about sqrt(points)/ring_size off its weight share, 2.4
+// points at the default 1024 (so 5 points failed 1 run in 30) and 1.2 at
+// 4096; 6000 RPCs add 0.6 points of sampling noise.
 func TestWeightsFollowORCA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
@@ -33,7 +37,7 @@ func TestWeightsFollowORCA(t *testing.T) {
 	registerEcho(t, consul, backends, "")
 	cfg := filepath.Join(t.TempDir(), "xds-server.yaml")
 	body := `services:
-  echo: { lb_policy: ring_hash, weights: { enabled: true, sources: [orca] } }
+  echo: { lb_policy: ring_hash, ring_hash: { minimum_ring_size: 4096 }, weights: { enabled: true, sources: [orca] } }
 weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_interval: 50ms }
 `
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
@@ -46,7 +50,7 @@ weights: { blackout_period: 0s, smoothing: 1, update_period: 50ms, min_push_inte
 
 	conn := dialXDS(t, srv.XDSAddr, "ring-hash-client")
 	client := testgrpc.NewTestServiceClient(conn)
-	const rpcs = 3000
+	const rpcs = 6000
 	got := map[string]int{}
 	for range rpcs {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
