@@ -27,8 +27,9 @@ type builtListener struct {
 // listeners are static configuration.
 type listenerSet struct {
 	ls      []builtListener
-	rls     *xdscache.Item // the RLS cluster; nil when no listener uses it
-	targets map[string]int // service routed to -> number of routes to it
+	rls     *xdscache.Item     // the RLS cluster; nil when no listener uses it
+	targets map[string]int     // service routed to -> number of routes to it
+	splits  []translate.Target // the targets split routes send to
 }
 
 // newListenerSet translates the listeners; rlsAddress is where Envoy
@@ -63,7 +64,7 @@ func newListenerSet(cfg []translate.Listener, rlsAddress string, rlsTLS *envoy.R
 			s.rls = &it
 		}
 	}
-	s.targets = translate.RouteTargets(cfg)
+	s.targets, s.splits = translate.RouteTargets(cfg), translate.Demanded(cfg)
 	return s, errors.Join(errs...)
 }
 
