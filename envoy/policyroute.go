@@ -65,6 +65,9 @@ type PolicyRetry struct {
 	ConnectFailure bool     // retry_on connect-failure
 	StatusCodes    []uint32 // retry_on retriable-status-codes with these codes
 	RetryOn        []string // other retry_on conditions (see DefaultRetryOn)
+	// OtherCluster sends each retry to a priority and host not tried yet:
+	// with an aggregate cluster (AggregateCluster), to its next cluster.
+	OtherCluster bool
 }
 
 // RouteHashPolicy is one hash policy of a route: exactly one of Header,
@@ -228,6 +231,11 @@ func retryProto(p *PolicyRetry) (*routev3.RetryPolicy, error) {
 	}
 	if p.NumRetries > 0 {
 		rp.NumRetries = wrapperspb.UInt32(p.NumRetries)
+	}
+	if p.OtherCluster {
+		if err := otherClusterRetry(rp); err != nil {
+			return nil, err
+		}
 	}
 	return rp, nil
 }

@@ -39,6 +39,10 @@ type Expansion struct {
 	// served as without one) and the listeners' demanded targets whose
 	// subset is not defined (served empty), by service or cluster name.
 	Errors map[string]error
+	// Aggregates are the aggregate clusters of split routes whose retries
+	// go to the split's other targets (retry_other_split): name -> its
+	// clusters, the route's target first (envoy.AggregateCluster).
+	Aggregates map[string][]string
 
 	parents   map[string]string           // target cluster -> its service
 	resolvers map[string]*policy.Resolver // service -> its resolver (planned services and demanded targets')
@@ -63,7 +67,8 @@ func (e Expansion) Settings(name string) ServiceSettings {
 // Expand serves a snapshot under its traffic policies (see Expansion).
 func Expand(in ExpandInput) Expansion {
 	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{}, parents: map[string]string{},
-		resolvers: map[string]*policy.Resolver{}, settings: in.Settings}
+		Aggregates: map[string][]string{},
+		resolvers:  map[string]*policy.Resolver{}, settings: in.Settings}
 	plans := planAll(in, out.Errors)
 	demand := map[string]map[string]bool{} // service -> subsets ("" : the service itself)
 	want := func(t Target) {
@@ -86,9 +91,16 @@ func Expand(in ExpandInput) Expansion {
 	}
 	out.Snapshot = expandServices(in, plans, demand, &out)
 	for name, p := range plans {
+		var set ServiceSettings
+		if in.Settings != nil {
+			set = in.Settings(name)
+		}
 		routes := p.routes
-		if in.Settings == nil || !in.Settings(name).KeepUnhealthySplits {
+		if !set.KeepUnhealthySplits {
 			routes = redistribute(routes, out.Snapshot)
+		}
+		if set.RetryOtherSplit {
+			routes = retryOtherSplit(routes, out.Aggregates)
 		}
 		out.Routes[name] = routes
 	}
@@ -255,6 +267,42 @@ func redistribute(routes []envoy.PolicyRoute, snap discovery.Snapshot) []envoy.P
 			}
 		}
 		out[i].Clusters = cs
+	}
+	return out
+}
+
+// retryOtherSplit points each target of a split route that retries at
+// an aggregate cluster of that target and then the route's other targets
+// (by weight, heaviest first), and makes the retries leave the clusters
+// already tried; the aggregates are recorded in aggs.
+func retryOtherSplit(routes []envoy.PolicyRoute, aggs map[string][]string) []envoy.PolicyRoute {
+	out := slices.Clone(routes)
+	for i, r := range out {
+		live := slices.DeleteFunc(slices.Clone(r.Clusters), func(c envoy.WeightedCluster) bool { return c.Weight == 0 })
+		if r.Retry == nil || len(live) < 2 {
+			continue
+		}
+		slices.SortStableFunc(live, func(a, b envoy.WeightedCluster) int {
+			return cmp.Or(cmp.Compare(b.Weight, a.Weight), strings.Compare(a.Cluster, b.Cluster))
+		})
+		cs := make([]envoy.WeightedCluster, 0, len(live))
+		for _, c := range r.Clusters {
+			if c.Weight == 0 {
+				continue
+			}
+			children := []string{c.Cluster}
+			for _, o := range live {
+				if o.Cluster != c.Cluster {
+					children = append(children, o.Cluster)
+				}
+			}
+			name := envoy.AggregateName(children)
+			aggs[name] = children
+			cs = append(cs, envoy.WeightedCluster{Cluster: name, Weight: c.Weight})
+		}
+		retry := *r.Retry
+		retry.OtherCluster = true
+		out[i].Clusters, out[i].Retry = cs, &retry
 	}
 	return out
 }

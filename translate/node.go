@@ -121,6 +121,13 @@ func Node(in NodeInput) (NodeResources, error) {
 			out.Routes = append(out.Routes, r.Route.(*routev3.RouteConfiguration))
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(exp.Aggregates)) {
+		c, err := envoy.AggregateCluster(exp.Aggregates[name])
+		if err != nil {
+			return out, err
+		}
+		out.Clusters = append(out.Clusters, c)
+	}
 	out.Clusters = merged(out.Clusters, ex.Clusters, (*clusterv3.Cluster).GetName)
 	out.LoadAssignments = merged(out.LoadAssignments, nil, (*endpointv3.ClusterLoadAssignment).GetClusterName)
 	out.Listeners = merged(out.Listeners, ex.Listeners, (*listenerv3.Listener).GetName)

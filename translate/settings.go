@@ -33,6 +33,9 @@ type ServiceSettings struct {
 	// serving endpoint (services.<name>.unhealthy_split keep); by default
 	// the share goes to the split's other targets.
 	KeepUnhealthySplits bool
+	// RetryOtherSplit sends a split route's retries to the split's other
+	// targets (services.<name>.retry_other_split; see Expansion.Aggregates).
+	RetryOtherSplit bool
 }
 
 // SettingsFunc returns the settings for a service (the "*" defaults merged

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/translate"
@@ -155,15 +154,6 @@ func (s *listenerSet) forKey(key string) (xdscache.Extras, int, error) {
 		ex[xdscache.CDS] = append(ex[xdscache.CDS], *s.rls)
 	}
 	return ex, n, nil
-}
-
-// base builds the shared snapshot of an assembly key from the services' items.
-func (s *listenerSet) base(key string, items []xdscache.ServiceItems) (*cache.Snapshot, error) {
-	ex, n, err := s.forKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return xdscache.NewSnapshot(items, n, &ex)
 }
 
 // Assembly keys: nodes with the same key receive identical resources and

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/policy"
@@ -35,8 +37,40 @@ func (r *reconciler) expand(in discovery.Snapshot, pols map[string]policy.Policy
 		}
 	}
 	r.policyErrs = seen
-	r.m.policyUnserved.Set(float64(len(seen)))
+	r.aggs = r.aggregates(exp)
+	r.m.policyUnserved.Set(float64(len(r.policyErrs)))
 	return exp
+}
+
+// aggregates builds the expansion's aggregate clusters (a failure, which
+// validation rules out, leaves the aggregate out and is logged).
+func (r *reconciler) aggregates(exp translate.Expansion) []xdscache.Item {
+	var out []xdscache.Item
+	for _, name := range slices.Sorted(maps.Keys(exp.Aggregates)) {
+		c, err := envoy.AggregateCluster(exp.Aggregates[name])
+		var it xdscache.Item
+		if err == nil {
+			it, err = xdscache.NewItem(name, c)
+		}
+		if err != nil {
+			r.policyErrs[name] = err.Error()
+			r.log.Error("aggregate cluster not served", "cluster", name, "error", err)
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// base builds the shared snapshot of an assembly key from the services'
+// items, the configured listeners' resources and the aggregate clusters.
+func (r *reconciler) base(key string, items []xdscache.ServiceItems) (*cache.Snapshot, error) {
+	ex, n, err := r.lis.forKey(key)
+	if err != nil {
+		return nil, err
+	}
+	ex[xdscache.CDS] = append(ex[xdscache.CDS], r.aggs...)
+	return xdscache.NewSnapshot(items, n, &ex)
 }
 
 // policyRoute is the route item of a service with a policy; ok is false

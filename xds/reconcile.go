@@ -54,6 +54,7 @@ type reconciler struct {
 	routes *routeCheck // the services listeners route to
 
 	policyErrs map[string]string // services whose policy is not served -> why (logged once per change)
+	aggs       []xdscache.Item   // the policies' aggregate clusters (retry_other_split), sorted by name
 
 	afterReconcile func() // test hook, called after each reconcile pass
 
@@ -88,7 +89,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 	}
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
-	r.sub.build = func(key string) (*cache.Snapshot, error) { return lis.base(key, r.sub.items) }
+	r.sub.build = func(key string) (*cache.Snapshot, error) { return r.base(key, r.sub.items) }
 	if len(cfg.Datacenters) > 0 {
 		r.sub.local.defaultDC, r.sub.local.datacenters = cfg.Datacenters[0], slices.Clone(cfg.Datacenters)
 	}
@@ -220,7 +221,7 @@ func (r *reconciler) bases(items []xdscache.ServiceItems) (map[string]*cache.Sna
 	}
 	shared := make(map[string]*cache.Snapshot, len(keys))
 	for key := range keys {
-		snap, err := r.lis.base(key, items)
+		snap, err := r.base(key, items)
 		if err != nil {
 			return nil, err
 		}

@@ -61,6 +61,7 @@ type caseSettings struct {
 	// OverprovisioningFactor is in percent; 0: Envoy's default.
 	OverprovisioningFactor uint32 `yaml:"overprovisioning_factor"`
 	UnhealthySplit         string `yaml:"unhealthy_split"` // "keep": translate.ServiceSettings.KeepUnhealthySplits
+	RetryOtherSplit        bool   `yaml:"retry_other_split"`
 }
 
 type caseLocality struct {
@@ -202,5 +203,6 @@ func (c Case) settings(service string) translate.ServiceSettings {
 	return translate.ServiceSettings{LBPolicy: s.LBPolicy, ConnectTimeout: s.ConnectTimeout,
 		SubsetSize: s.SubsetSize, Subsetting: s.Subsetting, Cluster: s.Cluster,
 		Locality:               translate.LocalityPolicy{Failover: f, Distribute: s.Locality.Distribute, Spill: s.Locality.Spill},
-		OverprovisioningFactor: s.OverprovisioningFactor, KeepUnhealthySplits: s.UnhealthySplit == "keep"}
+		OverprovisioningFactor: s.OverprovisioningFactor, KeepUnhealthySplits: s.UnhealthySplit == "keep",
+		RetryOtherSplit: s.RetryOtherSplit}
 }
