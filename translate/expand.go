@@ -44,14 +44,13 @@ type Expansion struct {
 	// clusters, the route's target first (envoy.AggregateCluster).
 	Aggregates map[string][]string
 
-	parents   map[string]string           // target cluster -> its service
 	resolvers map[string]*policy.Resolver // service -> its resolver (planned services and demanded targets')
 	settings  SettingsFunc
 }
 
 // Parent is the service a cluster of the expansion belongs to: name
-// itself unless it is a subset's.
-func (e Expansion) Parent(name string) string { return cmp.Or(e.parents[name], name) }
+// itself unless it is a subset's ("<service>~<subset>").
+func (e Expansion) Parent(name string) string { return targetOf(name).Service }
 
 // Settings are the settings of each cluster of the expansion: its
 // service's, with the resolver's connect timeout and load balancer.
@@ -66,7 +65,7 @@ func (e Expansion) Settings(name string) ServiceSettings {
 
 // Expand serves a snapshot under its traffic policies (see Expansion).
 func Expand(in ExpandInput) Expansion {
-	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{}, parents: map[string]string{},
+	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{},
 		Aggregates: map[string][]string{},
 		resolvers:  map[string]*policy.Resolver{}, settings: in.Settings}
 	plans := planAll(in, out.Errors)
@@ -187,7 +186,6 @@ func expandServices(in ExpandInput, plans map[string]*policyPlan, demand map[str
 				out.Errors[t.Cluster()] = fmt.Errorf("translate: subset %q of %s is not defined; its cluster is served empty", subName, name)
 				sub, src = policy.Subset{Name: subName}, discovery.Service{}
 			}
-			out.parents[t.Cluster()] = name
 			if r != nil {
 				out.resolvers[name] = r
 			}

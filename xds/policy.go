@@ -34,7 +34,7 @@ func (r *reconciler) expand(in discovery.Snapshot, pols map[string]policy.Policy
 	for name, err := range exp.Errors {
 		errs[name] = err.Error()
 	}
-	r.aggs = aggregates(exp, errs)
+	r.aggs = r.linger.apply(&exp, aggregates(exp, errs), r.now(), func() { r.redo(func() {}) })
 	r.served = withPolicies(r.lis, exp.Routes, errs)
 	prev := r.policyErrs
 	r.policyErrs = map[string]string{}

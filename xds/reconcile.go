@@ -56,6 +56,7 @@ type reconciler struct {
 	policyErrs map[string]string // services whose policy is not served -> why (logged once per change)
 	aggs       []xdscache.Item   // the policies' aggregate clusters (retry_other_split), sorted by name
 	served     *listenerSet      // lis with the policies' routes (withPolicies); nil before the first pass
+	linger     lingerState       // policy clusters kept a while after their policy dropped them
 
 	afterReconcile func() // test hook, called after each reconcile pass
 
@@ -89,6 +90,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 		views:    subsetViews{publish: cfg.OnSubsets},
 	}
 	r.served = lis
+	r.linger.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
 	r.sub.build = func(key string) (*cache.Snapshot, error) { return r.base(key, r.sub.items) }
