@@ -2,6 +2,7 @@ package xds
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -29,7 +30,8 @@ func (s *Server) SetPolicies(p map[string]policy.Policy) {
 // logged (once per change of its error) and counted.
 func (r *reconciler) expand(in discovery.Snapshot, pols map[string]policy.Policy) translate.Expansion {
 	exp := translate.Expand(translate.ExpandInput{Snapshot: in, Policies: pols, Settings: r.settings,
-		Demanded: r.lis.demanded()})
+		Demanded: r.lis.demanded(), Prev: r.lastExp})
+	r.lastExp = &exp
 	errs := make(map[string]string, len(exp.Errors))
 	for name, err := range exp.Errors {
 		errs[name] = err.Error()
@@ -62,15 +64,26 @@ func (r *reconciler) policyRoute(exp translate.Expansion, name string) (xdscache
 	if !ok {
 		return xdscache.Item{}, false
 	}
+	if m, ok := r.routeMemo[name]; ok && reflect.DeepEqual(m.routes, routes) {
+		r.routeNext[name] = m
+		return m.item, true
+	}
 	rc, err := envoy.PolicyRouteConfig(name, routes)
 	if err == nil {
 		var it xdscache.Item
 		if it, err = xdscache.NewItem(name, rc); err == nil {
+			r.routeNext[name] = routeMemo{routes: routes, item: it}
 			return it, true
 		}
 	}
 	r.notePolicyErr(name, err.Error(), r.policyErrs)
 	return xdscache.Item{}, false
+}
+
+// routeMemo is a policy route item and the routes it was built from.
+type routeMemo struct {
+	routes []envoy.PolicyRoute
+	item   xdscache.Item
 }
 
 // aggregates builds the expansion's aggregate clusters; one that fails

@@ -24,7 +24,7 @@ func canaryWorld() discovery.Snapshot {
 	return discovery.Snapshot{Services: []discovery.Service{svc}}
 }
 
-func canaryPolicy(t *testing.T, splits ...policy.Split) policy.Policy {
+func canaryPolicy(t testing.TB, splits ...policy.Split) policy.Policy {
 	t.Helper()
 	r := &policy.Resolver{}
 	for _, v := range []string{"v1", "v2"} {
