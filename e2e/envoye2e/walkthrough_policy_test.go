@@ -2,58 +2,30 @@ package envoye2e
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/xds-server/xds-server/e2e/harness"
 )
-
-// wtPolicySection is the README heading of the canary walk-through.
-const wtPolicySection = "\n### Walk-through: a canary from config entries\n"
 
 // TestReadmePolicyWalkthrough runs the sh block of the README's "Walk-through:
 // a canary from config entries" as a script, with a real Envoy: four
 // example backends (web-1 and web-2 of version v1, web-3 and web-4 of v2),
 // the config entries of examples/policy written with `consul config write`,
 // xds-server with examples/policy/xds-server.yaml and Envoy with
-// examples/envoy/envoy-bootstrap.yaml. It rewrites what
-// TestReadmeEnvoyWalkthrough rewrites (the harness's Consul, free ports,
-// building from the repository, Envoy without hot restart) and asserts what
+// examples/envoy/envoy-bootstrap.yaml, rewritten by wtRunWalkthrough (the
+// harness's Consul, free ports, building from the repository, Envoy without
+// hot restart). It asserts what
 // the block's comments promise: 400 requests split 90/10 then 50/50 (v2's
 // share within four standard deviations of a binomial: 6 and 10 points),
 // 20 x-canary requests all answered by v2, and after the splitter's delete
 // 40 requests answered by all four backends.
 func TestReadmePolicyWalkthrough(t *testing.T) {
 	skipShort(t)
-	envoyBin := harness.RequireEnvoy(t)
-	consulBin, err := harness.ConsulBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := wtPolicyBlock(t, repo)
-	consul := harness.Consul(t)
-	ports := wtPortMap(t, consul.Addr())
-	dir := t.TempDir()
-	for _, sub := range []string{"policy", "envoy"} {
-		wtCopyTree(t, filepath.Join(repo, "examples", sub), filepath.Join(dir, "examples", sub), ports)
-	}
-	script := strings.NewReplacer(
-		"go build -o bin/", `go -C "$REPO" build -o "$PWD"/bin/`,
-		"consul agent -dev", ": consul agent -dev", // the harness's agent is running
-		"envoy -c ", "envoy --disable-hot-restart --concurrency 1 -c ",
-		"bin/backend -service", `bin/backend -consul "$CONSUL_HTTP_ADDR" -service`,
-	).Replace(wtRewritePorts(block, ports))
-	out := wtRunScript(t, dir, script, "REPO="+repo, "GOTOOLCHAIN=local", "CONSUL_HTTP_ADDR="+consul.Addr(),
-		"PATH="+filepath.Dir(envoyBin)+":"+filepath.Dir(consulBin)+":"+os.Getenv("PATH"))
-	t.Logf("walk-through output:\n%s", out)
+	block := wtReadmeBlock(t, "\n### Walk-through: a canary from config entries\n", "consul agent -dev",
+		"go build -o bin/backend ./examples/backend", "bin/backend -service web",
+		"go build -o bin/xds-server ./cmd/xds-server", "envoy -c examples/envoy/envoy-bootstrap.yaml")
+	dir, out := wtRunWalkthrough(t, block, "policy", "envoy")
 	wtCheckEntriesWritten(t, out)
 	wtCheckSplits(t, out)
 	wtCheckCanaryHeader(t, out)
@@ -61,32 +33,6 @@ func TestReadmePolicyWalkthrough(t *testing.T) {
 	if t.Failed() {
 		wtLogFiles(t, dir, "xds-server.log", "envoy.log", "web-1.log", "web-3.log")
 	}
-}
-
-// wtPolicyBlock returns the sh block of the README's canary walk-through,
-// after checking it has the commands the test rewrites.
-func wtPolicyBlock(t *testing.T, repo string) string {
-	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), wtPolicySection)
-	section, _, _ = strings.Cut(section, "\n## ")
-	section, _, _ = strings.Cut(section, "\n### ")
-	_, block, ok2 := strings.Cut(section, "```sh\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatalf("README has no sh block under %q", strings.TrimSpace(wtPolicySection))
-	}
-	for _, want := range []string{"consul agent -dev", "go build -o bin/backend ./examples/backend",
-		"bin/backend -service web", "go build -o bin/xds-server ./cmd/xds-server",
-		"envoy -c examples/envoy/envoy-bootstrap.yaml"} {
-		if !strings.Contains(block, want) {
-			t.Fatalf("README's canary walk-through lacks %q:\n%s", want, block)
-		}
-	}
-	return block
 }
 
 // wtCheckEntriesWritten: Consul took each entry of steps 2, 5 and 6.
