@@ -79,7 +79,7 @@ func (e Expansion) Settings(name string) ServiceSettings {
 func Expand(in ExpandInput) Expansion {
 	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{},
 		Aggregates: map[string][]string{}, picked: map[string]pickedTarget{},
-		resolvers:  map[string]*policy.Resolver{}, settings: in.Settings}
+		resolvers: map[string]*policy.Resolver{}, settings: in.Settings}
 	plans := planAll(in, out.Errors)
 	demand := map[string]map[string]bool{} // service -> subsets ("" : the service itself)
 	want := func(t Target) {
