@@ -38,9 +38,20 @@
 // RouteConfiguration: router routes in order, then a catch-all to the
 // splitter (weighted_clusters, percent x 100) or resolver, with retries,
 // timeouts and the resolver's hash policies. Other services' targets come
-// back as External for the caller to serve. It is not wired into Node yet.
-// Its golden tests are testdata/policy/<case>.in.yaml -> <case>.out.yaml
+// back as External for the caller to serve. Its golden tests are testdata/policy/<case>.in.yaml -> <case>.out.yaml
 // (policy_golden_test.go; translatetest.LoadPolicy's compact policy form).
+//
+// Expand (expand.go) serves a whole snapshot under the policies, for Node
+// and the server alike: every target in use becomes a service of its own
+// named by its cluster, so that everything per service (subsetting,
+// weights by endpoint, drains, localities) applies inside each target; a
+// policied service keeps its name for its default target and gets its
+// routes; a split's share of a target with no serving endpoint goes to the
+// other targets (unless KeepUnhealthySplits); with RetryOtherSplit, split
+// routes that retry go through aggregate clusters. A policy that cannot
+// be served is an Error of its service, which is then served without it.
+// Listener routes take the policies through ListenerRoute
+// (envoy.ApplyPolicyRoutes).
 //
 // Golden tests (golden_test.go, testdata/golden/<case>.in.yaml ->
 // <case>.out.yaml, 61 cases; `go test ./translate -run Golden -update`

@@ -33,6 +33,14 @@
 // service's nodes their priority 0; /debug/config and LevelsOf show a
 // node's levels.
 //
+// Traffic policy (policy.go, policy_linger.go): SetPolicies hands in the
+// services' policies; each pass expands the snapshot (translate.Expand,
+// reusing the previous pass's subset picks), replaces policied services'
+// route items, serves the aggregate clusters as extra clusters of every
+// node and the configured listeners' routes with the policies applied. A
+// target or aggregate no policy names any more lingers policyLinger, so
+// that Envoy never loses a cluster before the route that named it.
+//
 // Files are layered one way: each uses only files below it (registry,
 // bounds, buffers, memo at the bottom; the reconcile loop in the middle;
 // callbacks, the server and its debug pages on top).
