@@ -131,6 +131,11 @@ func TestParseSplitterAndRouter(t *testing.T) {
 	if rej != nil || len(e.Splits) != 2 || e.Splits[1] != (Split{Weight: 10, ServiceSubset: "v2"}) {
 		t.Fatalf("splitter = %+v, %v", e.Splits, rej)
 	}
+	// Consul accepts a 0 weight (the end of a shift: 0/100); so do we.
+	e, rej = Parse(splitter("web", api.ServiceSplit{Weight: 0, ServiceSubset: "v1"}, api.ServiceSplit{Weight: 100, ServiceSubset: "v2"}))
+	if rej != nil || len(e.Splits) != 2 || e.Splits[0].Weight != 0 {
+		t.Fatalf("0/100 splitter = %+v, %v", e.Splits, rej)
+	}
 	e, rej = Parse(router("web",
 		api.ServiceRoute{Match: &api.ServiceRouteMatch{HTTP: &api.ServiceRouteHTTPMatch{
 			Header: []api.ServiceRouteHTTPMatchHeader{{Name: "x-canary", Exact: "1"}}}},

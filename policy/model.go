@@ -110,7 +110,7 @@ type LoadBalancer struct {
 
 // Split is one share of a service-splitter.
 type Split struct {
-	Weight        float32 // percent, in (0, 100], the splits summing to 100
+	Weight        float32 // percent, in [0, 100], the splits summing to 100 (0 keeps the target served, with no traffic)
 	Service       string  // "": the splitter's service
 	ServiceSubset string
 }

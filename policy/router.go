@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/consul/api"
 )
 
-// parseSplitter reads a service-splitter: weights in (0, 100] summing to
+// parseSplitter reads a service-splitter: weights in [0, 100] summing to
 // 100 (within 0.01, as Consul checks), to services and subsets of this
 // datacenter. Header modifiers are not supported yet.
 func parseSplitter(x *api.ServiceSplitterConfigEntry) ([]Split, *Rejection) {
@@ -29,8 +29,8 @@ func parseSplitter(x *api.ServiceSplitterConfigEntry) ([]Split, *Rejection) {
 		if rej := headerMods(p, s.RequestHeaders, s.ResponseHeaders); rej != nil {
 			return nil, rej
 		}
-		if !(s.Weight > 0 && s.Weight <= 100) {
-			return nil, fieldErr(p+"Weight", ReasonBadValue, "weight %v is not in (0, 100]", s.Weight)
+		if !(s.Weight >= 0 && s.Weight <= 100) {
+			return nil, fieldErr(p+"Weight", ReasonBadValue, "weight %v is not in [0, 100]", s.Weight)
 		}
 		sum += float64(s.Weight)
 		out = append(out, Split{Weight: s.Weight, Service: s.Service, ServiceSubset: s.ServiceSubset})
