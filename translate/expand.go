@@ -21,6 +21,11 @@ type ExpandInput struct {
 	// Demanded are targets the configured listeners split to; their
 	// clusters are served whatever the policies use.
 	Demanded []Target
+	// RouteServing, if set, is whether routes take a split's target as
+	// serving, given whether it serves now (a server holds a change back
+	// for a moment so that clients get it in a safe order); nil: as it
+	// serves now.
+	RouteServing func(cluster string, serving bool) bool
 	// Prev, if set, is the previous expansion: a target whose service
 	// and subset definition (the same compiled filter) did not change
 	// keeps its endpoints without evaluating the filter again.
@@ -108,7 +113,7 @@ func Expand(in ExpandInput) Expansion {
 		}
 		routes := p.routes
 		if !set.KeepUnhealthySplits {
-			routes = redistribute(routes, out.Snapshot)
+			routes = redistribute(routes, out.Snapshot, in.RouteServing)
 		}
 		if set.RetryOtherSplit {
 			routes = retryOtherSplit(routes, out.Aggregates)
@@ -260,10 +265,14 @@ func resolverSettings(set ServiceSettings, r *policy.Resolver) ServiceSettings {
 // redistribute gives a split's share of a target without a serving
 // endpoint to the route's other targets, in proportion to their weights
 // (equally when theirs are all 0), as long as one of them serves.
-func redistribute(routes []envoy.PolicyRoute, snap discovery.Snapshot) []envoy.PolicyRoute {
+func redistribute(routes []envoy.PolicyRoute, snap discovery.Snapshot, hold func(string, bool) bool) []envoy.PolicyRoute {
 	serves := func(cluster string) bool {
 		svc, _ := snap.Service(cluster)
-		return slices.ContainsFunc(svc.Endpoints, func(ep discovery.Endpoint) bool { return ep.Health.Serving() })
+		now := slices.ContainsFunc(svc.Endpoints, func(ep discovery.Endpoint) bool { return ep.Health.Serving() })
+		if hold != nil {
+			return hold(cluster, now)
+		}
+		return now
 	}
 	out := slices.Clone(routes)
 	for i, r := range out {

@@ -29,14 +29,19 @@ func (s *Server) SetPolicies(p map[string]policy.Policy) {
 // aggregate clusters and the listeners' routes; what cannot be served is
 // logged (once per change of its error) and counted.
 func (r *reconciler) expand(in discovery.Snapshot, pols map[string]policy.Policy) translate.Expansion {
+	now := r.now()
+	r.hold.begin()
 	exp := translate.Expand(translate.ExpandInput{Snapshot: in, Policies: pols, Settings: r.settings,
-		Demanded: r.lis.demanded(), Prev: r.lastExp})
+		Demanded: r.lis.demanded(), Prev: r.lastExp, RouteServing: r.hold.routeServing(now)})
 	r.lastExp = &exp
+	if next := r.hold.end(&exp, now); !next.IsZero() {
+		r.linger.schedule(next, now, func() { r.redo(func() {}) })
+	}
 	errs := make(map[string]string, len(exp.Errors))
 	for name, err := range exp.Errors {
 		errs[name] = err.Error()
 	}
-	r.aggs = r.linger.apply(&exp, aggregates(exp, errs), r.now(), func() { r.redo(func() {}) })
+	r.aggs = r.linger.apply(&exp, aggregates(exp, errs), now, func() { r.redo(func() {}) })
 	r.served = withPolicies(r.lis, exp.Routes, errs)
 	prev := r.policyErrs
 	r.policyErrs = map[string]string{}

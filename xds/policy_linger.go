@@ -98,9 +98,16 @@ func (l *lingerState) apply(exp *translate.Expansion, aggs []xdscache.Item, now 
 		aggs = append(aggs, g.it)
 	}
 	slices.SortFunc(aggs, func(a, b xdscache.Item) int { return strings.Compare(a.Name, b.Name) })
-	if !next.IsZero() && l.after != nil && !next.Equal(l.timer) {
-		l.timer = next
-		l.after(next.Sub(now), redo)
+	if !next.IsZero() {
+		l.schedule(next, now, redo)
 	}
 	return aggs
+}
+
+// schedule has redo run at at (once per distinct time).
+func (l *lingerState) schedule(at, now time.Time, redo func()) {
+	if l.after != nil && !at.Equal(l.timer) {
+		l.timer = at
+		l.after(at.Sub(now), redo)
+	}
 }

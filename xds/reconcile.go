@@ -57,6 +57,7 @@ type reconciler struct {
 	aggs       []xdscache.Item      // the policies' aggregate clusters (retry_other_split), sorted by name
 	served     *listenerSet         // lis with the policies' routes (withPolicies); nil before the first pass
 	linger     lingerState          // policy clusters kept a while after their policy dropped them
+	hold       holdState            // split targets' serving changes, held on one side (policyHold)
 	lastExp    *translate.Expansion // the latest pass's (its subset picks are reused)
 	routeMemo  map[string]routeMemo // policy route items by service, from the latest pass
 	routeNext  map[string]routeMemo // the same, being filled by this pass
