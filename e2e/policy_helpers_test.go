@@ -1,0 +1,399 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/hashicorp/consul/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// The helpers of the traffic policy tests (policy_grpc_test.go): backends
+// registered with a version, the server and a proxyless gRPC client of
+// one service, what /debug/config says the client was sent and acked,
+// measured shares and a loader that counts failed RPCs.
+
+// startVersioned starts n echo backends "<service>-<version>-<i>" and
+// registers them as service with Meta version and a passing TTL check
+// ("ttl-<id>").
+func startVersioned(t *testing.T, consul *harness.ConsulAgent, service, version string, n int) []*harness.Backend {
+	t.Helper()
+	var out []*harness.Backend
+	for i := range n {
+		b := harness.StartBackend(t, fmt.Sprintf("%s-%s-%d", service, version, i+1))
+		registerVersioned(t, consul, service, version, b.ID, b.Host, b.Port)
+		out = append(out, b)
+	}
+	return out
+}
+
+// registerVersioned registers one instance of service with Meta version
+// and a passing TTL check "ttl-<id>".
+func registerVersioned(t *testing.T, consul *harness.ConsulAgent, service, version, id, host string, port int) {
+	t.Helper()
+	err := consul.Client().Agent().ServiceRegister(&api.AgentServiceRegistration{
+		ID: id, Name: service, Address: host, Port: port, Meta: map[string]string{"version": version},
+		Check: &api.AgentServiceCheck{CheckID: "ttl-" + id, TTL: "10m", Status: api.HealthPassing},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// backendIDs are the backends' ids.
+func backendIDs(bs ...[]*harness.Backend) []string {
+	var out []string
+	for _, b := range slices.Concat(bs...) {
+		out = append(out, b.ID)
+	}
+	return out
+}
+
+// grpcDefaults are service-defaults entries with protocol grpc: Consul
+// refuses a splitter, router or cross-service redirect of a tcp service.
+func grpcDefaults(services ...string) []api.ConfigEntry {
+	var out []api.ConfigEntry
+	for _, s := range services {
+		out = append(out, &api.ServiceConfigEntry{Kind: api.ServiceDefaults, Name: s, Protocol: "grpc"})
+	}
+	return out
+}
+
+// versionSubsets is the resolver of service with subsets v1 and v2 by
+// Service.Meta.version.
+func versionSubsets(service, defaultSubset string) *api.ServiceResolverConfigEntry {
+	return &api.ServiceResolverConfigEntry{Kind: api.ServiceResolver, Name: service, DefaultSubset: defaultSubset,
+		Subsets: map[string]api.ServiceResolverSubset{
+			"v1": {Filter: `Service.Meta.version == v1`}, "v2": {Filter: `Service.Meta.version == v2`}}}
+}
+
+// splitter is the service-splitter of service sending v1 and v2 their
+// percent; a 0 is written as Consul users write it (Consul accepts it).
+func splitter(service string, v1, v2 float32) *api.ServiceSplitterConfigEntry {
+	return &api.ServiceSplitterConfigEntry{Kind: api.ServiceSplitter, Name: service,
+		Splits: []api.ServiceSplit{{Weight: v1, ServiceSubset: "v1"}, {Weight: v2, ServiceSubset: "v2"}}}
+}
+
+// policyEnv is a server reading a Consul's config entries and one
+// proxyless gRPC client of service (its own node).
+type policyEnv struct {
+	consul  *harness.ConsulAgent
+	entries *api.ConfigEntries
+	srv     *harness.Server
+	node    string
+	conn    *grpc.ClientConn
+	call    callFunc
+}
+
+// startPolicy writes entries, starts the server and dials xds:///service
+// through grpc-go's xDS resolver as node "policy-<test>".
+func startPolicy(t *testing.T, consul *harness.ConsulAgent, service string, entries ...api.ConfigEntry) *policyEnv {
+	t.Helper()
+	e := &policyEnv{consul: consul, entries: consul.Client().ConfigEntries(), node: "policy-" + t.Name()}
+	e.set(t, entries...)
+	e.srv = startServer(t, consul)
+	e.conn = dialWith(t, xdsResolver(t, []string{e.srv.XDSAddr}, e.node), "xds:///"+service)
+	e.conn.Connect() // grpc.NewClient is lazy: subscribe now, before the first RPC
+	e.call = unaryCall(e.conn)
+	return e
+}
+
+// startWeb starts a Consul with service web's backends, 2 of version v1
+// and 2 of v2, writes web's grpc service-defaults and entries, and starts
+// the server and a client of web.
+func startWeb(t *testing.T, entries ...api.ConfigEntry) (e *policyEnv, v1, v2 []*harness.Backend) {
+	t.Helper()
+	consul := harness.Consul(t)
+	v1 = startVersioned(t, consul, "web", "v1", 2)
+	v2 = startVersioned(t, consul, "web", "v2", 2)
+	return startPolicy(t, consul, "web", append(grpcDefaults("web"), entries...)...), v1, v2
+}
+
+// set writes config entries through Consul's API, in order.
+func (e *policyEnv) set(t *testing.T, entries ...api.ConfigEntry) {
+	t.Helper()
+	for _, c := range entries {
+		setEntry(t, e.entries, c)
+	}
+}
+
+// del deletes config entries of service, kinds in order.
+func (e *policyEnv) del(t *testing.T, service string, kinds ...string) {
+	t.Helper()
+	for _, k := range kinds {
+		if _, err := e.entries.Delete(k, service, nil); err != nil {
+			t.Fatalf("deleting %s %s: %v", k, service, err)
+		}
+	}
+}
+
+// nodeConfig is /debug/config?node=N: what the node was last sent.
+type nodeConfig struct {
+	Resources map[string]struct {
+		Version   string            `json:"version"`
+		Resources []json.RawMessage `json:"resources"`
+	} `json:"resources"`
+}
+
+var debugTypeURLs = map[string]string{"cluster": resource.ClusterType, "endpoint": resource.EndpointType,
+	"listener": resource.ListenerType, "route": resource.RouteType}
+
+// route is the RouteConfiguration named name, or nil.
+func (c nodeConfig) route(name string) *routev3.RouteConfiguration {
+	for _, raw := range c.Resources["route"].Resources {
+		var rc routev3.RouteConfiguration
+		if protojson.Unmarshal(raw, &rc) == nil && rc.GetName() == name {
+			return &rc
+		}
+	}
+	return nil
+}
+
+// cluster is the Cluster named name, or nil.
+func (c nodeConfig) cluster(name string) *clusterv3.Cluster {
+	for _, raw := range c.Resources["cluster"].Resources {
+		var cl clusterv3.Cluster
+		if protojson.Unmarshal(raw, &cl) == nil && cl.GetName() == name {
+			return &cl
+		}
+	}
+	return nil
+}
+
+// clusters are the names of the clusters sent, sorted.
+func (c nodeConfig) clusters() []string {
+	var out []string
+	for _, raw := range c.Resources["cluster"].Resources {
+		var cl clusterv3.Cluster
+		if protojson.Unmarshal(raw, &cl) == nil {
+			out = append(out, cl.GetName())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// endpointAddrs are the host:port of every endpoint of the load
+// assignment name, sorted (nil if none was sent).
+func (c nodeConfig) endpointAddrs(name string) []string {
+	var out []string
+	for _, raw := range c.Resources["endpoint"].Resources {
+		var cla endpointv3.ClusterLoadAssignment
+		if protojson.Unmarshal(raw, &cla) != nil || cla.GetClusterName() != name {
+			continue
+		}
+		for _, a := range servingAddrs(&cla) {
+			out = append(out, a.Addr)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// addrsOf are the backends' host:port, sorted.
+func addrsOf(bs ...[]*harness.Backend) []string {
+	var out []string
+	for _, b := range slices.Concat(bs...) {
+		out = append(out, b.Addr())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// routes are the routes of the route configuration name (nil if none).
+func (c nodeConfig) routes(name string) []*routev3.Route {
+	rc := c.route(name)
+	if rc == nil || len(rc.GetVirtualHosts()) != 1 {
+		return nil
+	}
+	return rc.GetVirtualHosts()[0].GetRoutes()
+}
+
+// routeShares are a route's clusters with their share of its weight in
+// [0, 1] (a single cluster: 1); clusters of weight 0 are left out.
+func routeShares(r *routev3.Route) map[string]float64 {
+	a := r.GetRoute()
+	if c := a.GetCluster(); c != "" {
+		return map[string]float64{c: 1}
+	}
+	out, total := map[string]float64{}, 0.0
+	for _, w := range a.GetWeightedClusters().GetClusters() {
+		if v := float64(w.GetWeight().GetValue()); v > 0 {
+			out[w.GetName()], total = v, total+v
+		}
+	}
+	for k := range out {
+		out[k] /= total
+	}
+	return out
+}
+
+// catchAll are the shares of the last route of name ("" when none).
+func (c nodeConfig) catchAll(name string) map[string]float64 {
+	rs := c.routes(name)
+	if len(rs) == 0 {
+		return nil
+	}
+	return routeShares(rs[len(rs)-1])
+}
+
+// sameShares reports whether got and want have the same clusters with
+// shares within 1e-4.
+func sameShares(got, want map[string]float64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g-w > 1e-4 || w-g > 1e-4 {
+			return false
+		}
+	}
+	return true
+}
+
+// awaitSent polls /debug/config and /debug/nodes (another process:
+// nothing to await) until what the node was sent satisfies cond and the
+// node has acked that version of every type; a NACK of it fails the test.
+func (e *policyEnv) awaitSent(t *testing.T, what string, cond func(nodeConfig) bool) nodeConfig {
+	t.Helper()
+	var cfg nodeConfig
+	u := e.srv.AdminURL("/debug/config?node=" + url.QueryEscape(e.node))
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		cfg = nodeConfig{}
+		if !tryGetJSON(u, &cfg) || !cond(cfg) {
+			continue
+		}
+		acked, nack := e.ackedVersions(t)
+		if nack != nil && cfg.Resources[typeShort(nack.TypeURL)].Version == nack.Version {
+			t.Fatalf("node %s NACKed %s version %s (%s): %s", e.node, nack.TypeURL, nack.Version, what, nack.Error)
+		}
+		if allAcked(cfg, acked) {
+			return cfg
+		}
+	}
+	t.Fatalf("node %s was not sent and did not ack %s within 20s; last config types %v: %s",
+		e.node, what, slices.Sorted(maps.Keys(cfg.Resources)), describeConfig(cfg))
+	return cfg
+}
+
+func typeShort(typeURL string) string {
+	for k, v := range debugTypeURLs {
+		if v == typeURL {
+			return k
+		}
+	}
+	return typeURL
+}
+
+func allAcked(cfg nodeConfig, acked map[string]string) bool {
+	for typ, tc := range cfg.Resources {
+		if u, ok := debugTypeURLs[typ]; ok && tc.Version != "" && acked[u] != tc.Version {
+			return false
+		}
+	}
+	return true
+}
+
+type debugNACK struct {
+	TypeURL string `json:"type_url"`
+	Version string `json:"rejected_version"`
+	Error   string `json:"error"`
+}
+
+// ackedVersions are the node's acked versions by type URL and its last NACK.
+func (e *policyEnv) ackedVersions(t *testing.T) (map[string]string, *debugNACK) {
+	var nodes struct {
+		Nodes []struct {
+			ID       string            `json:"id"`
+			Acked    map[string]string `json:"acked_versions"`
+			LastNACK *debugNACK        `json:"last_nack"`
+		} `json:"nodes"`
+	}
+	if !tryGetJSON(e.srv.AdminURL("/debug/nodes"), &nodes) {
+		return nil, nil
+	}
+	for _, n := range nodes.Nodes {
+		if n.ID == e.node {
+			return n.Acked, n.LastNACK
+		}
+	}
+	return nil, nil
+}
+
+// describeConfig is the clusters and route shares of cfg, for failures.
+func describeConfig(cfg nodeConfig) string {
+	out := fmt.Sprintf("clusters %v", cfg.clusters())
+	for _, raw := range cfg.Resources["route"].Resources {
+		var rc routev3.RouteConfiguration
+		if protojson.Unmarshal(raw, &rc) != nil {
+			continue
+		}
+		for _, vh := range rc.GetVirtualHosts() {
+			for i, r := range vh.GetRoutes() {
+				out += fmt.Sprintf("; route %s[%d] %v -> %v", rc.GetName(), i, r.GetMatch(), routeShares(r))
+			}
+		}
+	}
+	return out
+}
+
+// withHeader returns call with metadata key: value on every RPC.
+func withHeader(call callFunc, key, value string) callFunc {
+	return func(ctx context.Context) (string, error) {
+		return call(metadata.AppendToOutgoingContext(ctx, key, value))
+	}
+}
+
+// measure makes n RPCs one after the other and counts the backends that
+// served them; a failed RPC fails the test.
+func measure(t *testing.T, call callFunc, n int) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		id, err := call(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("RPC failed after %d of %d: %v", rpcCount(got), n, err)
+		}
+		got[id]++
+	}
+	return got
+}
+
+func rpcCount(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// shareOf is the share in [0, 1] of the RPCs in got served by ids.
+func shareOf(got map[string]int, ids []string) float64 {
+	n := 0
+	for _, id := range ids {
+		n += got[id]
+	}
+	return float64(n) / float64(max(rpcCount(got), 1))
+}
+
+// onlyFrom reports whether every RPC in got was served by one of ids
+// and each of ids served one.
+func onlyFrom(got map[string]int, ids []string) bool {
+	return slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(slices.Values(ids)))
+}
