@@ -231,6 +231,9 @@ func (c Config) validateServices(p *problems) {
 		if d := s.Locality.Distribute; !(d >= 0 && d < 1) {
 			p.bad("services."+name+".locality.distribute", d, "is not in [0, 1)")
 		}
+		if u := s.UnhealthySplit; u != UnhealthySplitRedistribute && u != UnhealthySplitKeep {
+			p.bad("services."+name+".unhealthy_split", u, "is not one of redistribute, keep")
+		}
 		if f := s.OverprovisioningFactor; f != nil && *f == 0 {
 			p.bad("services."+name+".overprovisioning_factor", *f, "would make every priority take no traffic (at least 1; Envoy's default is 140)")
 		}

@@ -162,7 +162,7 @@ func (c Config) XDSListeners(p *problems) []translate.Listener {
 				p.bad(at+"."+key+"retries", rc.Retries, "is negative")
 			}
 			l.Routes = append(l.Routes, envoy.Route{Prefix: rc.Prefix, Path: rc.Path, Regex: rc.SafeRegex,
-				Headers: headerMatches(rc.Headers), Service: rc.Service, Timeout: dur(key+"timeout", rc.Timeout),
+				Headers: headerMatches(rc.Headers), Service: rc.Service, Split: splitClusters(rc.Split), Timeout: dur(key+"timeout", rc.Timeout),
 				Retries: uint32(max(rc.Retries, 0)), RetryOn: rc.RetryOn, PerTryTimeout: dur(key+"per_try_timeout", rc.PerTryTimeout)})
 		}
 		if rl := lc.RateLimit; rl != nil {
@@ -176,8 +176,8 @@ func (c Config) XDSListeners(p *problems) []translate.Listener {
 			for _, e := range unjoin(err) {
 				var fe *envoy.FieldError
 				if errors.As(e, &fe) {
-					if splitService(lc, fe.Field) {
-						continue // the route's split names the services: see validateSplit
+					if splitField(lc, fe.Field) {
+						continue // reported with the config's keys by validateSplit
 					}
 					p.badKey(at+"."+fe.Field, fe.Reason)
 				} else {
@@ -185,7 +185,6 @@ func (c Config) XDSListeners(p *problems) []translate.Listener {
 				}
 			}
 		}
-		l.Routes = unsplit(l.Routes, lc.Routes)
 		out = append(out, l)
 	}
 	return out

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -147,8 +148,9 @@ type RouteSplitConfig struct {
 }
 
 // validateSplit checks one route's split (at is its key): not with
-// service, weights > 0 summing to more than 0, each subset defined in
-// the file, unless Consul's config entries may define it.
+// service, weights > 0 (in hundredths, as served: at least 0.005)
+// summing to more than 0 and at most MaxUint32 hundredths, each subset
+// defined in the file, unless Consul's config entries may define it.
 func (c Config) validateSplit(p *problems, at string, rc ListenerRouteConfig) {
 	if len(rc.Split) == 0 {
 		return
@@ -156,14 +158,17 @@ func (c Config) validateSplit(p *problems, at string, rc ListenerRouteConfig) {
 	if rc.Service != "" {
 		p.badKey(at, "set service or split, not both")
 	}
-	sum := 0.0
+	var sum uint64
 	entries := c.entriesRead()
 	for k, s := range rc.Split {
 		key := fmt.Sprintf("%s.split[%d]", at, k)
-		if !(s.Weight > 0) {
+		switch h := hundredths(s.Weight); {
+		case !(s.Weight > 0):
 			p.bad(key+".weight", s.Weight, "is not above 0")
-		} else {
-			sum += s.Weight
+		case h == 0:
+			p.bad(key+".weight", s.Weight, "is below 0.005 (weights are served in hundredths: 90 is 9000)")
+		default:
+			sum += uint64(h)
 		}
 		if s.Service == "" {
 			p.badKey(key+".service", "is empty")
@@ -178,31 +183,41 @@ func (c Config) validateSplit(p *problems, at string, rc ListenerRouteConfig) {
 				strings.Join(slices.Sorted(maps.Keys(subs)), ", ")))
 		}
 	}
-	if !(sum > 0) {
+	if sum == 0 {
 		p.badKey(at+".split", "weights sum to 0")
+	} else if sum > math.MaxUint32 {
+		p.badKey(at+".split", fmt.Sprintf("weights sum to %.2f, above %.2f", float64(sum)/100, float64(math.MaxUint32)/100))
 	}
-	p.errs = append(p.errs, FieldError{Key: at + ".split", Warning: true,
-		Reason: "not served yet: the route is left out of the listener until split routes are translated"})
 }
 
-// unsplit leaves out the routes with a split (rcs[j] is routes[j]'s
-// config), which translation does not serve yet: a route without a
-// cluster would make Envoy reject the whole listener.
-func unsplit(routes []envoy.Route, rcs []ListenerRouteConfig) []envoy.Route {
-	out := routes[:0:0]
-	for j, r := range routes {
-		if j >= len(rcs) || len(rcs[j].Split) == 0 {
-			out = append(out, r)
-		}
+// hundredths is a split weight as served: relative weights in hundredths
+// (90 is 9000, 0.01 is 1), rounded; 0 for a weight not above 0, at most
+// MaxUint32.
+func hundredths(w float64) uint32 {
+	if !(w > 0) {
+		return 0
+	}
+	return uint32(min(math.Round(w*100), math.MaxUint32))
+}
+
+// splitClusters is a route's split as envoy serves it: the cluster of
+// each (service, subset) (subset names are lower-case, as the keys of
+// services.<name>.subsets and Consul's), weight in hundredths.
+func splitClusters(split []RouteSplitConfig) []envoy.WeightedCluster {
+	var out []envoy.WeightedCluster
+	for _, s := range split {
+		out = append(out, envoy.WeightedCluster{Cluster: envoy.TargetCluster(s.Service, strings.ToLower(s.Subset)),
+			Weight: hundredths(s.Weight)})
 	}
 	return out
 }
 
-// splitService reports whether field (routes[j].service, from envoy's
-// Validate) is the empty service of a route with a split.
-func splitService(lc ListenerConfig, field string) bool {
+// splitField reports whether field (from envoy's Validate) is about the
+// split of routes[j] (routes[j].split...), which validateSplit reports
+// with the file's keys.
+func splitField(lc ListenerConfig, field string) bool {
 	var j int
-	if _, err := fmt.Sscanf(field, "routes[%d].service", &j); err != nil || field != fmt.Sprintf("routes[%d].service", j) {
+	if _, err := fmt.Sscanf(field, "routes[%d].split", &j); err != nil || !strings.HasPrefix(field, fmt.Sprintf("routes[%d].split", j)) {
 		return false
 	}
 	return j < len(lc.Routes) && len(lc.Routes[j].Split) > 0

@@ -1,11 +1,14 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/policy"
 )
 
@@ -43,8 +46,7 @@ func withStatic(t *testing.T, body string) string {
 // split route, and checks the policy.Policy the file gives greeter.
 func TestFilePolicy(t *testing.T) {
 	split := "{ service: greeter, subset: v1, weight: 90 }, { service: greeter, subset: v2, weight: 10 }"
-	cfg := loadWarned(t, withStatic(t, policyBase+strings.Replace(splitListener, "SPLIT", split, 1)),
-		"listeners[0].routes[0].split: not served yet")
+	cfg := loadWarned(t, withStatic(t, policyBase+strings.Replace(splitListener, "SPLIT", split, 1)))
 	p := cfg.FilePolicy("greeter")
 	r := p.Resolver
 	if r == nil || r.DefaultSubset != "v1" || len(r.Subsets) != 2 || r.Subsets[0].Name != "v1" || r.Subsets[0].OnlyPassing ||
@@ -118,6 +120,10 @@ func TestFilePolicyValidation(t *testing.T) {
 		"split without service": {split("{ subset: v1, weight: 1 }"), []string{`listeners[0].routes[0].split[0].service: is empty`}},
 		"service and split": {policyBase + "\nlisteners: [{ name: i, address: 0.0.0.0:1, routes: [{ prefix: /, service: greeter, split: [{ service: greeter, weight: 1 }] }] }]\n",
 			[]string{`listeners[0].routes[0]: set service or split, not both`}},
+		"weight below a hundredth": {split("{ service: greeter, weight: 0.004 }, { service: greeter, weight: 1 }"),
+			[]string{`listeners[0].routes[0].split[0].weight: 0.004: is below 0.005`}},
+		"weights above MaxUint32 hundredths": {split("{ service: greeter, weight: 3e7 }, { service: greeter, subset: v2, weight: 3e7 }"),
+			[]string{`listeners[0].routes[0].split: weights sum to 60000000.00, above 42949672.95`}},
 		"unknown split key": {split("{ service: greeter, wieght: 1 }"), []string{`listeners[0].routes[0].split[0].wieght: unknown key`}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -140,7 +146,10 @@ func TestFilePolicyValidation(t *testing.T) {
 func TestSplitSubsetFromEntries(t *testing.T) {
 	body := "\ndiscovery: { source: consul, consul: { services: [web] } }\n" +
 		strings.Replace(splitListener, "SPLIT", "{ service: web, subset: v9, weight: 1 }", 1)
-	loadWarned(t, writeConfig(t, body), "listeners[0].routes[0].split: not served yet")
+	cfg := loadWarned(t, writeConfig(t, body))
+	if got := cfg.XDSListeners(&problems{})[0].Routes[0]; got.Service != "" || !slices.Equal(got.Split, []envoy.WeightedCluster{{Cluster: "web~v9", Weight: 100}}) {
+		t.Errorf("route %+v, want the split to web~v9", got)
+	}
 	if _, err := loadArgs(t, "--config", writeConfig(t, body), "--discovery.consul.config_entries=false"); err == nil ||
 		!strings.Contains(err.Error(), "split[0].subset: v9: is not a subset of web") {
 		t.Errorf("without config entries: %v", err)
@@ -160,7 +169,7 @@ func TestReadmeFileExample(t *testing.T) {
 	if !ok || !ok2 || !ok3 {
 		t.Fatal("README.md has no yaml example under The same in the file")
 	}
-	cfg := loadWarned(t, writeConfig(t, block), "listeners[0].routes[0].split: not served yet")
+	cfg := loadWarned(t, writeConfig(t, block))
 	if r := cfg.FilePolicy("old-web").Resolver; r == nil || r.Redirect.ServiceSubset != "canary" {
 		t.Errorf("old-web resolver %+v", r)
 	}
@@ -170,8 +179,8 @@ func TestReadmeFileExample(t *testing.T) {
 }
 
 // loadWarned loads path, which must be valid with exactly the warnings
-// want (each a prefix of "key: reason"), and checks that split routes are
-// left out of the listeners served.
+// want (each a prefix of "key: reason"), and checks that every route of
+// the listeners served has a service or a split.
 func loadWarned(t *testing.T, path string, want ...string) Config {
 	t.Helper()
 	cfg, err := loadArgs(t, "--config", path)
@@ -189,23 +198,38 @@ func loadWarned(t *testing.T, path string, want ...string) Config {
 	}
 	for i, l := range cfg.XDSListeners(&problems{}) {
 		for j, r := range l.Routes {
-			if r.Service == "" {
-				t.Errorf("listeners[%d] serves route %d without a service", i, j)
+			if (r.Service == "") == (len(r.Split) == 0) {
+				t.Errorf("listeners[%d] serves route %d with service %q and split %v", i, j, r.Service, r.Split)
 			}
 		}
 	}
 	return cfg
 }
 
-// TestSplitRouteLeftOut: a split route is left out of the listener
-// served (until translation), the others kept, and problems of a later
-// route keep their index.
-func TestSplitRouteLeftOut(t *testing.T) {
+// TestSplitRouteServed: a split route is served as weighted clusters
+// of "<service>~<subset>" (weights in hundredths of the file's; the
+// default target's cluster is the service's), beside the other routes,
+// and problems of a later route keep their index.
+func TestSplitRouteServed(t *testing.T) {
 	body := policyBase + "\nlisteners: [{ name: i, address: 0.0.0.0:1, routes: [" +
-		"{ prefix: /a, split: [{ service: greeter, subset: v1, weight: 1 }] }, { prefix: /, service: greeter }] }]\n"
-	cfg := loadWarned(t, withStatic(t, body), "listeners[0].routes[0].split: not served yet")
-	if ls := cfg.XDSListeners(&problems{}); len(ls[0].Routes) != 1 || ls[0].Routes[0].Prefix != "/" || ls[0].Routes[0].Service != "greeter" {
-		t.Errorf("routes served %+v", ls[0].Routes)
+		"{ prefix: /a, split: [{ service: greeter, subset: V1, weight: 90 }, { service: greeter, weight: 9.5 }, { service: greeter, subset: v2, weight: 0.5 }] }," +
+		" { prefix: /, service: greeter }] }]\n"
+	cfg := loadWarned(t, withStatic(t, body))
+	ls := cfg.XDSListeners(&problems{})
+	want := []envoy.WeightedCluster{{Cluster: "greeter~v1", Weight: 9000}, {Cluster: "greeter", Weight: 950}, {Cluster: "greeter~v2", Weight: 50}}
+	if rs := ls[0].Routes; len(rs) != 2 || rs[0].Service != "" || !slices.Equal(rs[0].Split, want) || rs[1].Service != "greeter" {
+		t.Fatalf("routes served %+v", rs)
+	}
+	rc, err := envoy.HTTPRouteConfig(ls[0].HTTPListener)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint32{}
+	for _, c := range rc.GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetWeightedClusters().GetClusters() {
+		got[c.GetName()] = c.GetWeight().GetValue()
+	}
+	if !maps.Equal(got, map[string]uint32{"greeter~v1": 9000, "greeter": 950, "greeter~v2": 50}) {
+		t.Errorf("weighted_clusters %v", got)
 	}
 	bad := strings.Replace(body, "{ prefix: /, service: greeter }", "{ service: greeter }", 1)
 	if _, err := loadArgs(t, "--config", withStatic(t, bad)); err == nil ||

@@ -34,7 +34,16 @@ type ServiceConfig struct {
 	DefaultSubset string                  `mapstructure:"default_subset"`
 	Redirect      RedirectConfig          `mapstructure:"redirect"`
 	HashPolicies  []HashPolicyConfig      `mapstructure:"hash_policies"`
+	// UnhealthySplit: redistribute (a split's share of a target without a
+	// serving endpoint goes to its other targets) or keep.
+	UnhealthySplit string `mapstructure:"unhealthy_split"`
 }
+
+// services.<name>.unhealthy_split values.
+const (
+	UnhealthySplitRedistribute = "redistribute"
+	UnhealthySplitKeep         = "keep"
+)
 
 // LocalityConfig are services.<name>.locality.
 type LocalityConfig struct {
@@ -126,7 +135,8 @@ func (c Config) ServiceSettings(name string) translate.ServiceSettings {
 	s := c.Service(name)
 	p, _ := envoy.ParseLBPolicy(s.LBPolicy)
 	set := translate.ServiceSettings{LBPolicy: p, ConnectTimeout: s.ConnectTimeout, Subsetting: subsetting.Algorithm(s.Subsetting),
-		SubsetSize: int(s.SubsetSize), Cluster: s.clusterOptions(), Locality: s.localityPolicy()}
+		SubsetSize: int(s.SubsetSize), Cluster: s.clusterOptions(), Locality: s.localityPolicy(),
+		KeepUnhealthySplits: s.UnhealthySplit == UnhealthySplitKeep}
 	if s.OverprovisioningFactor != nil {
 		set.OverprovisioningFactor = *s.OverprovisioningFactor
 	}

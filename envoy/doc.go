@@ -20,7 +20,13 @@
 // policy: routes matching path, headers, query parameters and methods, to
 // one cluster or weighted_clusters, with retries, timeouts and hash
 // policies (policyroute.go; grpc-go's acceptance in
-// policyroute_grpc_test.go).
+// policyroute_grpc_test.go). TargetCluster names the cluster of a
+// (service, subset): "<service>~<subset>" (SubsetSep). A listener Route
+// may split its requests among such clusters by weight (Route.Split,
+// weighted_clusters). ApplyPolicyRoutes merges services' policy routes
+// into a listener's RouteConfiguration (listenerpolicy.go): a listener
+// route to a service with a policy becomes the policy's routes, narrowed
+// to the listener route's path and headers.
 //
 // It is pure: no goroutines, no I/O, no logging. Every resource it returns
 // has passed ValidateAll().

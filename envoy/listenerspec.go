@@ -3,6 +3,7 @@ package envoy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"regexp"
 	"slices"
@@ -22,14 +23,20 @@ type HTTPListener struct {
 	AdmissionControl *AdmissionControl // nil: no admission-control filter
 }
 
-// Route sends the requests it matches to the cluster of a service.
-// Exactly one of Prefix, Path and Regex is set.
+// Route sends the requests it matches to the cluster of a service, or
+// shares them by weight among clusters (Split). Exactly one of Prefix,
+// Path and Regex is set, and exactly one of Service and Split.
 type Route struct {
 	Prefix  string        // path prefix, e.g. "/api"
 	Path    string        // exact path
 	Regex   string        // RE2 matched against the whole path
 	Headers []HeaderMatch // all must match
-	Service string        // target cluster (the service's EDS cluster)
+	Service string        // target cluster (the service's EDS cluster); "" with Split
+	// Split shares the requests among clusters (TargetCluster of a service
+	// and subset) by relative weight, sent as weighted_clusters: weights 0
+	// are left out, a single cluster left is sent as the route's cluster.
+	// The weights sum to more than 0 and at most MaxUint32.
+	Split []WeightedCluster
 	// Timeout bounds the whole request (all retries included); 0 means
 	// unset: Envoy's default of 15s, and no bound for grpc-go.
 	Timeout       time.Duration
@@ -186,8 +193,13 @@ func validateRoute(at string, r Route, bad reporter) {
 	for j, h := range r.Headers {
 		validateHeader(fmt.Sprintf("%s.headers[%d]", at, j), h, bad)
 	}
-	if r.Service == "" {
+	switch {
+	case r.Service == "" && len(r.Split) == 0:
 		bad(at+".service", "is empty")
+	case r.Service != "" && len(r.Split) > 0:
+		bad(at+".split", "set service or split, not both")
+	case len(r.Split) > 0:
+		validateSplit(at+".split", r.Split, bad)
 	}
 	if r.Timeout < 0 {
 		bad(at+".timeout", "%v is negative", r.Timeout)
@@ -204,6 +216,23 @@ func validateRoute(at string, r Route, bad reporter) {
 				bad(at+".retry_on", "%q is not one of %s", strings.TrimSpace(c), strings.Join(retryConditions, ", "))
 			}
 		}
+	}
+}
+
+// validateSplit checks a route's weighted clusters: named, and weights
+// summing to a total in [1, MaxUint32] (what Envoy and grpc-go accept).
+func validateSplit(at string, split []WeightedCluster, bad reporter) {
+	var sum uint64
+	for k, c := range split {
+		if c.Cluster == "" {
+			bad(fmt.Sprintf("%s[%d].cluster", at, k), "is empty")
+		}
+		sum += uint64(c.Weight)
+	}
+	if sum == 0 {
+		bad(at, "weights sum to 0")
+	} else if sum > math.MaxUint32 {
+		bad(at, "weights sum to %d, above %d", sum, uint64(math.MaxUint32))
 	}
 }
 

@@ -18,16 +18,26 @@ func TestListenerValidate(t *testing.T) {
 		mod  func(*HTTPListener)
 		want string
 	}{
-		"bad name":           {func(l *HTTPListener) { l.Name = "a/b" }, "name: "},
-		"no port":            {func(l *HTTPListener) { l.Address = "0.0.0.0" }, "address: "},
-		"port too large":     {func(l *HTTPListener) { l.Address = "0.0.0.0:65536" }, "address: "},
-		"empty host":         {func(l *HTTPListener) { l.Address = ":10000" }, "address: \":10000\": the host is empty"},
-		"no routes":          {func(l *HTTPListener) { l.Routes = nil }, "routes: at least one"},
-		"two path matchers":  {func(l *HTTPListener) { l.Routes[0].Path = "/x" }, "routes[0]: exactly one of prefix"},
-		"no path matcher":    {func(l *HTTPListener) { l.Routes[0].Prefix = "" }, "routes[0]: exactly one of prefix"},
-		"relative prefix":    {func(l *HTTPListener) { l.Routes[0].Prefix = "api" }, "routes[0].prefix: \"api\" must start with /"},
-		"bad regex":          {func(l *HTTPListener) { l.Routes[0] = Route{Regex: "(", Service: "web"} }, "routes[0].safe_regex: "},
-		"no service":         {func(l *HTTPListener) { l.Routes[0].Service = "" }, "routes[0].service: is empty"},
+		"bad name":          {func(l *HTTPListener) { l.Name = "a/b" }, "name: "},
+		"no port":           {func(l *HTTPListener) { l.Address = "0.0.0.0" }, "address: "},
+		"port too large":    {func(l *HTTPListener) { l.Address = "0.0.0.0:65536" }, "address: "},
+		"empty host":        {func(l *HTTPListener) { l.Address = ":10000" }, "address: \":10000\": the host is empty"},
+		"no routes":         {func(l *HTTPListener) { l.Routes = nil }, "routes: at least one"},
+		"two path matchers": {func(l *HTTPListener) { l.Routes[0].Path = "/x" }, "routes[0]: exactly one of prefix"},
+		"no path matcher":   {func(l *HTTPListener) { l.Routes[0].Prefix = "" }, "routes[0]: exactly one of prefix"},
+		"relative prefix":   {func(l *HTTPListener) { l.Routes[0].Prefix = "api" }, "routes[0].prefix: \"api\" must start with /"},
+		"bad regex":         {func(l *HTTPListener) { l.Routes[0] = Route{Regex: "(", Service: "web"} }, "routes[0].safe_regex: "},
+		"no service":        {func(l *HTTPListener) { l.Routes[0].Service = "" }, "routes[0].service: is empty"},
+		"service and split": {func(l *HTTPListener) { l.Routes[0].Split = []WeightedCluster{{Cluster: "web~v1", Weight: 1}} },
+			"routes[0].split: set service or split, not both"},
+		"split cluster empty": {func(l *HTTPListener) { l.Routes[0].Service, l.Routes[0].Split = "", []WeightedCluster{{Weight: 1}} },
+			"routes[0].split[0].cluster: is empty"},
+		"split weights 0": {func(l *HTTPListener) {
+			l.Routes[0].Service, l.Routes[0].Split = "", []WeightedCluster{{Cluster: "a"}, {Cluster: "b"}}
+		}, "routes[0].split: weights sum to 0"},
+		"split weights above MaxUint32": {func(l *HTTPListener) {
+			l.Routes[0].Service, l.Routes[0].Split = "", []WeightedCluster{{Cluster: "a", Weight: 1 << 31}, {Cluster: "b", Weight: 1 << 31}}
+		}, "routes[0].split: weights sum to 4294967296, above 4294967295"},
 		"negative timeout":   {func(l *HTTPListener) { l.Routes[0].Timeout = -time.Second }, "routes[0].timeout: -1s is negative"},
 		"retry_on, no retry": {func(l *HTTPListener) { l.Routes[0].RetryOn = "5xx" }, "routes[0].retries: "},
 		"bad retry_on": {func(l *HTTPListener) { l.Routes[0].Retries, l.Routes[0].RetryOn = 1, "5xx,bogus" },

@@ -36,6 +36,22 @@ type PolicyRoute struct {
 	HashPolicies  []RouteHashPolicy // used by ring_hash and maglev clusters
 }
 
+// SubsetSep joins a service and a subset into the name of the subset's
+// cluster and load assignment: "<service>~<subset>". Consul service names
+// are DNS labels and never hold '~'; Envoy and grpc-go take any string as
+// a cluster or EDS resource name.
+const SubsetSep = "~"
+
+// TargetCluster is the name of the cluster of service's subset:
+// "<service>~<subset>", or "<service>" for subset "" (the service's
+// default target, named as without a policy).
+func TargetCluster(service, subset string) string {
+	if subset == "" {
+		return service
+	}
+	return service + SubsetSep + subset
+}
+
 // WeightedCluster is one cluster of a route with its weight. Weights are
 // relative: Envoy and grpc-go both pick a cluster with probability
 // weight / sum of weights (total_weight, deprecated, is not sent). A
@@ -65,6 +81,9 @@ type PolicyRetry struct {
 	ConnectFailure bool     // retry_on connect-failure
 	StatusCodes    []uint32 // retry_on retriable-status-codes with these codes
 	RetryOn        []string // other retry_on conditions (see DefaultRetryOn)
+	// OtherCluster sends each retry to a priority and host not tried yet:
+	// with an aggregate cluster (AggregateCluster), to its next cluster.
+	OtherCluster bool
 }
 
 // RouteHashPolicy is one hash policy of a route: exactly one of Header,
@@ -163,24 +182,8 @@ func policyMatch(r PolicyRoute) (*routev3.RouteMatch, error) {
 // rewrite, timeouts, retries and hash policies.
 func policyAction(r PolicyRoute) (*routev3.RouteAction, error) {
 	a := &routev3.RouteAction{}
-	var wcs []*routev3.WeightedCluster_ClusterWeight
-	for _, c := range r.Clusters {
-		if c.Cluster == "" {
-			return nil, errors.New("a cluster has an empty name")
-		}
-		if c.Weight > 0 {
-			wcs = append(wcs, &routev3.WeightedCluster_ClusterWeight{Name: c.Cluster, Weight: wrapperspb.UInt32(c.Weight)})
-		}
-	}
-	switch {
-	case len(r.Clusters) == 1:
-		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: r.Clusters[0].Cluster}
-	case len(wcs) == 0:
-		return nil, errors.New("no cluster with a weight above 0")
-	case len(wcs) == 1:
-		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: wcs[0].Name}
-	default:
-		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{Clusters: wcs}}
+	if err := setClusters(a, r.Clusters); err != nil {
+		return nil, err
 	}
 	a.PrefixRewrite = r.PrefixRewrite
 	if r.Timeout < 0 || r.IdleTimeout < 0 {
@@ -201,6 +204,32 @@ func policyAction(r PolicyRoute) (*routev3.RouteAction, error) {
 		a.HashPolicy = append(a.HashPolicy, hashPolicyProto(h))
 	}
 	return a, nil
+}
+
+// setClusters sets a's cluster specifier: the cluster of a single
+// WeightedCluster (whatever its weight), else weighted_clusters of those
+// with a weight above 0 (the cluster alone when one is left).
+func setClusters(a *routev3.RouteAction, cs []WeightedCluster) error {
+	var wcs []*routev3.WeightedCluster_ClusterWeight
+	for _, c := range cs {
+		if c.Cluster == "" {
+			return errors.New("a cluster has an empty name")
+		}
+		if c.Weight > 0 {
+			wcs = append(wcs, &routev3.WeightedCluster_ClusterWeight{Name: c.Cluster, Weight: wrapperspb.UInt32(c.Weight)})
+		}
+	}
+	switch {
+	case len(cs) == 1:
+		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: cs[0].Cluster}
+	case len(wcs) == 0:
+		return errors.New("no cluster with a weight above 0")
+	case len(wcs) == 1:
+		a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: wcs[0].Name}
+	default:
+		a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{Clusters: wcs}}
+	}
+	return nil
 }
 
 // retryProto builds a retry policy the way Consul does: connect-failure,
@@ -228,6 +257,11 @@ func retryProto(p *PolicyRetry) (*routev3.RetryPolicy, error) {
 	}
 	if p.NumRetries > 0 {
 		rp.NumRetries = wrapperspb.UInt32(p.NumRetries)
+	}
+	if p.OtherCluster {
+		if err := otherClusterRetry(rp); err != nil {
+			return nil, err
+		}
 	}
 	return rp, nil
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -23,10 +25,6 @@ import (
 // header route reaches v2's backend (the two routes before it, to v1,
 // did not match), and every call is answered.
 func TestGRPCClientAcceptsPolicyRoutes(t *testing.T) {
-	v1, v2 := startHealthBackend(t, "v1"), startHealthBackend(t, "v2")
-	snapshots := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
-	xdsAddr := startADS(t, snapshots)
-	clusters, clas := subsetResources(t, map[string]*net.TCPAddr{"web~v1": v1, "web~v2": v2})
 	hash := []RouteHashPolicy{{Header: "x-user"}, {SourceIP: true}}
 	rc, err := PolicyRouteConfig("web", []PolicyRoute{
 		{Prefix: "/", QueryParams: []QueryParamMatch{{Name: "debug", Present: true}}, Clusters: []WeightedCluster{{Cluster: "web~v1", Weight: 1}}},
@@ -46,6 +44,23 @@ func TestGRPCClientAcceptsPolicyRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conn := subsetClient(t, "policy-client", lis, rc)
+	checkServes(t, conn, metadata.Pairs("x-canary", "true", "x-user", "u1"), "v2")
+	for range 5 {
+		checkServes(t, conn, metadata.Pairs("x-user", "u1"), "")
+	}
+}
+
+// subsetClient starts two health backends, one serving "v1" and one
+// "v2", and an ADS server holding, for nodeID, the api_listener lis, rc,
+// and the ring-hash clusters "web~v1" and "web~v2" of those backends; it
+// returns a proxyless client of xds:///<lis's name>.
+func subsetClient(t *testing.T, nodeID string, lis *listenerv3.Listener, rc *routev3.RouteConfiguration) *grpc.ClientConn {
+	t.Helper()
+	v1, v2 := startHealthBackend(t, "v1"), startHealthBackend(t, "v2")
+	snapshots := cache.NewSnapshotCache(true, cache.IDHash{}, nil)
+	xdsAddr := startADS(t, snapshots)
+	clusters, clas := subsetResources(t, map[string]*net.TCPAddr{"web~v1": v1, "web~v2": v2})
 	snap, err := cache.NewSnapshot("1", map[resource.Type][]types.Resource{
 		resource.ClusterType: clusters, resource.EndpointType: clas,
 		resource.ListenerType: {lis}, resource.RouteType: {rc},
@@ -53,14 +68,10 @@ func TestGRPCClientAcceptsPolicyRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := snapshots.SetSnapshot(context.Background(), "policy-client", snap); err != nil {
+	if err := snapshots.SetSnapshot(context.Background(), nodeID, snap); err != nil {
 		t.Fatal(err)
 	}
-	conn := xdsClient(t, xdsAddr, "policy-client", "web")
-	checkServes(t, conn, metadata.Pairs("x-canary", "true", "x-user", "u1"), "v2")
-	for range 5 {
-		checkServes(t, conn, metadata.Pairs("x-user", "u1"), "")
-	}
+	return xdsClient(t, xdsAddr, nodeID, lis.GetName())
 }
 
 // subsetResources are ring-hash clusters and load assignments, one per

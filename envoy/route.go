@@ -47,6 +47,9 @@ func routeProto(r Route) *routev3.Route {
 	}
 	m.Headers = headerMatchers(r.Headers)
 	a := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: r.Service}}
+	if len(r.Split) > 0 {
+		_ = setClusters(a, r.Split) // checked by Validate
+	}
 	if r.Timeout > 0 {
 		a.Timeout = durationpb.New(r.Timeout)
 		a.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(r.Timeout)}

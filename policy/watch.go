@@ -121,6 +121,19 @@ func (w *Watcher) Policies(services []string) map[string]Policy {
 	return out
 }
 
+// All returns the effective policy of every service with an entry in
+// use, by name.
+func (w *Watcher) All() map[string]Policy {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	names := w.set.Services()
+	out := make(map[string]Policy, len(names))
+	for _, s := range names {
+		out[s] = w.set.Policy(s)
+	}
+	return out
+}
+
 // Rejections lists the entries whose current version is rejected.
 func (w *Watcher) Rejections() []Rejection {
 	w.mu.Lock()

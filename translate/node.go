@@ -15,6 +15,7 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/policy"
 	"github.com/xds-server/xds-server/subsetting"
 )
 
@@ -68,6 +69,9 @@ type NodeInput struct {
 	// Spill are the zone spill states of services with locality.spill:
 	// service -> zone -> state.
 	Spill map[string]map[Zone]ZoneSpill
+	// Policies are the services' traffic policies (see Expand): their
+	// targets are clusters of their own, with their service's weights.
+	Policies map[string]policy.Policy
 }
 
 // NodeResources are what one node receives, each kind sorted by name.
@@ -98,14 +102,17 @@ func Node(in NodeInput) (NodeResources, error) {
 	if err != nil {
 		return out, err
 	}
-	settings := in.Settings
-	if settings == nil {
-		settings = func(string) ServiceSettings { return ServiceSettings{} }
-	}
-	for _, svc := range Routed(in.Snapshot, RouteTargets(in.Listeners)).Services {
-		r, err := nodeService(in, svc, settings(svc.Name))
+	exp := Expand(ExpandInput{Snapshot: Routed(in.Snapshot, RouteTargets(in.Listeners)), Policies: in.Policies,
+		Settings: in.Settings, Demanded: Demanded(in.Listeners)})
+	for _, svc := range exp.Snapshot.Services {
+		r, err := nodeService(in, svc, exp.Settings(svc.Name), in.Weights[exp.Parent(svc.Name)])
 		if err != nil {
 			return out, err
+		}
+		if routes, ok := exp.Routes[svc.Name]; ok {
+			if rc, err := envoy.PolicyRouteConfig(svc.Name, routes); err == nil {
+				r.Route = rc // else served without its policy's routes, as a server does
+			}
 		}
 		out.Clusters = append(out.Clusters, r.Cluster.(*clusterv3.Cluster))
 		out.LoadAssignments = append(out.LoadAssignments, r.LoadAssignment.(*endpointv3.ClusterLoadAssignment))
@@ -113,6 +120,13 @@ func Node(in NodeInput) (NodeResources, error) {
 			out.Listeners = append(out.Listeners, r.Listener.(*listenerv3.Listener))
 			out.Routes = append(out.Routes, r.Route.(*routev3.RouteConfiguration))
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(exp.Aggregates)) {
+		c, err := envoy.AggregateCluster(exp.Aggregates[name])
+		if err != nil {
+			return out, err
+		}
+		out.Clusters = append(out.Clusters, c)
 	}
 	out.Clusters = merged(out.Clusters, ex.Clusters, (*clusterv3.Cluster).GetName)
 	out.LoadAssignments = merged(out.LoadAssignments, nil, (*endpointv3.ClusterLoadAssignment).GetClusterName)
@@ -166,8 +180,9 @@ func merged[T any](services, extras []T, name func(T) string) []T {
 
 // nodeService translates one service for the node: its shared resources
 // with the load assignment the node gets.
-func nodeService(in NodeInput, svc discovery.Service, set ServiceSettings) (Resources, error) {
-	s := Service(svc, set, in.Weights[svc.Name])
+// weights are the service's global weights.
+func nodeService(in NodeInput, svc discovery.Service, set ServiceSettings, weights map[string]uint32) (Resources, error) {
+	s := Service(svc, set, weights)
 	r, err := ServiceResources(s)
 	if err != nil {
 		return r, err

@@ -71,7 +71,7 @@ func policyService(svc discovery.Service, set ServiceSettings, pol policy.Policy
 			return out, err
 		}
 	}
-	routes, err := p.routes()
+	routes, err := p.plan()
 	if err != nil {
 		return out, err
 	}
@@ -108,6 +108,8 @@ type policyPlan struct {
 	pol policy.Policy
 	own map[string]bool
 	ext map[Target]bool
+
+	routes []envoy.PolicyRoute // what plan returned
 }
 
 // resolve returns the target of the service's subset sub ("": default),

@@ -13,10 +13,10 @@ import (
 	"github.com/xds-server/xds-server/policy"
 )
 
-// routes are the router's routes in order, then the catch-all route to
+// plan returns the router's routes in order, then the catch-all route to
 // the splitter or resolver (with the resolver's request timeout). Every
 // route carries the resolver's hash policies.
-func (p *policyPlan) routes() ([]envoy.PolicyRoute, error) {
+func (p *policyPlan) plan() ([]envoy.PolicyRoute, error) {
 	hash := hashPolicies(p.pol.Resolver)
 	out := make([]envoy.PolicyRoute, 0, len(p.pol.Routes)+1)
 	for i, r := range p.pol.Routes {
@@ -107,9 +107,9 @@ func hashPolicies(r *policy.Resolver) []envoy.RouteHashPolicy {
 
 // policyCluster is the translation input of target t of svc: the
 // endpoints its subset's filter selects (the default target: the
-// resolver's DefaultSubset, or every endpoint), warning instances
-// unhealthy under OnlyPassing, and the resolver's connect timeout and
-// load balancer over the service's settings.
+// resolver's DefaultSubset, or every endpoint; see subsetService), and
+// the resolver's connect timeout and load balancer over the service's
+// settings.
 func policyCluster(svc discovery.Service, set ServiceSettings, r *policy.Resolver, t Target) (envoy.Service, error) {
 	var sub policy.Subset
 	if r != nil {
@@ -119,36 +119,13 @@ func policyCluster(svc discovery.Service, set ServiceSettings, r *policy.Resolve
 				return envoy.Service{}, fmt.Errorf("subset %q is not defined", name)
 			}
 		}
-	}
-	picked := svc
-	picked.Endpoints = nil
-	for _, ep := range svc.Endpoints {
-		if !sub.Filter.Match(Instance(svc.Name, ep)) {
-			continue
-		}
-		if sub.OnlyPassing && ep.Health == discovery.HealthDegraded {
-			ep.Health = discovery.HealthUnhealthy
-		}
-		picked.Endpoints = append(picked.Endpoints, ep)
-	}
-	s := Service(picked, set, nil)
-	s.Name = t.Cluster()
-	if r == nil {
-		return s, nil
-	}
-	s.ConnectTimeout = cmp.Or(r.ConnectTimeout, s.ConnectTimeout)
-	if lb := r.LoadBalancer; lb != nil {
-		if lb.Policy != "" {
-			p, err := envoy.ParseLBPolicy(lb.Policy)
-			if err != nil {
-				return s, err
+		if lb := r.LoadBalancer; lb != nil && lb.Policy != "" {
+			if _, err := envoy.ParseLBPolicy(lb.Policy); err != nil {
+				return envoy.Service{}, err
 			}
-			s.LBPolicy = p
-		}
-		if lb.MinimumRingSize != 0 || lb.MaximumRingSize != 0 {
-			s.Cluster.RingHash = envoy.RingHashSize{Min: lb.MinimumRingSize, Max: lb.MaximumRingSize}
 		}
 	}
+	s := Service(subsetService(svc, sub, t.Cluster()), resolverSettings(set, r), nil)
 	return s, nil
 }
 

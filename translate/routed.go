@@ -23,6 +23,12 @@ func RouteTargets(ls []Listener) map[string]int {
 	return targets
 }
 
+// Demanded lists the (service, subset) targets the listeners' split
+// routes send to.
+func Demanded(ls []Listener) []Target {
+	return nil
+}
+
 // Routed returns in plus, for every service of targets (routed to by a
 // listener) that in lacks, that service without endpoints, all sorted by
 // name. The cluster of a routed service thus exists as long as a route

@@ -29,6 +29,13 @@ type ServiceSettings struct {
 	// OverprovisioningFactor is the load assignments'
 	// overprovisioning_factor in percent; 0 leaves Envoy's default (140).
 	OverprovisioningFactor uint32
+	// KeepUnhealthySplits keeps a split's share on a target without a
+	// serving endpoint (services.<name>.unhealthy_split keep); by default
+	// the share goes to the split's other targets.
+	KeepUnhealthySplits bool
+	// RetryOtherSplit sends a split route's retries to the split's other
+	// targets (services.<name>.retry_other_split; see Expansion.Aggregates).
+	RetryOtherSplit bool
 }
 
 // SettingsFunc returns the settings for a service (the "*" defaults merged

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/translate"
@@ -27,8 +26,9 @@ type builtListener struct {
 // listeners are static configuration.
 type listenerSet struct {
 	ls      []builtListener
-	rls     *xdscache.Item // the RLS cluster; nil when no listener uses it
-	targets map[string]int // service routed to -> number of routes to it
+	rls     *xdscache.Item     // the RLS cluster; nil when no listener uses it
+	targets map[string]int     // service routed to -> number of routes to it
+	splits  []translate.Target // the targets split routes send to
 }
 
 // newListenerSet translates the listeners; rlsAddress is where Envoy
@@ -63,7 +63,7 @@ func newListenerSet(cfg []translate.Listener, rlsAddress string, rlsTLS *envoy.R
 			s.rls = &it
 		}
 	}
-	s.targets = translate.RouteTargets(cfg)
+	s.targets, s.splits = translate.RouteTargets(cfg), translate.Demanded(cfg)
 	return s, errors.Join(errs...)
 }
 
@@ -154,15 +154,6 @@ func (s *listenerSet) forKey(key string) (xdscache.Extras, int, error) {
 		ex[xdscache.CDS] = append(ex[xdscache.CDS], *s.rls)
 	}
 	return ex, n, nil
-}
-
-// base builds the shared snapshot of an assembly key from the services' items.
-func (s *listenerSet) base(key string, items []xdscache.ServiceItems) (*cache.Snapshot, error) {
-	ex, n, err := s.forKey(key)
-	if err != nil {
-		return nil, err
-	}
-	return xdscache.NewSnapshot(items, n, &ex)
 }
 
 // Assembly keys: nodes with the same key receive identical resources and

@@ -37,6 +37,9 @@ type metrics struct {
 	evicted       prometheus.Counter
 	localAssigns  *prometheus.GaugeVec
 	localEPs      *prometheus.GaugeVec
+	// policyUnserved: services (and listener split targets) whose traffic
+	// policy is not served.
+	policyUnserved prometheus.Gauge
 }
 
 // newMetrics makes the collectors and registers them with reg (nil:
@@ -51,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	err := metricreg.Register(reg, m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
 		m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
 		m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed,
-		m.namesRefused, m.evicted, m.localAssigns, m.localEPs)
+		m.namesRefused, m.evicted, m.localAssigns, m.localEPs, m.policyUnserved)
 	if err != nil {
 		return nil, fmt.Errorf("xds: metrics: %w", err)
 	}
@@ -107,6 +110,10 @@ func (m *metrics) reconcileMetrics() {
 		Name: "xds_route_unknown_service",
 		Help: "Listener routes whose service has no instances in discovery (answered 503 until it has), by service; 0 once it has.",
 	}, []string{"service"})
+	m.policyUnserved = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "xds_policy_unserved",
+		Help: "Services whose traffic policy cannot be served (they are served without it; the log says why), plus listener split targets whose subset is not defined.",
+	})
 }
 
 // subsetMetrics makes the collectors of client indices, endpoint slots and groups.

@@ -56,7 +56,7 @@ func testSnapshot(t testing.TB, services int, down ...int) *cache.Snapshot {
 		}
 		items = append(items, it)
 	}
-	snap, err := (*listenerSet)(nil).base(keyProxyless, items)
+	snap, err := (&reconciler{}).base(keyProxyless, items)
 	if err != nil {
 		t.Fatal(err)
 	}

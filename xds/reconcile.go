@@ -12,6 +12,7 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/policy"
 	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/xdscache"
 )
@@ -40,6 +41,7 @@ type reconciler struct {
 	nodeW     NodeWeights                  // per-node weights
 	spill     Spill                        // zone spill states
 	spillVer  uint64                       // incremented by every SetSpill
+	pols      map[string]policy.Policy     // traffic policies (SetPolicies)
 
 	mu       sync.Mutex                 // guards the fields below
 	memo     map[string]memoEntry       // service name -> translation
@@ -50,6 +52,9 @@ type reconciler struct {
 	ready    bool                       // a first snapshot has been built
 
 	routes *routeCheck // the services listeners route to
+
+	policyErrs map[string]string // services whose policy is not served -> why (logged once per change)
+	aggs       []xdscache.Item   // the policies' aggregate clusters (retry_other_split), sorted by name
 
 	afterReconcile func() // test hook, called after each reconcile pass
 
@@ -84,7 +89,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 	}
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
-	r.sub.build = func(key string) (*cache.Snapshot, error) { return lis.base(key, r.sub.items) }
+	r.sub.build = func(key string) (*cache.Snapshot, error) { return r.base(key, r.sub.items) }
 	if len(cfg.Datacenters) > 0 {
 		r.sub.local.defaultDC, r.sub.local.datacenters = cfg.Datacenters[0], slices.Clone(cfg.Datacenters)
 	}
@@ -164,7 +169,7 @@ func (r *reconciler) run(ctx context.Context) {
 // reconcile applies the latest discovery snapshot to every node.
 func (r *reconciler) reconcile() {
 	r.inMu.Lock()
-	in, changedAt, weights, nodeW := r.input, r.changedAt, r.weights, r.nodeW
+	in, changedAt, weights, nodeW, pols := r.input, r.changedAt, r.weights, r.nodeW, r.pols
 	spill, spillVer := r.spill, r.spillVer
 	if in == nil { // a kick whose change an earlier pass already took
 		r.inMu.Unlock()
@@ -175,7 +180,8 @@ func (r *reconciler) reconcile() {
 	start := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	items := r.translateAll(r.lis.withRouted(*in), weights) // a routed service has a cluster, instances or not
+	exp := r.expand(r.lis.withRouted(*in), pols) // a routed service has a cluster, instances or not
+	items := r.translateAll(exp, weights)
 	shared, err := r.bases(items)
 	if err != nil {
 		r.m.buildErrors.Inc()
@@ -215,7 +221,7 @@ func (r *reconciler) bases(items []xdscache.ServiceItems) (map[string]*cache.Sna
 	}
 	shared := make(map[string]*cache.Snapshot, len(keys))
 	for key := range keys {
-		snap, err := r.lis.base(key, items)
+		snap, err := r.base(key, items)
 		if err != nil {
 			return nil, err
 		}
@@ -226,19 +232,28 @@ func (r *reconciler) bases(items []xdscache.ServiceItems) (map[string]*cache.Sna
 
 // translateAll returns the items of every service, reusing the memo for
 // services whose input and settings did not change.
-func (r *reconciler) translateAll(in discovery.Snapshot, weights map[string]map[string]uint32) []xdscache.ServiceItems {
+// A target of a traffic policy ("<service>~<subset>") has its service's
+// weights; a service with a policy has its policy's route.
+func (r *reconciler) translateAll(exp translate.Expansion, weights map[string]map[string]uint32) []xdscache.ServiceItems {
+	in := exp.Snapshot
 	next := make(map[string]memoEntry, len(in.Services))
 	items := make([]xdscache.ServiceItems, 0, len(in.Services))
 	slotted := map[string]bool{} // steady subset services: their endpoints hold slots
+	add := func(name string, it xdscache.ServiceItems) {
+		if route, ok := r.policyRoute(exp, name); ok {
+			it[xdscache.RDS] = route
+		}
+		items = append(items, it)
+	}
 	for _, svc := range in.Services {
-		set := r.settings(svc.Name)
+		set := exp.Settings(svc.Name)
 		if translate.UsesSlots(set, len(svc.Endpoints)) {
 			slotted[svc.Name] = true
 		}
-		w := weights[svc.Name]
+		w := weights[exp.Parent(svc.Name)]
 		if old, ok := r.memo[svc.Name]; ok && old.set == set && old.src.Equal(svc) && maps.Equal(old.w, w) {
 			next[svc.Name] = old
-			items = append(items, old.items)
+			add(svc.Name, old.items)
 			continue
 		}
 		e, err := r.translateService(svc, set, w, slotted[svc.Name])
@@ -248,12 +263,12 @@ func (r *reconciler) translateAll(in discovery.Snapshot, weights map[string]map[
 			r.log.Error("service translation failed; keeping its previous resources", "service", svc.Name, "had_previous", ok, "error", err)
 			if ok {
 				next[svc.Name] = old
-				items = append(items, old.items)
+				add(svc.Name, old.items)
 			}
 			continue
 		}
 		next[svc.Name] = e
-		items = append(items, e.items)
+		add(svc.Name, e.items)
 	}
 	r.slots.retain(slotted)
 	r.memo = next

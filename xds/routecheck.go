@@ -55,6 +55,15 @@ func (r *routeCheck) check(in discovery.Snapshot) {
 	}
 }
 
+// demanded lists the (service, subset) targets the listeners' split
+// routes send to.
+func (s *listenerSet) demanded() []translate.Target {
+	if s == nil {
+		return nil
+	}
+	return s.splits
+}
+
 // withRouted returns in plus the services the listeners route to that in
 // lacks, without endpoints (translate.Routed).
 func (s *listenerSet) withRouted(in discovery.Snapshot) discovery.Snapshot {

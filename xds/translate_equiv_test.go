@@ -146,6 +146,9 @@ func serverResources(t *testing.T, in translate.NodeInput) (translate.NodeResour
 	if in.Spill != nil {
 		s.SetSpill(in.Spill)
 	}
+	if in.Policies != nil {
+		s.SetPolicies(in.Policies)
+	}
 	s.Update(in.Snapshot)
 	s.rec.reconcile()
 	snap, ok := s.rec.snapshotOf(in.Node.ID)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/policy"
 	"github.com/xds-server/xds-server/subsetting"
 	"github.com/xds-server/xds-server/translate"
 )
@@ -36,6 +37,8 @@ type Case struct {
 	Datacenters []string                     `yaml:"datacenters"` // failover order, the local one first
 	// Spill is service -> "region/zone" -> the zone's spill state.
 	Spill map[string]map[string]translate.ZoneSpill `yaml:"spill"`
+	// Policies are the services' traffic policies (PolicyCase's format).
+	Policies map[string]casePolicy `yaml:"policies"`
 }
 
 type caseNode struct {
@@ -57,6 +60,8 @@ type caseSettings struct {
 	Locality       caseLocality         `yaml:"locality"`
 	// OverprovisioningFactor is in percent; 0: Envoy's default.
 	OverprovisioningFactor uint32 `yaml:"overprovisioning_factor"`
+	UnhealthySplit         string `yaml:"unhealthy_split"` // "keep": translate.ServiceSettings.KeepUnhealthySplits
+	RetryOtherSplit        bool   `yaml:"retry_other_split"`
 }
 
 type caseLocality struct {
@@ -159,6 +164,16 @@ func (c Case) decoded() (translate.NodeInput, Case, error) {
 		}
 	}
 	in.Spill = spillStates(c.Spill)
+	for name, cp := range c.Policies {
+		p, err := cp.model(name)
+		if err != nil {
+			return in, c, fmt.Errorf("policies %s: %w", name, err)
+		}
+		if in.Policies == nil {
+			in.Policies = map[string]policy.Policy{}
+		}
+		in.Policies[name] = p
+	}
 	return in, c, nil
 }
 
@@ -188,5 +203,6 @@ func (c Case) settings(service string) translate.ServiceSettings {
 	return translate.ServiceSettings{LBPolicy: s.LBPolicy, ConnectTimeout: s.ConnectTimeout,
 		SubsetSize: s.SubsetSize, Subsetting: s.Subsetting, Cluster: s.Cluster,
 		Locality:               translate.LocalityPolicy{Failover: f, Distribute: s.Locality.Distribute, Spill: s.Locality.Spill},
-		OverprovisioningFactor: s.OverprovisioningFactor}
+		OverprovisioningFactor: s.OverprovisioningFactor, KeepUnhealthySplits: s.UnhealthySplit == "keep",
+		RetryOtherSplit: s.RetryOtherSplit}
 }

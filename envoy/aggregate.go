@@ -1,0 +1,78 @@
+package envoy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// AggregateSep joins the clusters of an aggregate cluster into its name:
+// "web~v2+web~v1" tries web~v2 first, then web~v1.
+const AggregateSep = "+"
+
+// AggregateName is the name of the aggregate cluster of children.
+func AggregateName(children []string) string {
+	name := ""
+	for i, c := range children {
+		if i > 0 {
+			name += AggregateSep
+		}
+		name += c
+	}
+	return name
+}
+
+// AggregateCluster returns the aggregate cluster (envoy.clusters.aggregate)
+// of children, named AggregateName(children): Envoy lays the children's
+// priorities end to end, so the first child takes the requests while it
+// is healthy (spilling to the next as a priority does), and a retry whose
+// policy excludes previous priorities (PolicyRetry.OtherCluster) goes to
+// the next child. grpc-go serves an aggregate cluster the same way, but
+// its retries keep to the priority picked first.
+func AggregateCluster(children []string) (*clusterv3.Cluster, error) {
+	if len(children) < 2 {
+		return nil, errors.New("envoy: aggregate cluster: fewer than 2 clusters")
+	}
+	if slices.Contains(children, "") {
+		return nil, errors.New("envoy: aggregate cluster: a cluster has an empty name")
+	}
+	cfg, err := anypb.New(&aggregatev3.ClusterConfig{Clusters: slices.Clone(children)})
+	if err != nil {
+		return nil, fmt.Errorf("envoy: aggregate cluster: %w", err)
+	}
+	name := AggregateName(children)
+	c := &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{Name: "envoy.clusters.aggregate", TypedConfig: cfg}},
+		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
+		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+	}
+	return validated(c, "cluster", name)
+}
+
+// otherClusterRetry makes a retry policy's attempts leave the priorities
+// (of an aggregate cluster: the clusters) and hosts already tried.
+func otherClusterRetry(rp *routev3.RetryPolicy) error {
+	pri, err := anypb.New(&previousprioritiesv3.PreviousPrioritiesConfig{UpdateFrequency: 1})
+	if err != nil {
+		return fmt.Errorf("previous priorities: %w", err)
+	}
+	hosts, err := anypb.New(&previoushostsv3.PreviousHostsPredicate{})
+	if err != nil {
+		return fmt.Errorf("previous hosts: %w", err)
+	}
+	rp.RetryPriority = &routev3.RetryPolicy_RetryPriority{Name: "envoy.retry_priorities.previous_priorities",
+		ConfigType: &routev3.RetryPolicy_RetryPriority_TypedConfig{TypedConfig: pri}}
+	rp.RetryHostPredicate = []*routev3.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts",
+		ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: hosts}}}
+	rp.HostSelectionRetryMaxAttempts = 3
+	return nil
+}

@@ -1,0 +1,308 @@
+package translate
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/xds-server/xds-server/discovery"
+	"github.com/xds-server/xds-server/envoy"
+	"github.com/xds-server/xds-server/policy"
+)
+
+// ExpandInput is a discovery snapshot and the traffic policies to serve
+// it under.
+type ExpandInput struct {
+	Snapshot discovery.Snapshot
+	Policies map[string]policy.Policy // by service; absent or default: no policy
+	Settings SettingsFunc             // nil: defaults for all
+	// Demanded are targets the configured listeners split to; their
+	// clusters are served whatever the policies use.
+	Demanded []Target
+}
+
+// Expansion is a discovery snapshot as the services' traffic policies
+// serve it: every (service, subset) target in use is a service of its
+// own, named by its cluster ("<service>~<subset>", its subset's
+// endpoints), so that subsetting, weights, localities and drains apply
+// inside each target exactly as they do for a service; a service with a
+// policy keeps its own name for its default target (the resolver's
+// DefaultSubset, or every endpoint) and gets the routes of its policy.
+type Expansion struct {
+	Snapshot discovery.Snapshot
+	// Routes are the routes of each service with a policy, in order (the
+	// catch-all last); its RouteConfiguration is PolicyRouteConfig(name).
+	Routes map[string][]envoy.PolicyRoute
+	// Errors are the services whose policy cannot be served (they are
+	// served as without one) and the listeners' demanded targets whose
+	// subset is not defined (served empty), by service or cluster name.
+	Errors map[string]error
+	// Aggregates are the aggregate clusters of split routes whose retries
+	// go to the split's other targets (retry_other_split): name -> its
+	// clusters, the route's target first (envoy.AggregateCluster).
+	Aggregates map[string][]string
+
+	parents   map[string]string           // target cluster -> its service
+	resolvers map[string]*policy.Resolver // service -> its resolver (planned services and demanded targets')
+	settings  SettingsFunc
+}
+
+// Parent is the service a cluster of the expansion belongs to: name
+// itself unless it is a subset's.
+func (e Expansion) Parent(name string) string { return cmp.Or(e.parents[name], name) }
+
+// Settings are the settings of each cluster of the expansion: its
+// service's, with the resolver's connect timeout and load balancer.
+func (e Expansion) Settings(name string) ServiceSettings {
+	parent := e.Parent(name)
+	set := ServiceSettings{}
+	if e.settings != nil {
+		set = e.settings(parent)
+	}
+	return resolverSettings(set, e.resolvers[parent])
+}
+
+// Expand serves a snapshot under its traffic policies (see Expansion).
+func Expand(in ExpandInput) Expansion {
+	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{}, parents: map[string]string{},
+		Aggregates: map[string][]string{},
+		resolvers:  map[string]*policy.Resolver{}, settings: in.Settings}
+	plans := planAll(in, out.Errors)
+	demand := map[string]map[string]bool{} // service -> subsets ("" : the service itself)
+	want := func(t Target) {
+		if demand[t.Service] == nil {
+			demand[t.Service] = map[string]bool{}
+		}
+		demand[t.Service][t.Subset] = true
+	}
+	for name, p := range plans {
+		out.resolvers[name] = p.pol.Resolver
+		for sub := range p.own {
+			want(Target{Service: name, Subset: sub})
+		}
+		for t := range p.ext {
+			want(t)
+		}
+	}
+	for _, t := range in.Demanded {
+		want(t)
+	}
+	out.Snapshot = expandServices(in, plans, demand, &out)
+	for name, p := range plans {
+		var set ServiceSettings
+		if in.Settings != nil {
+			set = in.Settings(name)
+		}
+		routes := p.routes
+		if !set.KeepUnhealthySplits {
+			routes = redistribute(routes, out.Snapshot)
+		}
+		if set.RetryOtherSplit {
+			routes = retryOtherSplit(routes, out.Aggregates)
+		}
+		out.Routes[name] = routes
+	}
+	return out
+}
+
+// planAll plans the routes of every service of the snapshot with a
+// routing policy; a service whose policy cannot be planned, or sends to
+// a subset another service does not define, is left out with its error.
+func planAll(in ExpandInput, errs map[string]error) map[string]*policyPlan {
+	plans := map[string]*policyPlan{}
+	for _, svc := range in.Snapshot.Services {
+		pol, ok := in.Policies[svc.Name]
+		if !ok || pol.Resolver == nil && pol.Splits == nil && pol.Routes == nil {
+			continue
+		}
+		p := &policyPlan{svc: svc.Name, pol: pol, own: map[string]bool{"": true}, ext: map[Target]bool{}}
+		var err error
+		if p.routes, err = p.plan(); err == nil {
+			err = definedTargets(p.ext, in.Policies)
+		}
+		if err != nil {
+			errs[svc.Name] = fmt.Errorf("translate: service %q: %w", svc.Name, err)
+			continue
+		}
+		plans[svc.Name] = p
+	}
+	return plans
+}
+
+// definedTargets checks that other services' subsets a policy sends to
+// are defined by their resolvers.
+func definedTargets(ext map[Target]bool, pols map[string]policy.Policy) error {
+	for _, t := range slices.SortedFunc(maps.Keys(ext), compareTargets) {
+		if t.Subset == "" {
+			continue
+		}
+		r := pols[t.Service].Resolver
+		if r == nil {
+			return fmt.Errorf("subset %q of %s: %s has no resolver", t.Subset, t.Service, t.Service)
+		}
+		if _, ok := r.Subset(t.Subset); !ok {
+			return fmt.Errorf("subset %q of %s is not defined", t.Subset, t.Service)
+		}
+	}
+	return nil
+}
+
+func compareTargets(a, b Target) int {
+	return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.Subset, b.Subset))
+}
+
+// expandServices returns the snapshot's services with each planned
+// service's default target, plus a service per demanded target, sorted.
+func expandServices(in ExpandInput, plans map[string]*policyPlan, demand map[string]map[string]bool, out *Expansion) discovery.Snapshot {
+	have := make(map[string]bool, len(in.Snapshot.Services))
+	svcs := make([]discovery.Service, 0, len(in.Snapshot.Services))
+	for _, svc := range in.Snapshot.Services {
+		have[svc.Name] = true
+		if p, ok := plans[svc.Name]; ok && p.pol.Resolver != nil && p.pol.Resolver.DefaultSubset != "" {
+			sub, _ := p.pol.Resolver.Subset(p.pol.Resolver.DefaultSubset) // defined: checked by the plan
+			svc = subsetService(svc, sub, svc.Name)
+		}
+		svcs = append(svcs, svc)
+	}
+	for _, name := range slices.Sorted(maps.Keys(demand)) {
+		src, _ := in.Snapshot.Service(name)
+		if !have[name] {
+			svcs = append(svcs, discovery.Service{Name: name}) // routed to: its cluster exists, empty
+			have[name] = true
+		}
+		r := in.Policies[name].Resolver
+		for _, subName := range slices.Sorted(maps.Keys(demand[name])) {
+			if subName == "" {
+				continue
+			}
+			t := Target{Service: name, Subset: subName}
+			var sub policy.Subset
+			ok := r != nil
+			if ok {
+				sub, ok = r.Subset(subName)
+			}
+			if !ok {
+				out.Errors[t.Cluster()] = fmt.Errorf("translate: subset %q of %s is not defined; its cluster is served empty", subName, name)
+				sub, src = policy.Subset{Name: subName}, discovery.Service{}
+			}
+			out.parents[t.Cluster()] = name
+			if r != nil {
+				out.resolvers[name] = r
+			}
+			svcs = append(svcs, subsetService(src, sub, t.Cluster()))
+		}
+	}
+	slices.SortFunc(svcs, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) })
+	return discovery.Snapshot{Services: svcs}
+}
+
+// subsetService is svc's endpoints that sub's filter selects, named
+// name; under OnlyPassing, an instance with a warning is not serving.
+func subsetService(svc discovery.Service, sub policy.Subset, name string) discovery.Service {
+	out := discovery.Service{Name: name}
+	for _, ep := range svc.Endpoints {
+		if !sub.Filter.Match(Instance(svc.Name, ep)) {
+			continue
+		}
+		if sub.OnlyPassing && ep.Health == discovery.HealthDegraded {
+			ep.Health = discovery.HealthUnhealthy
+		}
+		out.Endpoints = append(out.Endpoints, ep)
+	}
+	return out
+}
+
+// resolverSettings are set with the resolver's connect timeout and load
+// balancer (a policy the resolver names that is not known is left out:
+// Parse rejects it first).
+func resolverSettings(set ServiceSettings, r *policy.Resolver) ServiceSettings {
+	if r == nil {
+		return set
+	}
+	set.ConnectTimeout = cmp.Or(r.ConnectTimeout, set.ConnectTimeout)
+	if lb := r.LoadBalancer; lb != nil {
+		if p, err := envoy.ParseLBPolicy(lb.Policy); lb.Policy != "" && err == nil {
+			set.LBPolicy = p
+		}
+		if lb.MinimumRingSize != 0 || lb.MaximumRingSize != 0 {
+			set.Cluster.RingHash = envoy.RingHashSize{Min: lb.MinimumRingSize, Max: lb.MaximumRingSize}
+		}
+	}
+	return set
+}
+
+// redistribute gives a split's share of a target without a serving
+// endpoint to the route's other targets, in proportion to their weights
+// (equally when theirs are all 0), as long as one of them serves.
+func redistribute(routes []envoy.PolicyRoute, snap discovery.Snapshot) []envoy.PolicyRoute {
+	serves := func(cluster string) bool {
+		svc, _ := snap.Service(cluster)
+		return slices.ContainsFunc(svc.Endpoints, func(ep discovery.Endpoint) bool { return ep.Health.Serving() })
+	}
+	out := slices.Clone(routes)
+	for i, r := range out {
+		if len(r.Clusters) < 2 {
+			continue
+		}
+		up, sum := 0, uint32(0)
+		for _, c := range r.Clusters {
+			if serves(c.Cluster) {
+				up, sum = up+1, sum+c.Weight
+			}
+		}
+		if up == 0 || up == len(r.Clusters) {
+			continue
+		}
+		cs := make([]envoy.WeightedCluster, 0, up)
+		for _, c := range r.Clusters {
+			if serves(c.Cluster) {
+				cs = append(cs, c)
+			}
+		}
+		if sum == 0 {
+			for k := range cs {
+				cs[k].Weight = 1
+			}
+		}
+		out[i].Clusters = cs
+	}
+	return out
+}
+
+// retryOtherSplit points each target of a split route that retries at
+// an aggregate cluster of that target and then the route's other targets
+// (by weight, heaviest first), and makes the retries leave the clusters
+// already tried; the aggregates are recorded in aggs.
+func retryOtherSplit(routes []envoy.PolicyRoute, aggs map[string][]string) []envoy.PolicyRoute {
+	out := slices.Clone(routes)
+	for i, r := range out {
+		live := slices.DeleteFunc(slices.Clone(r.Clusters), func(c envoy.WeightedCluster) bool { return c.Weight == 0 })
+		if r.Retry == nil || len(live) < 2 {
+			continue
+		}
+		slices.SortStableFunc(live, func(a, b envoy.WeightedCluster) int {
+			return cmp.Or(cmp.Compare(b.Weight, a.Weight), strings.Compare(a.Cluster, b.Cluster))
+		})
+		cs := make([]envoy.WeightedCluster, 0, len(live))
+		for _, c := range r.Clusters {
+			if c.Weight == 0 {
+				continue
+			}
+			children := []string{c.Cluster}
+			for _, o := range live {
+				if o.Cluster != c.Cluster {
+					children = append(children, o.Cluster)
+				}
+			}
+			name := envoy.AggregateName(children)
+			aggs[name] = children
+			cs = append(cs, envoy.WeightedCluster{Cluster: name, Weight: c.Weight})
+		}
+		retry := *r.Retry
+		retry.OtherCluster = true
+		out[i].Clusters, out[i].Retry = cs, &retry
+	}
+	return out
+}
