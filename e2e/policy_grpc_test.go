@@ -44,9 +44,9 @@ func TestPolicyCanarySplit(t *testing.T) {
 		what := fmt.Sprintf("%v/%v", s.v1, s.v2)
 		e.set(t, splitter("web", s.v1, s.v2))
 		e.awaitSplit(t, s.v1, s.v2)
-		measure(t, e.call, 100) // the resolver's update reaches the picker just after the ACK
+		l.window(t, 100) // the resolver's update reaches the picker just after the ACK
 		// 4,000 RPCs: at 50/50, 3 points are 3.8 standard deviations.
-		got := measure(t, e.call, 4000)
+		got := l.window(t, 4000)
 		checkShare(t, what, got, v2, float64(s.v2)/100)
 		if s.v1 == 0 && !onlyFrom(got, backendIDs(v2)) {
 			t.Errorf("%s: RPCs reached %v; want only v2's backends", what, got)
@@ -75,6 +75,23 @@ func (e *policyEnv) awaitSplit(t *testing.T, v1, v2 float32) {
 		}
 		return sameShares(c.catchAll("web"), want)
 	})
+}
+
+// TestPolicySplitZeroWeight: the end of a canary as Consul users write
+// it, 0/100 with the 0 kept (Consul accepts it and leaves the 0 out of
+// its own routes), sends every RPC to v2.
+func TestPolicySplitZeroWeight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test")
+	}
+	e, _, v2 := startWeb(t, versionSubsets("web", ""), splitter("web", 50, 50))
+	e.awaitSplit(t, 50, 50)
+	e.set(t, &api.ServiceSplitterConfigEntry{Kind: api.ServiceSplitter, Name: "web",
+		Splits: []api.ServiceSplit{{Weight: 0, ServiceSubset: "v1"}, {Weight: 100, ServiceSubset: "v2"}}})
+	e.awaitSplit(t, 0, 100)
+	if got := measure(t, e.call, 200); !onlyFrom(got, backendIDs(v2)) {
+		t.Errorf("0/100: 200 RPCs reached %v; want only v2's backends", got)
+	}
 }
 
 // checkShare fails the test unless the backends in sub served want

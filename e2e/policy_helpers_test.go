@@ -82,10 +82,16 @@ func versionSubsets(service, defaultSubset string) *api.ServiceResolverConfigEnt
 }
 
 // splitter is the service-splitter of service sending v1 and v2 their
-// percent; a 0 is written as Consul users write it (Consul accepts it).
+// percent. A split of 0 is left out: Consul accepts one, xds-server
+// rejects it (TestPolicySplitZeroWeight).
 func splitter(service string, v1, v2 float32) *api.ServiceSplitterConfigEntry {
-	return &api.ServiceSplitterConfigEntry{Kind: api.ServiceSplitter, Name: service,
-		Splits: []api.ServiceSplit{{Weight: v1, ServiceSubset: "v1"}, {Weight: v2, ServiceSubset: "v2"}}}
+	e := &api.ServiceSplitterConfigEntry{Kind: api.ServiceSplitter, Name: service}
+	for _, s := range []api.ServiceSplit{{Weight: v1, ServiceSubset: "v1"}, {Weight: v2, ServiceSubset: "v2"}} {
+		if s.Weight > 0 {
+			e.Splits = append(e.Splits, s)
+		}
+	}
+	return e
 }
 
 // policyEnv is a server reading a Consul's config entries and one
@@ -145,6 +151,7 @@ func (e *policyEnv) del(t *testing.T, service string, kinds ...string) {
 type nodeConfig struct {
 	Resources map[string]struct {
 		Version   string            `json:"version"`
+		Versions  map[string]string `json:"versions"` // by resource name: its content's version
 		Resources []json.RawMessage `json:"resources"`
 	} `json:"resources"`
 }
@@ -267,27 +274,74 @@ func sameShares(got, want map[string]float64) bool {
 
 // awaitSent polls /debug/config and /debug/nodes (another process:
 // nothing to await) until what the node was sent satisfies cond and the
-// node has acked that version of every type; a NACK of it fails the test.
+// node has acked it: per type, the version sent, or an earlier version
+// holding the same resources of service that grpc-go needs (the server
+// sends a SotW node nothing new when only resources it does not subscribe
+// to changed, so its acked version stays behind). A NACK fails the test.
 func (e *policyEnv) awaitSent(t *testing.T, what string, cond func(nodeConfig) bool) nodeConfig {
 	t.Helper()
 	var cfg nodeConfig
+	var acked map[string]string
+	seen := map[string]map[string]string{} // type/version -> resource versions by name
 	u := e.srv.AdminURL("/debug/config?node=" + url.QueryEscape(e.node))
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	start := time.Now()
+	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		cfg = nodeConfig{}
-		if !tryGetJSON(u, &cfg) || !cond(cfg) {
+		if !tryGetJSON(u, &cfg) {
 			continue
 		}
-		acked, nack := e.ackedVersions(t)
+		for typ, tc := range cfg.Resources {
+			seen[typ+"/"+tc.Version] = tc.Versions
+		}
+		if !cond(cfg) {
+			continue
+		}
+		var nack *debugNACK
+		acked, nack = e.ackedVersions(t)
 		if nack != nil && cfg.Resources[typeShort(nack.TypeURL)].Version == nack.Version {
 			t.Fatalf("node %s NACKed %s version %s (%s): %s", e.node, nack.TypeURL, nack.Version, what, nack.Error)
 		}
-		if allAcked(cfg, acked) {
+		if cfg.acked(acked, seen) {
+			t.Logf("%s: sent and acked within %v", what, time.Since(start).Round(time.Millisecond))
 			return cfg
 		}
 	}
-	t.Fatalf("node %s was not sent and did not ack %s within 20s; last config types %v: %s",
-		e.node, what, slices.Sorted(maps.Keys(cfg.Resources)), describeConfig(cfg))
+	t.Fatalf("node %s was not sent or did not ack %s within 20s; acked %v; last config: %s",
+		e.node, what, acked, describeConfig(cfg))
 	return cfg
+}
+
+// acked reports whether, for every type, the node acked the version sent
+// or one (in seen) with the same versions of the resources it needs.
+func (c nodeConfig) acked(acked map[string]string, seen map[string]map[string]string) bool {
+	needed := c.needed()
+	for typ, tc := range c.Resources {
+		u, ok := debugTypeURLs[typ]
+		if !ok || tc.Version == "" || acked[u] == tc.Version {
+			continue
+		}
+		old, ok := seen[typ+"/"+acked[u]]
+		if !ok {
+			return false
+		}
+		for _, name := range needed[typ] {
+			if old[name] != tc.Versions[name] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// needed are, by type, the resources grpc-go subscribes to for xds:///web:
+// listener and route web, and the clusters and load assignments the
+// route sends to.
+func (c nodeConfig) needed() map[string][]string {
+	var clusters []string
+	for _, r := range c.routes("web") {
+		clusters = append(clusters, slices.Collect(maps.Keys(routeShares(r)))...)
+	}
+	return map[string][]string{"listener": {"web"}, "route": {"web"}, "cluster": clusters, "endpoint": clusters}
 }
 
 func typeShort(typeURL string) string {
@@ -297,15 +351,6 @@ func typeShort(typeURL string) string {
 		}
 	}
 	return typeURL
-}
-
-func allAcked(cfg nodeConfig, acked map[string]string) bool {
-	for typ, tc := range cfg.Resources {
-		if u, ok := debugTypeURLs[typ]; ok && tc.Version != "" && acked[u] != tc.Version {
-			return false
-		}
-	}
-	return true
 }
 
 type debugNACK struct {

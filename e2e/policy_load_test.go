@@ -18,13 +18,17 @@ import (
 // backend that fails every other call.
 
 // loader sends RPCs from several goroutines until stopped, counting the
-// ones that fail.
+// ones that fail, and on demand the backends that serve a window of them.
 type loader struct {
 	ok, failed atomic.Int64
-	mu         sync.Mutex
-	firstErr   error
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
+
+	mu       sync.Mutex
+	firstErr error
+	counts   map[string]int // the current window's; nil: none
+	want     int            // RPCs the window still awaits
+	full     chan struct{}  // closed when the window is full
 }
 
 // startLoader starts workers goroutines calling call; it stops at
@@ -36,11 +40,12 @@ func startLoader(t *testing.T, call callFunc, workers int) *loader {
 		l.wg.Go(func() {
 			for ctx.Err() == nil {
 				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err := call(rctx)
+				id, err := call(rctx)
 				rcancel()
 				switch {
 				case err == nil:
 					l.ok.Add(1)
+					l.served(id)
 				case ctx.Err() != nil: // stopped mid-RPC: not a failure
 				default:
 					l.failed.Add(1)
@@ -55,6 +60,37 @@ func startLoader(t *testing.T, call callFunc, workers int) *loader {
 	}
 	t.Cleanup(l.stop)
 	return l
+}
+
+// served counts an RPC served by id in the current window, if any.
+func (l *loader) served(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.want == 0 {
+		return
+	}
+	l.counts[id]++
+	if l.want--; l.want == 0 {
+		close(l.full)
+	}
+}
+
+// window returns the backends that served the next n successful RPCs of
+// the loader (at most 30 s away).
+func (l *loader) window(t *testing.T, n int) map[string]int {
+	t.Helper()
+	l.mu.Lock()
+	counts, full := map[string]int{}, make(chan struct{})
+	l.counts, l.want, l.full = counts, n, full
+	l.mu.Unlock()
+	select {
+	case <-full:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the loader did not make %d RPCs within 30s", n)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return counts
 }
 
 func (l *loader) stop() {
