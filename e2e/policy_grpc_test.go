@@ -25,7 +25,8 @@ import (
 // TestPolicyCanarySplit: a service-splitter 90/10 between the resolver's
 // subsets v1 and v2 (by Service.Meta.version) sends v2 10% +- 3 points of
 // 2,000 RPCs; shifting it 90/10 -> 50/50 -> 0/100 while a loader runs
-// fails no RPC, and after each shift the measured share is the new one.
+// fails no RPC, and after each shift the measured share is the new one
+// (0/100 written as one split: the 0 is TestPolicySplitZeroWeight's).
 func TestPolicyCanarySplit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test")
