@@ -37,6 +37,9 @@ type ServiceConfig struct {
 	// UnhealthySplit: redistribute (a split's share of a target without a
 	// serving endpoint goes to its other targets) or keep.
 	UnhealthySplit string `mapstructure:"unhealthy_split"`
+	// RetryOtherSplit: a split route's retries go to the split's other
+	// targets (aggregate clusters; Envoy only).
+	RetryOtherSplit bool `mapstructure:"retry_other_split"`
 }
 
 // services.<name>.unhealthy_split values.
@@ -136,7 +139,7 @@ func (c Config) ServiceSettings(name string) translate.ServiceSettings {
 	p, _ := envoy.ParseLBPolicy(s.LBPolicy)
 	set := translate.ServiceSettings{LBPolicy: p, ConnectTimeout: s.ConnectTimeout, Subsetting: subsetting.Algorithm(s.Subsetting),
 		SubsetSize: int(s.SubsetSize), Cluster: s.clusterOptions(), Locality: s.localityPolicy(),
-		KeepUnhealthySplits: s.UnhealthySplit == UnhealthySplitKeep}
+		KeepUnhealthySplits: s.UnhealthySplit == UnhealthySplitKeep, RetryOtherSplit: s.RetryOtherSplit}
 	if s.OverprovisioningFactor != nil {
 		set.OverprovisioningFactor = *s.OverprovisioningFactor
 	}

@@ -21,6 +21,10 @@ type ExpandInput struct {
 	// Demanded are targets the configured listeners split to; their
 	// clusters are served whatever the policies use.
 	Demanded []Target
+	// Prev, if set, is the previous expansion: a target whose service
+	// and subset definition (the same compiled filter) did not change
+	// keeps its endpoints without evaluating the filter again.
+	Prev *Expansion
 }
 
 // Expansion is a discovery snapshot as the services' traffic policies
@@ -44,14 +48,21 @@ type Expansion struct {
 	// clusters, the route's target first (envoy.AggregateCluster).
 	Aggregates map[string][]string
 
-	parents   map[string]string           // target cluster -> its service
 	resolvers map[string]*policy.Resolver // service -> its resolver (planned services and demanded targets')
 	settings  SettingsFunc
+	picked    map[string]pickedTarget // cluster -> how its endpoints were picked (for the next Prev)
+}
+
+// pickedTarget is a subset's endpoints as picked from its service.
+type pickedTarget struct {
+	src discovery.Service
+	sub policy.Subset
+	out discovery.Service
 }
 
 // Parent is the service a cluster of the expansion belongs to: name
-// itself unless it is a subset's.
-func (e Expansion) Parent(name string) string { return cmp.Or(e.parents[name], name) }
+// itself unless it is a subset's ("<service>~<subset>").
+func (e Expansion) Parent(name string) string { return targetOf(name).Service }
 
 // Settings are the settings of each cluster of the expansion: its
 // service's, with the resolver's connect timeout and load balancer.
@@ -66,9 +77,9 @@ func (e Expansion) Settings(name string) ServiceSettings {
 
 // Expand serves a snapshot under its traffic policies (see Expansion).
 func Expand(in ExpandInput) Expansion {
-	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{}, parents: map[string]string{},
-		Aggregates: map[string][]string{},
-		resolvers:  map[string]*policy.Resolver{}, settings: in.Settings}
+	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{},
+		Aggregates: map[string][]string{}, picked: map[string]pickedTarget{},
+		resolvers: map[string]*policy.Resolver{}, settings: in.Settings}
 	plans := planAll(in, out.Errors)
 	demand := map[string]map[string]bool{} // service -> subsets ("" : the service itself)
 	want := func(t Target) {
@@ -162,7 +173,7 @@ func expandServices(in ExpandInput, plans map[string]*policyPlan, demand map[str
 		have[svc.Name] = true
 		if p, ok := plans[svc.Name]; ok && p.pol.Resolver != nil && p.pol.Resolver.DefaultSubset != "" {
 			sub, _ := p.pol.Resolver.Subset(p.pol.Resolver.DefaultSubset) // defined: checked by the plan
-			svc = subsetService(svc, sub, svc.Name)
+			svc = out.pick(in.Prev, svc, sub, svc.Name)
 		}
 		svcs = append(svcs, svc)
 	}
@@ -187,15 +198,28 @@ func expandServices(in ExpandInput, plans map[string]*policyPlan, demand map[str
 				out.Errors[t.Cluster()] = fmt.Errorf("translate: subset %q of %s is not defined; its cluster is served empty", subName, name)
 				sub, src = policy.Subset{Name: subName}, discovery.Service{}
 			}
-			out.parents[t.Cluster()] = name
 			if r != nil {
 				out.resolvers[name] = r
 			}
-			svcs = append(svcs, subsetService(src, sub, t.Cluster()))
+			svcs = append(svcs, out.pick(in.Prev, src, sub, t.Cluster()))
 		}
 	}
 	slices.SortFunc(svcs, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) })
 	return discovery.Snapshot{Services: svcs}
+}
+
+// pick is subsetService(svc, sub, name), reused from prev when it picked
+// the same from the same, and recorded.
+func (e *Expansion) pick(prev *Expansion, svc discovery.Service, sub policy.Subset, name string) discovery.Service {
+	if prev != nil {
+		if p, ok := prev.picked[name]; ok && p.sub == sub && p.src.Equal(svc) {
+			e.picked[name] = p
+			return p.out
+		}
+	}
+	out := subsetService(svc, sub, name)
+	e.picked[name] = pickedTarget{src: svc, sub: sub, out: out}
+	return out
 }
 
 // subsetService is svc's endpoints that sub's filter selects, named

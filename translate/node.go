@@ -98,12 +98,12 @@ type NodeResources struct {
 // changed, and keeps endpoint slots over time (see Slots).
 func Node(in NodeInput) (NodeResources, error) {
 	var out NodeResources
-	ex, err := nodeListeners(in)
+	exp := Expand(ExpandInput{Snapshot: Routed(in.Snapshot, RouteTargets(in.Listeners)), Policies: in.Policies,
+		Settings: in.Settings, Demanded: Demanded(in.Listeners)})
+	ex, err := nodeListeners(in, exp.Routes)
 	if err != nil {
 		return out, err
 	}
-	exp := Expand(ExpandInput{Snapshot: Routed(in.Snapshot, RouteTargets(in.Listeners)), Policies: in.Policies,
-		Settings: in.Settings, Demanded: Demanded(in.Listeners)})
 	for _, svc := range exp.Snapshot.Services {
 		r, err := nodeService(in, svc, exp.Settings(svc.Name), in.Weights[exp.Parent(svc.Name)])
 		if err != nil {
@@ -247,10 +247,27 @@ func subsetFor(s envoy.Service, set ServiceSettings, slots map[string]int, i int
 	return SubsetOf(arranged, Members(Pick(plan, serving, i))), nil
 }
 
+// ListenerRoute is a configured listener's route with its routes to
+// services with a policy replaced by the policy's
+// (envoy.ApplyPolicyRoutes); when they cannot be (the policy's routes
+// do not validate there), the listener's route as configured, with the
+// error.
+func ListenerRoute(rc *routev3.RouteConfiguration, policies map[string][]envoy.PolicyRoute) (*routev3.RouteConfiguration, error) {
+	if len(policies) == 0 {
+		return rc, nil
+	}
+	applied, err := envoy.ApplyPolicyRoutes(rc, policies)
+	if err != nil {
+		return rc, fmt.Errorf("translate: route %q: %w", rc.GetName(), err)
+	}
+	return applied, nil
+}
+
 // nodeListeners returns the resources the configured listeners give the
-// node (see Node). Every listener is translated, so that a bad one is an
-// error whichever node asks.
-func nodeListeners(in NodeInput) (NodeResources, error) {
+// node (see Node), their routes to services with a policy replaced by the
+// policy's (envoy.ApplyPolicyRoutes). Every listener is translated, so
+// that a bad one is an error whichever node asks.
+func nodeListeners(in NodeInput, policies map[string][]envoy.PolicyRoute) (NodeResources, error) {
 	var ex NodeResources
 	names := map[string]bool{}
 	rls, anyRLS := false, false
@@ -273,7 +290,8 @@ func nodeListeners(in NodeInput) (NodeResources, error) {
 		} else {
 			ex.Listeners = append(ex.Listeners, b.API.(*listenerv3.Listener))
 		}
-		ex.Routes = append(ex.Routes, b.Route.(*routev3.RouteConfiguration))
+		rc, _ := ListenerRoute(b.Route.(*routev3.RouteConfiguration), policies) // on an error, as configured: as a server does
+		ex.Routes = append(ex.Routes, rc)
 	}
 	if !anyRLS {
 		return ex, nil

@@ -19,7 +19,7 @@ import (
 // cluster and load assignment: "<service>~<subset>". Consul service names
 // are DNS labels and never hold '~'; Envoy and grpc-go take any string as
 // a cluster or EDS resource name.
-const SubsetSep = "~"
+const SubsetSep = envoy.SubsetSep
 
 // Target is one (service, subset) a policy sends traffic to. Subset ""
 // is the service's default target: its resolver's DefaultSubset, or every
@@ -28,12 +28,7 @@ const SubsetSep = "~"
 type Target struct{ Service, Subset string }
 
 // Cluster is the target's cluster and load assignment name.
-func (t Target) Cluster() string {
-	if t.Subset == "" {
-		return t.Service
-	}
-	return t.Service + SubsetSep + t.Subset
-}
+func (t Target) Cluster() string { return envoy.TargetCluster(t.Service, t.Subset) }
 
 // PolicyResources are what a service's traffic policy adds up to: a
 // cluster and load assignment per target of the service itself, the

@@ -9,7 +9,8 @@ import (
 )
 
 // RouteTargets counts the routes of the listeners per service they route
-// to (nil when there are none).
+// to (a split route counts for each service it splits to; nil when there
+// are none).
 func RouteTargets(ls []Listener) map[string]int {
 	var targets map[string]int
 	for _, l := range ls {
@@ -17,16 +18,41 @@ func RouteTargets(ls []Listener) map[string]int {
 			if targets == nil {
 				targets = map[string]int{}
 			}
-			targets[r.Service]++
+			if r.Service != "" {
+				targets[r.Service]++
+			}
+			seen := map[string]bool{}
+			for _, c := range r.Split {
+				if t := targetOf(c.Cluster); !seen[t.Service] {
+					seen[t.Service] = true
+					targets[t.Service]++
+				}
+			}
 		}
 	}
 	return targets
 }
 
+// targetOf is the target whose cluster is named cluster.
+func targetOf(cluster string) Target {
+	service, subset, _ := strings.Cut(cluster, SubsetSep)
+	return Target{Service: service, Subset: subset}
+}
+
 // Demanded lists the (service, subset) targets the listeners' split
 // routes send to.
 func Demanded(ls []Listener) []Target {
-	return nil
+	var out []Target
+	for _, l := range ls {
+		for _, r := range l.Routes {
+			for _, c := range r.Split {
+				if t := targetOf(c.Cluster); t.Subset != "" && !slices.Contains(out, t) {
+					out = append(out, t)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Routed returns in plus, for every service of targets (routed to by a

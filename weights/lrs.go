@@ -274,7 +274,7 @@ func (s *LRS) countZones(st *lrsStream, req *lrsv3.LoadStatsRequest) {
 		return
 	}
 	for _, cs := range req.GetClusterStats() {
-		service := cs.GetClusterName()
+		service := ClusterService(cs.GetClusterName())
 		if !s.cfg.Known(service) {
 			continue
 		}

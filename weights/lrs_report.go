@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -50,7 +51,8 @@ func lrsReports(node string, req *lrsv3.LoadStatsRequest, now time.Time, elapsed
 	skipped = map[string]int{}
 	loads := map[lrsKey]*lrsLoad{}
 	for _, cs := range req.GetClusterStats() {
-		service := cs.GetClusterName()
+		cluster := cs.GetClusterName()
+		service := ClusterService(cluster)
 		secs := lrsSeconds(cs.GetLoadReportInterval(), elapsed)
 		var whole lrsLoad // of the localities without endpoint stats
 		localities := 0
@@ -78,7 +80,7 @@ func lrsReports(node string, req *lrsv3.LoadStatsRequest, now time.Time, elapsed
 				l.add(ep, secs)
 			}
 		}
-		if localities > 0 && !spreadLoad(loads, whole, node, service, secs, split) {
+		if localities > 0 && !spreadLoad(loads, whole, node, cluster, secs, split) {
 			skipped[skipLocalityOnly] += localities
 		}
 	}
@@ -94,6 +96,15 @@ func lrsReports(node string, req *lrsv3.LoadStatsRequest, now time.Time, elapsed
 		reports = append(reports, loads[k].report(k, node, now))
 	}
 	return reports, skipped
+}
+
+// ClusterService is the service of a cluster: the cluster's name, or for
+// the cluster of a traffic policy's (service, subset) target,
+// "<service>~<subset>" (translate.SubsetSep), the part before "~": its
+// endpoints' loads are the service's, by endpoint.
+func ClusterService(cluster string) string {
+	service, _, _ := strings.Cut(cluster, "~")
+	return service
 }
 
 // lrsSeconds is the length in seconds of the period a ClusterStats covers:
@@ -128,15 +139,17 @@ func lrsResolve(service string, secs float64, ep *endpointv3.UpstreamEndpointSta
 	return id, ""
 }
 
-// spreadLoad adds whole, the load of node's localities of service without
-// endpoint stats, to loads, spread over the node's endpoints by split; it
-// reports whether it could (a period, a split and a known endpoint).
-// Named metrics stay with the locality: they are not an endpoint's.
-func spreadLoad(loads map[lrsKey]*lrsLoad, whole lrsLoad, node, service string, secs float64, split lrsSplit) bool {
+// spreadLoad adds whole, the load of node's localities of cluster without
+// endpoint stats, to loads, spread over the node's endpoints of the
+// cluster by split; it reports whether it could (a period, a split and a
+// known endpoint). Named metrics stay with the locality: they are not an
+// endpoint's.
+func spreadLoad(loads map[lrsKey]*lrsLoad, whole lrsLoad, node, cluster string, secs float64, split lrsSplit) bool {
+	service := ClusterService(cluster)
 	if split == nil || service == "" || secs <= 0 {
 		return false
 	}
-	ids, shares, ok := split(node, service)
+	ids, shares, ok := split(node, cluster)
 	if !ok || len(ids) != len(shares) {
 		return false
 	}

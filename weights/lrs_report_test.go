@@ -41,6 +41,13 @@ func TestLRSReports(t *testing.T) {
 			},
 			want: []Report{{Service: "api", Endpoint: "a", Node: "n", At: at, QPS: 7, Named: map[string]float64{"m": 2.5}}},
 		},
+		"a traffic policy's subset cluster reports its service's endpoints": {
+			stats: []*endpointv3.ClusterStats{
+				clusterStats("api~v2", 2*time.Second, endpointStats("10.0.0.1:8080", 10, 0)),
+				clusterStats("api", 2*time.Second, endpointStats("10.0.0.1:8080", 4, 0)),
+			},
+			want: []Report{{Service: "api", Endpoint: "a", Node: "n", At: at, QPS: 7}},
+		},
 		"no interval uses the elapsed time": {
 			stats:   []*endpointv3.ClusterStats{clusterStats("api", 0, endpointStats("10.0.0.2:8080", 30, 0))},
 			elapsed: 3 * time.Second,

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/translate"
@@ -15,11 +16,12 @@ import (
 
 // builtListener is one configured listener, translated.
 type builtListener struct {
-	globs    []*regexp.Regexp // nil: every node
-	envoyL   xdscache.Item    // Envoy's listener, bound to its address
-	apiL     xdscache.Item    // proxyless gRPC's api_listener
-	route    xdscache.Item    // the RouteConfiguration both use
-	needsRLS bool             // its rate-limit filter uses the generated RLS cluster
+	globs    []*regexp.Regexp            // nil: every node
+	envoyL   xdscache.Item               // Envoy's listener, bound to its address
+	apiL     xdscache.Item               // proxyless gRPC's api_listener
+	route    xdscache.Item               // the RouteConfiguration both use (with the policies, see withPolicies)
+	routeRes *routev3.RouteConfiguration // the route as configured
+	needsRLS bool                        // its rate-limit filter uses the generated RLS cluster
 }
 
 // listenerSet is the translation of the configured listeners, made once:
@@ -80,6 +82,7 @@ func buildListener(l translate.Listener) (builtListener, error) {
 	if b.apiL, err = xdscache.NewItem(l.Name, t.API); err != nil {
 		return b, err
 	}
+	b.routeRes = t.Route.(*routev3.RouteConfiguration)
 	if b.route, err = xdscache.NewItem(l.Name, t.Route); err != nil {
 		return b, err
 	}

@@ -53,8 +53,13 @@ type reconciler struct {
 
 	routes *routeCheck // the services listeners route to
 
-	policyErrs map[string]string // services whose policy is not served -> why (logged once per change)
-	aggs       []xdscache.Item   // the policies' aggregate clusters (retry_other_split), sorted by name
+	policyErrs map[string]string    // services whose policy is not served -> why (logged once per change)
+	aggs       []xdscache.Item      // the policies' aggregate clusters (retry_other_split), sorted by name
+	served     *listenerSet         // lis with the policies' routes (withPolicies); nil before the first pass
+	linger     lingerState          // policy clusters kept a while after their policy dropped them
+	lastExp    *translate.Expansion // the latest pass's (its subset picks are reused)
+	routeMemo  map[string]routeMemo // policy route items by service, from the latest pass
+	routeNext  map[string]routeMemo // the same, being filled by this pass
 
 	afterReconcile func() // test hook, called after each reconcile pass
 
@@ -87,6 +92,8 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 		routes:   &routeCheck{lis: lis, m: m, log: cfg.Logger},
 		views:    subsetViews{publish: cfg.OnSubsets},
 	}
+	r.served = lis
+	r.linger.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
 	r.sub.build = func(key string) (*cache.Snapshot, error) { return r.base(key, r.sub.items) }
@@ -236,6 +243,8 @@ func (r *reconciler) bases(items []xdscache.ServiceItems) (map[string]*cache.Sna
 // weights; a service with a policy has its policy's route.
 func (r *reconciler) translateAll(exp translate.Expansion, weights map[string]map[string]uint32) []xdscache.ServiceItems {
 	in := exp.Snapshot
+	r.routeNext = make(map[string]routeMemo, len(exp.Routes))
+	defer func() { r.routeMemo, r.routeNext = r.routeNext, nil }()
 	next := make(map[string]memoEntry, len(in.Services))
 	items := make([]xdscache.ServiceItems, 0, len(in.Services))
 	slotted := map[string]bool{} // steady subset services: their endpoints hold slots

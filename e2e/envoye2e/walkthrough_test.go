@@ -46,31 +46,10 @@ echo "== xds-server ratelimit metrics"; curl -s localhost:19000/metrics | grep -
 // drains and exits 0 while every request through Envoy succeeds.
 func TestReadmeEnvoyWalkthrough(t *testing.T) {
 	skipShort(t)
-	envoyBin := harness.RequireEnvoy(t)
-	consulBin, err := harness.ConsulBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	repo, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	block := wtReadmeBlock(t, repo)
-	consul := harness.Consul(t)
-	ports := wtPortMap(t, consul.Addr())
-	dir := t.TempDir()
-	for _, sub := range []string{"consul", "envoy"} {
-		wtCopyTree(t, filepath.Join(repo, "examples", sub), filepath.Join(dir, "examples", sub), ports)
-	}
-	script := strings.NewReplacer(
-		"go build -o bin/", `go -C "$REPO" build -o "$PWD"/bin/`,
-		"consul agent -dev", ": consul agent -dev", // the harness's agent is running
-		"envoy -c ", "envoy --disable-hot-restart --concurrency 1 -c ",
-		"bin/backend -service", `bin/backend -consul "$CONSUL_HTTP_ADDR" -service`,
-	).Replace(wtRewritePorts(block+wtEpilogue, ports))
-	out := wtRunScript(t, dir, script, "REPO="+repo, "GOTOOLCHAIN=local", "CONSUL_HTTP_ADDR="+consul.Addr(),
-		"PATH="+filepath.Dir(envoyBin)+":"+filepath.Dir(consulBin)+":"+os.Getenv("PATH"))
-	t.Logf("walk-through output:\n%s", out)
+	block := wtReadmeBlock(t, "\n## Envoy with routing and rate limiting\n", "consul agent -dev",
+		"go build -o bin/backend ./examples/backend", "go build -o bin/xds-server ./cmd/xds-server",
+		"envoy -c examples/envoy/envoy-bootstrap.yaml")
+	dir, out := wtRunWalkthrough(t, block+wtEpilogue, "consul", "envoy")
 	wtCheckRouting(t, out)
 	wtCheckRateLimit(t, out)
 	wtCheckRestart(t, dir, out)
@@ -79,25 +58,69 @@ func TestReadmeEnvoyWalkthrough(t *testing.T) {
 	}
 }
 
-// wtReadmeBlock returns the sh block of the README's Envoy walk-through,
-// after checking it has the commands the test rewrites.
-func wtReadmeBlock(t *testing.T, repo string) string {
+// wtRunWalkthrough runs a README walk-through's block as a script with a
+// real Envoy in a new directory, with copies of the named directories of
+// examples/, and returns that directory and the script's output. The only
+// rewrites: the harness's Consul agent instead of `consul agent -dev` (and
+// its address handed to the backends), every fixed port moved to a free one
+// (in the block and in the copies), building from the repository, and
+// Envoy without hot restart (other Envoys run beside it).
+func wtRunWalkthrough(t *testing.T, block string, examples ...string) (dir, out string) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	envoyBin := harness.RequireEnvoy(t)
+	consulBin, err := harness.ConsulBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Envoy with routing and rate limiting\n")
+	repo := wtRepo(t)
+	consul := harness.Consul(t)
+	ports := wtPortMap(t, consul.Addr())
+	dir = t.TempDir()
+	for _, sub := range examples {
+		wtCopyTree(t, filepath.Join(repo, "examples", sub), filepath.Join(dir, "examples", sub), ports)
+	}
+	script := strings.NewReplacer(
+		"go build -o bin/", `go -C "$REPO" build -o "$PWD"/bin/`,
+		"consul agent -dev", ": consul agent -dev", // the harness's agent is running
+		"envoy -c ", "envoy --disable-hot-restart --concurrency 1 -c ",
+		"bin/backend -service", `bin/backend -consul "$CONSUL_HTTP_ADDR" -service`,
+	).Replace(wtRewritePorts(block, ports))
+	out = wtRunScript(t, dir, script, "REPO="+repo, "GOTOOLCHAIN=local", "CONSUL_HTTP_ADDR="+consul.Addr(),
+		"PATH="+filepath.Dir(envoyBin)+":"+filepath.Dir(consulBin)+":"+os.Getenv("PATH"))
+	t.Logf("walk-through output:\n%s", out)
+	return dir, out
+}
+
+// wtRepo returns the repository's root directory.
+func wtRepo(t *testing.T) string {
+	t.Helper()
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo
+}
+
+// wtReadmeBlock returns the first sh block of the README's section under
+// heading (up to the next heading of level 2 or 3), after checking it has
+// each of the commands the test rewrites.
+func wtReadmeBlock(t *testing.T, heading string, wants ...string) string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(wtRepo(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), heading)
 	section, _, _ = strings.Cut(section, "\n## ")
+	section, _, _ = strings.Cut(section, "\n### ")
 	_, block, ok2 := strings.Cut(section, "```sh\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal(`README has no sh block under "## Envoy with routing and rate limiting"`)
+		t.Fatalf("README has no sh block under %q", strings.TrimSpace(heading))
 	}
-	for _, want := range []string{"consul agent -dev", "go build -o bin/backend ./examples/backend",
-		"go build -o bin/xds-server ./cmd/xds-server", "envoy -c examples/envoy/envoy-bootstrap.yaml"} {
+	for _, want := range wants {
 		if !strings.Contains(block, want) {
-			t.Fatalf("README's Envoy walk-through lacks %q:\n%s", want, block)
+			t.Fatalf("README's walk-through %q lacks %q:\n%s", strings.TrimSpace(heading), want, block)
 		}
 	}
 	return block
