@@ -352,6 +352,11 @@ func TestPolicySubsetHealth(t *testing.T) {
 		}
 	}
 	t.Logf("v2's share moved to v1 within %v", time.Since(start).Round(time.Millisecond))
+	// The route moves first; web~v2's endpoints turn unhealthy a moment
+	// later (xds's policyHold): keep the load on until they have (in the
+	// node's snapshot: grpc-go, no longer routing to web~v2, unsubscribes
+	// from it and never acks that).
+	e.awaitSnapshot(t, "web~v2 without serving endpoints", func(c nodeConfig) bool { return len(c.endpointAddrs("web~v2")) == 0 })
 	got := measure(t, e.call, 2000)
 	l.stop()
 	if !onlyFrom(got, backendIDs(v1)) {

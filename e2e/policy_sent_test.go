@@ -186,6 +186,23 @@ func (e *policyEnv) awaitSent(t *testing.T, what string, cond func(nodeConfig) b
 	return cfg
 }
 
+// awaitSnapshot polls /debug/config (another process: nothing to await)
+// until the node's snapshot satisfies cond, acked or not.
+func (e *policyEnv) awaitSnapshot(t *testing.T, what string, cond func(nodeConfig) bool) {
+	t.Helper()
+	u := e.srv.AdminURL("/debug/config?node=" + url.QueryEscape(e.node))
+	start := time.Now()
+	var cfg nodeConfig
+	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		cfg = nodeConfig{}
+		if tryGetJSON(u, &cfg) && cond(cfg) {
+			t.Logf("%s: in the node's snapshot within %v", what, time.Since(start).Round(time.Millisecond))
+			return
+		}
+	}
+	t.Fatalf("node %s's snapshot lacks %s after 20s: %s", e.node, what, describeConfig(cfg))
+}
+
 // acked reports whether, for every type, the node acked the version sent
 // or one (in seen) with the same versions of the resources it needs.
 func (c nodeConfig) acked(acked map[string]string, seen map[string]map[string]string) bool {
