@@ -37,7 +37,12 @@ func AggregateName(children []string) string {
 // policy excludes previous priorities (PolicyRetry.OtherCluster) goes to
 // the next child. grpc-go serves an aggregate cluster the same way, but
 // its retries keep to the priority picked first.
-func AggregateCluster(children []string) (*clusterv3.Cluster, error) {
+//
+// cb are the aggregate's circuit breakers: Envoy charges a route's
+// retries to the route's cluster, the aggregate, so its max_retries
+// bounds the retries in flight (Envoy's default, 3, a busy route
+// overflows: upstream_rq_retry_overflow, and the request fails).
+func AggregateCluster(children []string, cb CircuitBreakers) (*clusterv3.Cluster, error) {
 	if len(children) < 2 {
 		return nil, errors.New("envoy: aggregate cluster: fewer than 2 clusters")
 	}
@@ -54,6 +59,7 @@ func AggregateCluster(children []string) (*clusterv3.Cluster, error) {
 		ClusterDiscoveryType: &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{Name: "envoy.clusters.aggregate", TypedConfig: cfg}},
 		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
 		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
+		CircuitBreakers:      circuitBreakersProto(cb),
 	}
 	return validated(c, "cluster", name)
 }

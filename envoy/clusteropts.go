@@ -204,15 +204,7 @@ func applyClusterOptions(c *clusterv3.Cluster, o ClusterOptions) error {
 			MaxEjectionPercent: optUInt32(od.MaxEjectionPercent),
 		}
 	}
-	if cb := o.CircuitBreakers; cb != (CircuitBreakers{}) {
-		c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
-			Priority:           corev3.RoutingPriority_DEFAULT,
-			MaxConnections:     optUInt32(cb.MaxConnections),
-			MaxPendingRequests: optUInt32(cb.MaxPendingRequests),
-			MaxRequests:        optUInt32(cb.MaxRequests),
-			MaxRetries:         optUInt32(cb.MaxRetries),
-		}}}
-	}
+	c.CircuitBreakers = circuitBreakersProto(o.CircuitBreakers)
 	if o.LoadReporting {
 		c.LrsServer = &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3,
 			ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
@@ -234,6 +226,21 @@ func applyClusterOptions(c *clusterv3.Cluster, o ClusterOptions) error {
 		c.CommonLbConfig.HealthyPanicThreshold = &typev3.Percent{Value: 0}
 	}
 	return nil
+}
+
+// circuitBreakersProto is cb as a cluster's circuit_breakers; nil when
+// cb leaves every threshold at Envoy's default.
+func circuitBreakersProto(cb CircuitBreakers) *clusterv3.CircuitBreakers {
+	if cb == (CircuitBreakers{}) {
+		return nil
+	}
+	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
+		Priority:           corev3.RoutingPriority_DEFAULT,
+		MaxConnections:     optUInt32(cb.MaxConnections),
+		MaxPendingRequests: optUInt32(cb.MaxPendingRequests),
+		MaxRequests:        optUInt32(cb.MaxRequests),
+		MaxRetries:         optUInt32(cb.MaxRetries),
+	}}}
 }
 
 // protocolOptions returns the typed_extension_protocol_options for p: nil

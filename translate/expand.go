@@ -80,6 +80,16 @@ func (e Expansion) Settings(name string) ServiceSettings {
 	return resolverSettings(set, e.resolvers[parent])
 }
 
+// AggregateBreakers are the circuit breakers of aggregate cluster name
+// (of Aggregates): its first child's service's (envoy.AggregateCluster).
+func (e Expansion) AggregateBreakers(name string) envoy.CircuitBreakers {
+	children := e.Aggregates[name]
+	if len(children) == 0 {
+		return envoy.CircuitBreakers{}
+	}
+	return e.Settings(children[0]).Cluster.CircuitBreakers
+}
+
 // Expand serves a snapshot under its traffic policies (see Expansion).
 func Expand(in ExpandInput) Expansion {
 	out := Expansion{Routes: map[string][]envoy.PolicyRoute{}, Errors: map[string]error{},

@@ -122,7 +122,7 @@ func Node(in NodeInput) (NodeResources, error) {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(exp.Aggregates)) {
-		c, err := envoy.AggregateCluster(exp.Aggregates[name])
+		c, err := envoy.AggregateCluster(exp.Aggregates[name], exp.AggregateBreakers(name))
 		if err != nil {
 			return out, err
 		}

@@ -96,7 +96,7 @@ type routeMemo struct {
 func aggregates(exp translate.Expansion, errs map[string]string) []xdscache.Item {
 	var out []xdscache.Item
 	for _, name := range slices.Sorted(maps.Keys(exp.Aggregates)) {
-		c, err := envoy.AggregateCluster(exp.Aggregates[name])
+		c, err := envoy.AggregateCluster(exp.Aggregates[name], exp.AggregateBreakers(name))
 		var it xdscache.Item
 		if err == nil {
 			it, err = xdscache.NewItem(name, c)
