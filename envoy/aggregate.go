@@ -64,21 +64,28 @@ func AggregateCluster(children []string, cb CircuitBreakers) (*clusterv3.Cluster
 	return validated(c, "cluster", name)
 }
 
-// otherClusterRetry makes a retry policy's attempts leave the priorities
-// (of an aggregate cluster: the clusters) and hosts already tried.
+// otherHostRetry makes a retry policy's attempts leave the hosts already
+// tried (previous_hosts; up to 3 picks per attempt), as every policy
+// route's retries do: a retry on the host that just failed rarely helps.
+func otherHostRetry(rp *routev3.RetryPolicy) error {
+	hosts, err := anypb.New(&previoushostsv3.PreviousHostsPredicate{})
+	if err != nil {
+		return fmt.Errorf("previous hosts: %w", err)
+	}
+	rp.RetryHostPredicate = []*routev3.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts",
+		ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: hosts}}}
+	rp.HostSelectionRetryMaxAttempts = 3
+	return nil
+}
+
+// otherClusterRetry makes a retry policy's attempts also leave the
+// priorities (of an aggregate cluster: the clusters) already tried.
 func otherClusterRetry(rp *routev3.RetryPolicy) error {
 	pri, err := anypb.New(&previousprioritiesv3.PreviousPrioritiesConfig{UpdateFrequency: 1})
 	if err != nil {
 		return fmt.Errorf("previous priorities: %w", err)
 	}
-	hosts, err := anypb.New(&previoushostsv3.PreviousHostsPredicate{})
-	if err != nil {
-		return fmt.Errorf("previous hosts: %w", err)
-	}
 	rp.RetryPriority = &routev3.RetryPolicy_RetryPriority{Name: "envoy.retry_priorities.previous_priorities",
 		ConfigType: &routev3.RetryPolicy_RetryPriority_TypedConfig{TypedConfig: pri}}
-	rp.RetryHostPredicate = []*routev3.RetryPolicy_RetryHostPredicate{{Name: "envoy.retry_host_predicates.previous_hosts",
-		ConfigType: &routev3.RetryPolicy_RetryHostPredicate_TypedConfig{TypedConfig: hosts}}}
-	rp.HostSelectionRetryMaxAttempts = 3
 	return nil
 }

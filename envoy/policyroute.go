@@ -233,7 +233,8 @@ func setClusters(a *routev3.RouteAction, cs []WeightedCluster) error {
 }
 
 // retryProto builds a retry policy the way Consul does: connect-failure,
-// retriable-status-codes and the other conditions joined in retry_on.
+// retriable-status-codes and the other conditions joined in retry_on;
+// unlike Consul's, its retries leave the hosts already tried.
 func retryProto(p *PolicyRetry) (*routev3.RetryPolicy, error) {
 	if p == nil {
 		return nil, nil
@@ -257,6 +258,9 @@ func retryProto(p *PolicyRetry) (*routev3.RetryPolicy, error) {
 	}
 	if p.NumRetries > 0 {
 		rp.NumRetries = wrapperspb.UInt32(p.NumRetries)
+	}
+	if err := otherHostRetry(rp); err != nil {
+		return nil, err
 	}
 	if p.OtherCluster {
 		if err := otherClusterRetry(rp); err != nil {
