@@ -76,8 +76,8 @@ func versionSubsets(service, defaultSubset string) *api.ServiceResolverConfigEnt
 }
 
 // splitter is the service-splitter of service sending v1 and v2 their
-// percent. A split of 0 is left out: Consul accepts one, xds-server
-// rejects it (TestPolicySplitZeroWeight).
+// percent; a split of 0 is left out (TestPolicySplitZeroWeight writes
+// one).
 func splitter(service string, v1, v2 float32) *api.ServiceSplitterConfigEntry {
 	e := &api.ServiceSplitterConfigEntry{Kind: api.ServiceSplitter, Name: service}
 	for _, s := range []api.ServiceSplit{{Weight: v1, ServiceSubset: "v1"}, {Weight: v2, ServiceSubset: "v2"}} {

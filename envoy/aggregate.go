@@ -8,6 +8,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	clusterprovidedv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/cluster_provided/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	previousprioritiesv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/priority/previous_priorities/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -54,14 +56,35 @@ func AggregateCluster(children []string, cb CircuitBreakers) (*clusterv3.Cluster
 		return nil, fmt.Errorf("envoy: aggregate cluster: %w", err)
 	}
 	name := AggregateName(children)
+	lb, err := aggregateLB()
+	if err != nil {
+		return nil, fmt.Errorf("envoy: aggregate cluster: %w", err)
+	}
 	c := &clusterv3.Cluster{
 		Name:                 name,
 		ClusterDiscoveryType: &clusterv3.Cluster_ClusterType{ClusterType: &clusterv3.Cluster_CustomClusterType{Name: "envoy.clusters.aggregate", TypedConfig: cfg}},
-		LbPolicy:             clusterv3.Cluster_CLUSTER_PROVIDED,
+		LoadBalancingPolicy:  lb,
 		ConnectTimeout:       durationpb.New(defaultConnectTimeout),
 		CircuitBreakers:      circuitBreakersProto(cb),
 	}
 	return validated(c, "cluster", name)
+}
+
+// aggregateLB is an aggregate cluster's load balancing policy: Envoy's
+// cluster_provided (the aggregate picks a cluster, whose own policy
+// picks a host), then round_robin for grpc-go, which NACKs lb_policy
+// CLUSTER_PROVIDED and skips a policy it does not know for the next (it
+// balances within the children by their own policies anyway, gRFC A75).
+func aggregateLB() (*clusterv3.LoadBalancingPolicy, error) {
+	cp, err := typedPolicy("envoy.load_balancing_policies.cluster_provided", &clusterprovidedv3.ClusterProvided{})()
+	if err != nil {
+		return nil, err
+	}
+	rr, err := typedPolicy("envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{})()
+	if err != nil {
+		return nil, err
+	}
+	return &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{cp, rr}}, nil
 }
 
 // otherHostRetry makes a retry policy's attempts leave the hosts already

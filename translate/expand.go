@@ -26,6 +26,9 @@ type ExpandInput struct {
 	// for a moment so that clients get it in a safe order); nil: as it
 	// serves now.
 	RouteServing func(cluster string, serving bool) bool
+	// LocalDatacenter is the datacenter a failover to other datacenters
+	// fails over from ("": the target is not restricted to one).
+	LocalDatacenter string
 	// Prev, if set, is the previous expansion: a target whose service
 	// and subset definition (the same compiled filter) did not change
 	// keeps its endpoints without evaluating the filter again.
@@ -66,7 +69,7 @@ type pickedTarget struct {
 }
 
 // Parent is the service a cluster of the expansion belongs to: name
-// itself unless it is a subset's ("<service>~<subset>").
+// itself unless it is a target's ("<service>~<subset>@<datacenter>").
 func (e Expansion) Parent(name string) string { return targetOf(name).Service }
 
 // Settings are the settings of each cluster of the expansion: its
@@ -96,26 +99,34 @@ func Expand(in ExpandInput) Expansion {
 		Aggregates: map[string][]string{}, picked: map[string]pickedTarget{},
 		resolvers: map[string]*policy.Resolver{}, settings: in.Settings}
 	plans := planAll(in, out.Errors)
-	demand := map[string]map[string]bool{} // service -> subsets ("" : the service itself)
-	want := func(t Target) {
-		if demand[t.Service] == nil {
-			demand[t.Service] = map[string]bool{}
-		}
-		demand[t.Service][t.Subset] = true
-	}
+	want := map[Target]bool{}
+	chains := map[string][]string{} // cluster -> its failover chain's clusters
 	for name, p := range plans {
 		out.resolvers[name] = p.pol.Resolver
 		for sub := range p.own {
-			want(Target{Service: name, Subset: sub})
+			want[Target{Service: name, Subset: sub}] = true
 		}
 		for t := range p.ext {
-			want(t)
+			want[t] = true
 		}
 	}
 	for _, t := range in.Demanded {
-		want(t)
+		want[t] = true
 	}
-	out.Snapshot = expandServices(in, plans, demand, &out)
+	for t := range maps.Clone(want) {
+		chain := failoverChain(t, in.Policies, in.LocalDatacenter)
+		chains[t.Cluster()] = clusters(chain)
+		for _, c := range chain {
+			want[c] = true
+		}
+	}
+	chainOf := func(cluster string) []string {
+		if c, ok := chains[cluster]; ok {
+			return c
+		}
+		return []string{cluster}
+	}
+	out.Snapshot = expandServices(in, plans, want, &out)
 	for name, p := range plans {
 		var set ServiceSettings
 		if in.Settings != nil {
@@ -123,12 +134,9 @@ func Expand(in ExpandInput) Expansion {
 		}
 		routes := p.routes
 		if !set.KeepUnhealthySplits {
-			routes = redistribute(routes, out.Snapshot, in.RouteServing)
+			routes = redistribute(routes, out.Snapshot, in.RouteServing, chainOf)
 		}
-		if set.RetryOtherSplit {
-			routes = retryOtherSplit(routes, out.Aggregates)
-		}
-		out.Routes[name] = routes
+		out.Routes[name] = aggregateRoutes(routes, chainOf, set.RetryOtherSplit, out.Aggregates)
 	}
 	return out
 }
@@ -147,6 +155,9 @@ func planAll(in ExpandInput, errs map[string]error) map[string]*policyPlan {
 		var err error
 		if p.routes, err = p.plan(); err == nil {
 			err = definedTargets(p.ext, in.Policies)
+		}
+		if err == nil {
+			err = definedFailovers(p, in.Policies)
 		}
 		if err != nil {
 			errs[svc.Name] = fmt.Errorf("translate: service %q: %w", svc.Name, err)
@@ -175,74 +186,103 @@ func definedTargets(ext map[Target]bool, pols map[string]policy.Policy) error {
 	return nil
 }
 
+// definedFailovers checks that the failover targets of the targets p
+// sends to are defined.
+func definedFailovers(p *policyPlan, pols map[string]policy.Policy) error {
+	var ts []Target
+	for sub := range p.own {
+		ts = append(ts, Target{Service: p.svc, Subset: sub})
+	}
+	ts = append(ts, slices.Collect(maps.Keys(p.ext))...)
+	ext := map[Target]bool{}
+	for _, t := range ts {
+		for _, f := range failoverChain(t, pols, "")[1:] {
+			f.Datacenter = ""
+			ext[f] = true
+		}
+	}
+	if err := definedTargets(ext, pols); err != nil {
+		return fmt.Errorf("failover: %w", err)
+	}
+	return nil
+}
+
 func compareTargets(a, b Target) int {
-	return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.Subset, b.Subset))
+	return cmp.Or(strings.Compare(a.Service, b.Service), strings.Compare(a.Subset, b.Subset),
+		strings.Compare(a.Datacenter, b.Datacenter))
 }
 
 // expandServices returns the snapshot's services with each planned
-// service's default target, plus a service per demanded target, sorted.
-func expandServices(in ExpandInput, plans map[string]*policyPlan, demand map[string]map[string]bool, out *Expansion) discovery.Snapshot {
+// service's default target, plus a service per wanted target, sorted.
+func expandServices(in ExpandInput, plans map[string]*policyPlan, want map[Target]bool, out *Expansion) discovery.Snapshot {
 	have := make(map[string]bool, len(in.Snapshot.Services))
-	svcs := make([]discovery.Service, 0, len(in.Snapshot.Services))
+	svcs := make([]discovery.Service, 0, len(in.Snapshot.Services)+len(want))
 	for _, svc := range in.Snapshot.Services {
 		have[svc.Name] = true
 		if p, ok := plans[svc.Name]; ok && p.pol.Resolver != nil && p.pol.Resolver.DefaultSubset != "" {
 			sub, _ := p.pol.Resolver.Subset(p.pol.Resolver.DefaultSubset) // defined: checked by the plan
-			svc = out.pick(in.Prev, svc, sub, svc.Name)
+			svc = out.pick(in.Prev, svc, sub, "", svc.Name)
 		}
 		svcs = append(svcs, svc)
 	}
-	for _, name := range slices.Sorted(maps.Keys(demand)) {
-		src, _ := in.Snapshot.Service(name)
-		if !have[name] {
-			svcs = append(svcs, discovery.Service{Name: name}) // routed to: its cluster exists, empty
-			have[name] = true
+	for _, t := range slices.SortedFunc(maps.Keys(want), compareTargets) {
+		name := t.Cluster()
+		if have[name] {
+			continue
 		}
-		r := in.Policies[name].Resolver
-		for _, subName := range slices.Sorted(maps.Keys(demand[name])) {
-			if subName == "" {
-				continue
-			}
-			t := Target{Service: name, Subset: subName}
-			var sub policy.Subset
+		have[name] = true
+		src, _ := in.Snapshot.Service(t.Service)
+		r := in.Policies[t.Service].Resolver
+		var sub policy.Subset
+		if subName := cmp.Or(t.Subset, defaultSubset(r, plans[t.Service] != nil)); subName != "" {
 			ok := r != nil
 			if ok {
 				sub, ok = r.Subset(subName)
 			}
 			if !ok {
-				out.Errors[t.Cluster()] = fmt.Errorf("translate: subset %q of %s is not defined; its cluster is served empty", subName, name)
+				out.Errors[name] = fmt.Errorf("translate: subset %q of %s is not defined; its cluster is served empty", subName, t.Service)
 				sub, src = policy.Subset{Name: subName}, discovery.Service{}
 			}
-			if r != nil {
-				out.resolvers[name] = r
-			}
-			svcs = append(svcs, out.pick(in.Prev, src, sub, t.Cluster()))
 		}
+		if r != nil {
+			out.resolvers[t.Service] = r
+		}
+		svcs = append(svcs, out.pick(in.Prev, src, sub, t.Datacenter, name))
 	}
 	slices.SortFunc(svcs, func(a, b discovery.Service) int { return strings.Compare(a.Name, b.Name) })
 	return discovery.Snapshot{Services: svcs}
 }
 
+// defaultSubset is the resolver's default subset, when its service's
+// policy is served.
+func defaultSubset(r *policy.Resolver, planned bool) string {
+	if r == nil || !planned {
+		return ""
+	}
+	return r.DefaultSubset
+}
+
 // pick is subsetService(svc, sub, name), reused from prev when it picked
 // the same from the same, and recorded.
-func (e *Expansion) pick(prev *Expansion, svc discovery.Service, sub policy.Subset, name string) discovery.Service {
+func (e *Expansion) pick(prev *Expansion, svc discovery.Service, sub policy.Subset, dc, name string) discovery.Service {
 	if prev != nil {
 		if p, ok := prev.picked[name]; ok && p.sub == sub && p.src.Equal(svc) {
 			e.picked[name] = p
 			return p.out
 		}
 	}
-	out := subsetService(svc, sub, name)
+	out := subsetService(svc, sub, dc, name)
 	e.picked[name] = pickedTarget{src: svc, sub: sub, out: out}
 	return out
 }
 
-// subsetService is svc's endpoints that sub's filter selects, named
-// name; under OnlyPassing, an instance with a warning is not serving.
-func subsetService(svc discovery.Service, sub policy.Subset, name string) discovery.Service {
+// subsetService is svc's endpoints that sub's filter selects (of
+// datacenter dc alone, unless ""), named name; under OnlyPassing, an
+// instance with a warning is not serving.
+func subsetService(svc discovery.Service, sub policy.Subset, dc, name string) discovery.Service {
 	out := discovery.Service{Name: name}
 	for _, ep := range svc.Endpoints {
-		if !sub.Filter.Match(Instance(svc.Name, ep)) {
+		if dc != "" && ep.Datacenter != dc || !sub.Filter.Match(Instance(svc.Name, ep)) {
 			continue
 		}
 		if sub.OnlyPassing && ep.Health == discovery.HealthDegraded {
@@ -275,10 +315,12 @@ func resolverSettings(set ServiceSettings, r *policy.Resolver) ServiceSettings {
 // redistribute gives a split's share of a target without a serving
 // endpoint to the route's other targets, in proportion to their weights
 // (equally when theirs are all 0), as long as one of them serves.
-func redistribute(routes []envoy.PolicyRoute, snap discovery.Snapshot, hold func(string, bool) bool) []envoy.PolicyRoute {
+func redistribute(routes []envoy.PolicyRoute, snap discovery.Snapshot, hold func(string, bool) bool, chainOf func(string) []string) []envoy.PolicyRoute {
 	serves := func(cluster string) bool {
-		svc, _ := snap.Service(cluster)
-		now := slices.ContainsFunc(svc.Endpoints, func(ep discovery.Endpoint) bool { return ep.Health.Serving() })
+		now := slices.ContainsFunc(chainOf(cluster), func(c string) bool {
+			svc, _ := snap.Service(c)
+			return slices.ContainsFunc(svc.Endpoints, func(ep discovery.Endpoint) bool { return ep.Health.Serving() })
+		})
 		if hold != nil {
 			return hold(cluster, now)
 		}
@@ -310,42 +352,6 @@ func redistribute(routes []envoy.PolicyRoute, snap discovery.Snapshot, hold func
 			}
 		}
 		out[i].Clusters = cs
-	}
-	return out
-}
-
-// retryOtherSplit points each target of a split route that retries at
-// an aggregate cluster of that target and then the route's other targets
-// (by weight, heaviest first), and makes the retries leave the clusters
-// already tried; the aggregates are recorded in aggs.
-func retryOtherSplit(routes []envoy.PolicyRoute, aggs map[string][]string) []envoy.PolicyRoute {
-	out := slices.Clone(routes)
-	for i, r := range out {
-		live := slices.DeleteFunc(slices.Clone(r.Clusters), func(c envoy.WeightedCluster) bool { return c.Weight == 0 })
-		if r.Retry == nil || len(live) < 2 {
-			continue
-		}
-		slices.SortStableFunc(live, func(a, b envoy.WeightedCluster) int {
-			return cmp.Or(cmp.Compare(b.Weight, a.Weight), strings.Compare(a.Cluster, b.Cluster))
-		})
-		cs := make([]envoy.WeightedCluster, 0, len(live))
-		for _, c := range r.Clusters {
-			if c.Weight == 0 {
-				continue
-			}
-			children := []string{c.Cluster}
-			for _, o := range live {
-				if o.Cluster != c.Cluster {
-					children = append(children, o.Cluster)
-				}
-			}
-			name := envoy.AggregateName(children)
-			aggs[name] = children
-			cs = append(cs, envoy.WeightedCluster{Cluster: name, Weight: c.Weight})
-		}
-		retry := *r.Retry
-		retry.OtherCluster = true
-		out[i].Clusters, out[i].Retry = cs, &retry
 	}
 	return out
 }

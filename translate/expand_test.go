@@ -96,7 +96,7 @@ func TestExpandSettings(t *testing.T) {
 // (a 0/100 split whose 100 has no serving endpoint), they share equally.
 func TestRedistributeAllZero(t *testing.T) {
 	snap := discovery.Snapshot{Services: []discovery.Service{versioned("a", "x"), {Name: "b"}, versioned("c", "x")}}
-	got := redistribute([]envoy.PolicyRoute{{Clusters: []envoy.WeightedCluster{{Cluster: "a"}, {Cluster: "b", Weight: 100}, {Cluster: "c"}}}}, snap, nil)
+	got := redistribute([]envoy.PolicyRoute{{Clusters: []envoy.WeightedCluster{{Cluster: "a"}, {Cluster: "b", Weight: 100}, {Cluster: "c"}}}}, snap, nil, func(c string) []string { return []string{c} })
 	want := []envoy.WeightedCluster{{Cluster: "a", Weight: 1}, {Cluster: "c", Weight: 1}}
 	if c := got[0].Clusters; len(c) != 2 || c[0] != want[0] || c[1] != want[1] {
 		t.Errorf("clusters %+v, want %+v", c, want)

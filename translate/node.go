@@ -98,8 +98,12 @@ type NodeResources struct {
 // changed, and keeps endpoint slots over time (see Slots).
 func Node(in NodeInput) (NodeResources, error) {
 	var out NodeResources
+	var local string
+	if len(in.Datacenters) > 0 {
+		local = in.Datacenters[0]
+	}
 	exp := Expand(ExpandInput{Snapshot: Routed(in.Snapshot, RouteTargets(in.Listeners)), Policies: in.Policies,
-		Settings: in.Settings, Demanded: Demanded(in.Listeners)})
+		Settings: in.Settings, Demanded: Demanded(in.Listeners), LocalDatacenter: local})
 	ex, err := nodeListeners(in, exp.Routes)
 	if err != nil {
 		return out, err

@@ -25,10 +25,20 @@ const SubsetSep = envoy.SubsetSep
 // is the service's default target: its resolver's DefaultSubset, or every
 // instance; its cluster is named after the service alone, as without a
 // policy.
-type Target struct{ Service, Subset string }
+type Target struct {
+	Service, Subset string
+	Datacenter      string // "": every datacenter read; else that one's endpoints alone
+}
 
-// Cluster is the target's cluster and load assignment name.
-func (t Target) Cluster() string { return envoy.TargetCluster(t.Service, t.Subset) }
+// Cluster is the target's cluster and load assignment name:
+// "<service>[~<subset>][@<datacenter>]".
+func (t Target) Cluster() string {
+	name := envoy.TargetCluster(t.Service, t.Subset)
+	if t.Datacenter != "" {
+		name += DatacenterSep + t.Datacenter
+	}
+	return name
+}
 
 // PolicyResources are what a service's traffic policy adds up to: a
 // cluster and load assignment per target of the service itself, the
@@ -113,8 +123,8 @@ func (p *policyPlan) resolve(sub string) (Target, error) {
 	r := p.pol.Resolver
 	if r != nil && r.Redirect != nil {
 		rd := r.Redirect
-		if rd.Datacenter != "" {
-			return Target{}, fmt.Errorf("redirect to datacenter %q is not supported yet", rd.Datacenter)
+		if rd.Datacenter != "" { // that datacenter's endpoints alone: a target of its own
+			return p.other(Target{Service: cmp.Or(rd.Service, p.svc), Subset: rd.ServiceSubset, Datacenter: rd.Datacenter}), nil
 		}
 		if rd.Service != "" && rd.Service != p.svc {
 			return p.other(Target{Service: rd.Service, Subset: rd.ServiceSubset}), nil

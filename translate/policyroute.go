@@ -125,7 +125,7 @@ func policyCluster(svc discovery.Service, set ServiceSettings, r *policy.Resolve
 			}
 		}
 	}
-	s := Service(subsetService(svc, sub, t.Cluster()), resolverSettings(set, r), nil)
+	s := Service(subsetService(svc, sub, "", t.Cluster()), resolverSettings(set, r), nil)
 	return s, nil
 }
 

@@ -33,10 +33,12 @@ func RouteTargets(ls []Listener) map[string]int {
 	return targets
 }
 
-// targetOf is the target whose cluster is named cluster.
+// targetOf is the target whose cluster is named cluster (see
+// Target.Cluster).
 func targetOf(cluster string) Target {
-	service, subset, _ := strings.Cut(cluster, SubsetSep)
-	return Target{Service: service, Subset: subset}
+	rest, dc, _ := strings.Cut(cluster, DatacenterSep)
+	service, subset, _ := strings.Cut(rest, SubsetSep)
+	return Target{Service: service, Subset: subset, Datacenter: dc}
 }
 
 // Demanded lists the (service, subset) targets the listeners' split

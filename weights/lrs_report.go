@@ -99,12 +99,15 @@ func lrsReports(node string, req *lrsv3.LoadStatsRequest, now time.Time, elapsed
 }
 
 // ClusterService is the service of a cluster: the cluster's name, or for
-// the cluster of a traffic policy's (service, subset) target,
-// "<service>~<subset>" (translate.SubsetSep), the part before "~": its
-// endpoints' loads are the service's, by endpoint.
+// the cluster of a traffic policy's target, "<service>~<subset>" or
+// "<service>[~<subset>]@<datacenter>" (translate.SubsetSep and
+// DatacenterSep), the part before the first "~" or "@": its endpoints'
+// loads are the service's, by endpoint.
 func ClusterService(cluster string) string {
-	service, _, _ := strings.Cut(cluster, "~")
-	return service
+	if i := strings.IndexAny(cluster, "~@"); i >= 0 {
+		return cluster[:i]
+	}
+	return cluster
 }
 
 // lrsSeconds is the length in seconds of the period a ClusterStats covers:

@@ -32,7 +32,8 @@ func (r *reconciler) expand(in discovery.Snapshot, pols map[string]policy.Policy
 	now := r.now()
 	r.hold.begin()
 	exp := translate.Expand(translate.ExpandInput{Snapshot: in, Policies: pols, Settings: r.settings,
-		Demanded: r.lis.demanded(), Prev: r.lastExp, RouteServing: r.hold.routeServing(now)})
+		Demanded: r.lis.demanded(), Prev: r.lastExp, RouteServing: r.hold.routeServing(now),
+		LocalDatacenter: r.sub.local.defaultDC})
 	r.lastExp = &exp
 	if next := r.hold.end(&exp, now); !next.IsZero() {
 		r.linger.schedule(next, now, func() { r.redo(func() {}) })

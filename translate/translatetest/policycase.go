@@ -44,12 +44,20 @@ type casePolicy struct {
 }
 
 type caseResolver struct {
-	DefaultSubset  string        `yaml:"default_subset"`
-	Subsets        []caseSubset  `yaml:"subsets"`
-	Redirect       *caseTarget   `yaml:"redirect"`
-	ConnectTimeout time.Duration `yaml:"connect_timeout"`
-	RequestTimeout time.Duration `yaml:"request_timeout"`
-	LoadBalancer   *caseLB       `yaml:"load_balancer"`
+	DefaultSubset  string         `yaml:"default_subset"`
+	Subsets        []caseSubset   `yaml:"subsets"`
+	Redirect       *caseTarget    `yaml:"redirect"`
+	ConnectTimeout time.Duration  `yaml:"connect_timeout"`
+	RequestTimeout time.Duration  `yaml:"request_timeout"`
+	LoadBalancer   *caseLB        `yaml:"load_balancer"`
+	Failover       []caseFailover `yaml:"failover"`
+}
+
+type caseFailover struct {
+	Subset      string   `yaml:"subset"` // "*": any
+	Service     string   `yaml:"service"`
+	ToSubset    string   `yaml:"to_subset"`
+	Datacenters []string `yaml:"datacenters"`
 }
 
 type caseSubset struct {
@@ -167,6 +175,10 @@ func (r caseResolver) model() (*policy.Resolver, error) {
 			sub.Filter = f
 		}
 		out.Subsets = append(out.Subsets, sub)
+	}
+	for _, f := range r.Failover {
+		out.Failover = append(out.Failover, policy.Failover{Subset: f.Subset, Service: f.Service, ServiceSubset: f.ToSubset,
+			Datacenters: f.Datacenters})
 	}
 	if rd := r.Redirect; rd != nil {
 		out.Redirect = &policy.Redirect{Service: rd.Service, ServiceSubset: rd.Subset, Datacenter: rd.Datacenter}
