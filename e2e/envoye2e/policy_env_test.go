@@ -109,9 +109,7 @@ func polSet(t *testing.T, consul *harness.ConsulAgent, e api.ConfigEntry) {
 }
 
 // polSplitter is a service-splitter of svc: weight of v1, the rest to
-// v2. A split of weight 0 is left out: Consul accepts one, but xds-server
-// rejects it (policy: a weight is in (0, 100]) and keeps the last good
-// splitter.
+// v2 (a split of weight 0 is left out).
 func polSplitter(svc string, v1 float32) *api.ServiceSplitterConfigEntry {
 	var splits []api.ServiceSplit
 	for _, s := range []api.ServiceSplit{{Weight: v1, ServiceSubset: "v1"}, {Weight: 100 - v1, ServiceSubset: "v2"}} {
