@@ -125,6 +125,9 @@ func TestFilePolicyValidation(t *testing.T) {
 		"weights above MaxUint32 hundredths": {split("{ service: greeter, weight: 3e7 }, { service: greeter, subset: v2, weight: 3e7 }"),
 			[]string{`listeners[0].routes[0].split: weights sum to 60000000.00, above 42949672.95`}},
 		"unknown split key": {split("{ service: greeter, wieght: 1 }"), []string{`listeners[0].routes[0].split[0].wieght: unknown key`}},
+		"bad unhealthy_split": {svc("    unhealthy_split: drop\n"),
+			[]string{`services.greeter.unhealthy_split: drop: is not one of redistribute, keep`}},
+		"bad retry_other_split": {svc("    retry_other_split: sometimes\n"), []string{`services.greeter.retry_other_split`}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadArgs(t, "--config", withStatic(t, tc.body))
