@@ -15,7 +15,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xds-server/xds-server/internal/toolbin"
+	"github.com/xds-server/xds-server/internal/toolbin/toolbintest"
 )
 
 // TestApplyPolicyRoutesEnvoyValidates: Envoy 1.40 (--mode validate)
@@ -28,13 +28,7 @@ func TestApplyPolicyRoutesEnvoyValidates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs envoy --mode validate")
 	}
-	envoyBin, err := toolbin.Envoy()
-	if err != nil {
-		if os.Getenv("XDS_SERVER_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	envoyBin := toolbintest.Envoy(t)
 	l := HTTPListener{Name: "ingress", Address: "127.0.0.1:10000", Routes: []Route{
 		{Prefix: "/api", Service: "web", Timeout: 5 * time.Second, Retries: 2},
 		{Path: "/healthz", Service: "web"},

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/xds-server/xds-server/internal/toolbin"
+	"github.com/xds-server/xds-server/internal/toolbin/toolbintest"
 	"github.com/xds-server/xds-server/translate"
 	"github.com/xds-server/xds-server/translate/translatetest"
 )
@@ -24,13 +24,7 @@ func TestPolicyEnvoyValidates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs envoy --mode validate")
 	}
-	envoyBin, err := toolbin.Envoy()
-	if err != nil {
-		if os.Getenv("XDS_SERVER_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	envoyBin := toolbintest.Envoy(t)
 	ins, err := filepath.Glob("testdata/policy/*.in.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xds-server/xds-server/internal/toolbin"
+	"github.com/xds-server/xds-server/internal/toolbin/toolbintest"
 )
 
 // EnvoyVersion is the Envoy release the tests run against: the official
@@ -38,14 +39,7 @@ func EnvoyBinary() (string, error) {
 // (fails it when XDS_SERVER_REQUIRE_INTEGRATION=1).
 func RequireEnvoy(t testing.TB) string {
 	t.Helper()
-	bin, err := EnvoyBinary()
-	if err != nil {
-		if os.Getenv(RequireIntegrationEnv) == "1" {
-			t.Fatalf("%v; required because %s=1", err, RequireIntegrationEnv)
-		}
-		t.Skipf("%v; skipping (set %s=1 to fail instead)", err, RequireIntegrationEnv)
-	}
-	return bin
+	return toolbintest.Envoy(t)
 }
 
 // EnvoyOptions say how to start an Envoy.
