@@ -65,11 +65,13 @@ func LoadAssignment(s Service) (*endpointv3.ClusterLoadAssignment, error) {
 		return nil, fmt.Errorf("envoy: load assignment %q: locality weights: %w", s.Name, err)
 	}
 	cla := &endpointv3.ClusterLoadAssignment{ClusterName: s.Name}
+	stamp := clusterStampMeta(s.ClusterStamp)
 	for i, g := range groups {
 		lle, err := localityEndpoints(g, weights[i])
 		if err != nil {
 			return nil, fmt.Errorf("envoy: load assignment %q: %w", s.Name, err)
 		}
+		lle.Metadata = stamp
 		cla.Endpoints = append(cla.Endpoints, lle)
 	}
 	if s.OverprovisioningFactor > 0 {
@@ -184,6 +186,18 @@ func localityEndpoints(g localityGroup, weight uint32) (*endpointv3.LocalityLbEn
 		lle.LbEndpoints[i] = lbEndpoint(e, weights[i])
 	}
 	return lle, nil
+}
+
+// clusterStampMeta is the locality metadata that carries a cluster
+// stamp (Service.ClusterStamp); nil for none. Localities share it: it is
+// only read.
+func clusterStampMeta(stamp string) *corev3.Metadata {
+	if stamp == "" {
+		return nil
+	}
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		MetadataNamespace: {Fields: map[string]*structpb.Value{"cluster": structpb.NewStringValue(stamp)}},
+	}}
 }
 
 // lbEndpoint translates one validated endpoint with the given weight (>= 1).

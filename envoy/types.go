@@ -75,4 +75,11 @@ type Service struct {
 	// priority once healthy hosts x factor fall below 100%); 0 leaves it
 	// unset (Envoy's default, 140).
 	OverprovisioningFactor uint32
+	// ClusterStamp, when set, is a fingerprint of the cluster's
+	// definition that every locality of the load assignment carries
+	// (metadata xds-server.cluster), so that a changed cluster changes its
+	// load assignment too: Envoy replaces a changed cluster by one that
+	// warms until it gets its load assignment again, and an unchanged one
+	// would not be sent (initial_fetch_timeout: 15 s without traffic).
+	ClusterStamp string
 }

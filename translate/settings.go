@@ -2,6 +2,8 @@ package translate
 
 import (
 	"cmp"
+	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -80,7 +82,18 @@ func Service(svc discovery.Service, set ServiceSettings, weights map[string]uint
 		Cluster:        set.Cluster,
 
 		OverprovisioningFactor: set.OverprovisioningFactor,
+		ClusterStamp:           ClusterStamp(set),
 	}
+}
+
+// ClusterStamp fingerprints what of set makes a service's cluster (its
+// load balancing policy, connect timeout and cluster options): 16 hex
+// digits of FNV-1a over their printed values, which hold no maps, so
+// equal settings print equal (see envoy.Service.ClusterStamp).
+func ClusterStamp(set ServiceSettings) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%d|%+v", set.LBPolicy, set.ConnectTimeout, set.Cluster)
+	return fmt.Sprintf("%016x", h.Sum64())
 }
 
 // endpointMeta is the metadata sent with an endpoint: its discovery meta,
