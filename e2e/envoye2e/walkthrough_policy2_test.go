@@ -34,6 +34,7 @@ func TestReadmePolicyResolverWalkthrough(t *testing.T) {
 	wtCheckRedirect(t, out)
 	wtCheckBadEntry(t, out, counts)
 	wtCheckSubsetHealth(t, counts)
+	wtCheckLoad(t, out)
 	if t.Failed() {
 		wtLogFiles(t, dir, "xds-server.log", "envoy.log", "web-1.log", "web-3.log")
 	}
@@ -204,5 +205,28 @@ func wtCheckSubsetHealth(t *testing.T, cs []wtCount) {
 		case i != 1 && math.Abs(share-50) > 15:
 			t.Errorf("step 8, count %d: %q: want v2's share 50%% +- 15 points", i+1, c.line)
 		}
+	}
+}
+
+// wtLoadRE matches step 8's last line: the background load's status
+// codes, counted.
+var wtLoadRE = regexp.MustCompile(`(?m)^(\d+ \d{3}(?: \d+ \d{3})*)$`)
+
+// wtCheckLoad: every request of step 8's background load, which ran from
+// before v2's maintenance until v2 had its share back, was answered 200,
+// and there were at least 100 of them (the load ran through both changes:
+// each takes Consul, xds-server's debounce and, coming back, its 2 s hold).
+func wtCheckLoad(t *testing.T, out string) {
+	t.Helper()
+	m := wtLoadRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Errorf("step 8: no line of the background load's status codes (\"<n> 200\")")
+		return
+	}
+	f := strings.Fields(m[1])
+	n, _ := strconv.Atoi(f[0])
+	t.Logf("step 8: background load through v2's maintenance and back: %q", m[1])
+	if len(f) != 2 || f[1] != "200" || n < 100 {
+		t.Errorf("step 8: background load %q, want every request answered 200, at least 100 of them", m[1])
 	}
 }
