@@ -33,6 +33,10 @@ type FleetView struct {
 	// PolicyRejections are the Consul config entries whose current
 	// version is rejected (each a problem too).
 	PolicyRejections []RejectedEntry `json:"policy_rejections"`
+	// PolicyUnserved are the traffic policies that cannot be served
+	// (their services are served without them), by name, sorted (each a
+	// problem too).
+	PolicyUnserved []UnservedPolicy `json:"policy_unserved"`
 	// PushLatency is xds_push_latency_seconds over all types: the count
 	// in each bucket (not cumulative); the last bucket's le is +Inf (null).
 	PushLatency []Bucket `json:"push_latency"`
@@ -92,6 +96,7 @@ func (c *Console) fleet() FleetView {
 	}
 	c.fromMetrics(&v)
 	v.PolicyRejections = c.rejections()
+	v.PolicyUnserved = c.unserved()
 	v.Problems = problems(v)
 	return v
 }
@@ -132,6 +137,9 @@ func problems(v FleetView) []Problem {
 	}
 	for _, r := range v.PolicyRejections {
 		warn("%s", r.text())
+	}
+	for _, u := range v.PolicyUnserved {
+		warn("traffic policy of %s not served (served without it): %s", u.Name, u.Error)
 	}
 	if n := len(v.NACKs); n > 0 {
 		warn("%d nodes rejected their last update (NACK)", n)

@@ -2,6 +2,8 @@ package console
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/xds-server/xds-server/policy"
 )
@@ -109,4 +111,28 @@ func rejectedEntry(r policy.Rejection) RejectedEntry {
 // text is the fleet page's problem line of e.
 func (e RejectedEntry) text() string {
 	return fmt.Sprintf("config entry %s %s rejected (%s): %s: %s; its last good version stays in use", e.Kind, e.Name, e.Reason, e.Field, e.Detail)
+}
+
+// UnservedPolicy is a traffic policy the xDS server cannot serve.
+type UnservedPolicy struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
+// policyErrors is what a Fleet tells of unserved policies (*xds.Server).
+type policyErrors interface{ PolicyErrors() map[string]string }
+
+// unserved lists the unserved policies, sorted by name (none when the
+// fleet cannot tell).
+func (c *Console) unserved() []UnservedPolicy {
+	out := []UnservedPolicy{}
+	pe, ok := c.cfg.Fleet.(policyErrors)
+	if !ok {
+		return out
+	}
+	errs := pe.PolicyErrors()
+	for _, name := range slices.Sorted(maps.Keys(errs)) {
+		out = append(out, UnservedPolicy{Name: name, Error: errs[name]})
+	}
+	return out
 }

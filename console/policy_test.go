@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,5 +84,34 @@ func TestFleetPolicyRejections(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("problems = %q, want the rejected resolver", v.Problems)
+	}
+}
+
+// unservedFleet is a fleet whose xDS server cannot serve web's policy.
+type unservedFleet struct{ fakeFleet }
+
+func (unservedFleet) PolicyErrors() map[string]string {
+	return map[string]string{"web": `translate: service "web": subset "v3" is not defined`}
+}
+
+// TestFleetPolicyUnserved: a policy the xDS server cannot serve is listed
+// on the fleet API and is a warning among its problems; a fleet that
+// cannot tell lists none.
+func TestFleetPolicyUnserved(t *testing.T) {
+	_, _, h := newTestConsole(t, func(c *Config) { c.Fleet = unservedFleet{} })
+	var v FleetView
+	get(t, h, "/ui/api/fleet", http.StatusOK, &v)
+	if len(v.PolicyUnserved) != 1 || v.PolicyUnserved[0].Name != "web" {
+		t.Fatalf("policy unserved = %s", jsonOf(v.PolicyUnserved))
+	}
+	if !slices.ContainsFunc(v.Problems, func(p Problem) bool {
+		return p.Level == "warning" && strings.HasPrefix(p.Text, "traffic policy of web not served")
+	}) {
+		t.Errorf("problems = %q, want web's unserved policy", v.Problems)
+	}
+	_, _, h = newTestConsole(t, func(c *Config) { c.Fleet = fakeFleet{} })
+	var none FleetView
+	if body := get(t, h, "/ui/api/fleet", http.StatusOK, &none); len(none.PolicyUnserved) != 0 || !strings.Contains(body, `"policy_unserved":[]`) {
+		t.Errorf("a fleet that cannot tell: %s", body)
 	}
 }

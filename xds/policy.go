@@ -147,3 +147,12 @@ func (r *reconciler) base(key string, items []xdscache.ServiceItems) (*cache.Sna
 	ex[xdscache.CDS] = append(ex[xdscache.CDS], r.aggs...)
 	return xdscache.NewSnapshot(items, n, &ex)
 }
+
+// PolicyErrors are the services (and listeners, "listener <name>";
+// clusters of undefined subsets) whose traffic policy is not served, with
+// why, as of the latest reconcile pass.
+func (s *Server) PolicyErrors() map[string]string {
+	s.rec.mu.Lock()
+	defer s.rec.mu.Unlock()
+	return maps.Clone(s.rec.policyErrs)
+}

@@ -89,6 +89,9 @@ func TestPolicyUnserved(t *testing.T) {
 	if got := testutil.ToFloat64(s.m.policyUnserved); got != 1 {
 		t.Errorf("xds_policy_unserved %v, want 1", got)
 	}
+	if errs := s.PolicyErrors(); len(errs) != 1 || errs["web"] == "" {
+		t.Errorf("PolicyErrors %v, want web's", errs)
+	}
 	if got := resourceNames(t, s, "n1", types.Cluster); !slices.Equal(got, []string{"web"}) {
 		t.Errorf("clusters %v, want web alone", got)
 	}
@@ -96,6 +99,9 @@ func TestPolicyUnserved(t *testing.T) {
 	s.rec.reconcile()
 	if got := testutil.ToFloat64(s.m.policyUnserved); got != 0 {
 		t.Errorf("xds_policy_unserved %v after the fix, want 0", got)
+	}
+	if errs := s.PolicyErrors(); len(errs) != 0 {
+		t.Errorf("PolicyErrors %v after the fix, want none", errs)
 	}
 	if got := resourceNames(t, s, "n1", types.Route); !slices.Contains(got, "web") || !slices.Contains(got, "web~v2") {
 		t.Errorf("routes %v", got)
