@@ -1,0 +1,152 @@
+package harness
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// redisClusterReadyTimeout bounds the wait for a Redis Cluster or a
+// Sentinel set to be ready.
+const redisClusterReadyTimeout = 60 * time.Second
+
+// RedisClusterServers is a Redis Cluster on loopback: Masters masters
+// with Replicas replicas each, stopped when the test ends.
+type RedisClusterServers struct {
+	// Nodes are the servers in the order given to redis-cli --cluster
+	// create: the masters first, then the replicas.
+	Nodes []*RedisServer
+}
+
+// Addrs are the host:port of every node (seed nodes for a client).
+func (c *RedisClusterServers) Addrs() []string {
+	a := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		a[i] = n.Addr()
+	}
+	return a
+}
+
+// RedisCluster starts masters x (1 + replicas) redis-servers with
+// --cluster-enabled, joins them with redis-cli --cluster create
+// (--cluster-replicas replicas) and waits until every node reports
+// cluster_state:ok, knows every node and sees all 16384 slots assigned.
+// Skipped like Redis without redis-server (or redis-cli).
+func RedisCluster(t testing.TB, masters, replicas int) *RedisClusterServers {
+	t.Helper()
+	cli := redisCLI(t)
+	c := &RedisClusterServers{}
+	n := masters * (1 + replicas)
+	for range n {
+		c.Nodes = append(c.Nodes, Redis(t, RedisOptions{Args: []string{"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}}))
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("harness: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	want := []string{"cluster_state:ok", "cluster_slots_assigned:16384", "cluster_known_nodes:" + strconv.Itoa(n)}
+	for _, node := range c.Nodes {
+		waitRedisCLI(t, cli, node.Port(), []string{"cluster", "info"}, func(out string) bool {
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	return c
+}
+
+// RedisSentinelServers is a master, its replicas and the sentinels that
+// watch it, on loopback, stopped when the test ends.
+type RedisSentinelServers struct {
+	Master    *RedisServer
+	Replicas  []*RedisServer
+	Sentinels []*RedisServer
+	// MasterName is the name the sentinels know the master by.
+	MasterName string
+}
+
+// SentinelAddrs are the sentinels' host:port.
+func (s *RedisSentinelServers) SentinelAddrs() []string {
+	a := make([]string, len(s.Sentinels))
+	for i, n := range s.Sentinels {
+		a[i] = n.Addr()
+	}
+	return a
+}
+
+// RedisSentinel starts a master, replicas replicas of it and sentinels
+// sentinels (redis-server --sentinel) monitoring it as masterName with a
+// quorum of sentinels/2+1 (down after 1s), and waits until every sentinel
+// names the master and SENTINEL CKQUORUM passes (the sentinels found each
+// other). Skipped like Redis without redis-server (or redis-cli).
+func RedisSentinel(t testing.TB, masterName string, replicas, sentinels int) *RedisSentinelServers {
+	t.Helper()
+	cli := redisCLI(t)
+	s := &RedisSentinelServers{MasterName: masterName, Master: Redis(t, RedisOptions{})}
+	port := strconv.Itoa(s.Master.Port())
+	for range replicas {
+		s.Replicas = append(s.Replicas, Redis(t, RedisOptions{Args: []string{"--replicaof", "127.0.0.1", port}}))
+	}
+	conf := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]s %[3]d\n"+
+		"sentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 5000\n",
+		masterName, port, sentinels/2+1)
+	for range sentinels {
+		s.Sentinels = append(s.Sentinels, Redis(t, RedisOptions{Config: conf, Args: []string{"--sentinel"}}))
+	}
+	for _, sn := range s.Sentinels {
+		waitRedisCLI(t, cli, sn.Port(), []string{"sentinel", "get-master-addr-by-name", masterName},
+			func(out string) bool { return strings.Contains(out, port) })
+		waitRedisCLI(t, cli, sn.Port(), []string{"sentinel", "ckquorum", masterName},
+			func(out string) bool {
+				return strings.HasPrefix(out, "OK "+strconv.Itoa(sentinels)+" usable")
+			})
+	}
+	for _, r := range s.Replicas {
+		waitRedisCLI(t, cli, r.Port(), []string{"info", "replication"},
+			func(out string) bool { return strings.Contains(out, "master_link_status:up") })
+	}
+	return s
+}
+
+// redisCLI finds redis-cli next to redis-server or on PATH; skipped (or
+// failed, as Redis) without it.
+func redisCLI(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("redis-cli")
+	if err != nil {
+		err = errors.New("harness: no redis-cli on PATH (apt-get install redis-server)")
+		if os.Getenv(RequireIntegrationEnv) == "1" {
+			t.Fatalf("%v; required because %s=1", err, RequireIntegrationEnv)
+		}
+		t.Skipf("%v; skipping (set %s=1 to fail instead)", err, RequireIntegrationEnv)
+	}
+	return p
+}
+
+// waitRedisCLI runs redis-cli -p port args until ok accepts its output,
+// polling every 50ms, for at most redisClusterReadyTimeout.
+func waitRedisCLI(t testing.TB, cli string, port int, args []string, ok func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(redisClusterReadyTimeout)
+	a := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(port)}, args...)
+	for {
+		out, err := exec.Command(cli, a...).CombinedOutput()
+		if err == nil && ok(string(out)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("harness: redis-cli %s: not ready within %v: %v\n%s", strings.Join(a, " "), redisClusterReadyTimeout, err, out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a state redis-cli reports: no event to await
+	}
+}

@@ -1,0 +1,259 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// newModeStore returns a store of cfg (its key prefix its own unless
+// cfg names one), closed when the test ends.
+func newModeStore(t testing.TB, cfg RedisConfig) *Redis {
+	t.Helper()
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = "test" + strconv.FormatInt(redisPrefixes.Add(1), 10) + ":"
+	}
+	st, err := NewRedis(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// clusterClient is a plain client of cluster c, for looking at its keys.
+func clusterClient(t testing.TB, c *harness.RedisClusterServers) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// The store suite (every algorithm case, batches, checks, concurrency,
+// the conformance fixtures) gives the same answers on a 3-master Redis
+// Cluster and behind Sentinel as on one node (TestRedisStore) and in
+// memory.
+func TestRedisClusterStore(t *testing.T) {
+	c := harness.RedisCluster(t, 3, 1)
+	runStoreSuite(t, func(t *testing.T) Store {
+		return newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs()})
+	})
+}
+
+func TestRedisSentinelStore(t *testing.T) {
+	s := harness.RedisSentinel(t, "rl", 1, 3)
+	runStoreSuite(t, func(t *testing.T) Store {
+		return newModeStore(t, RedisConfig{Mode: RedisSentinel, Addresses: s.SentinelAddrs(), MasterName: s.MasterName})
+	})
+}
+
+// One batch over many keys spreads them over every master (no hot slot)
+// and decides each check as one node would, in the call's order.
+func TestRedisClusterSpread(t *testing.T) {
+	c := harness.RedisCluster(t, 3, 1)
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "spread:"})
+	ctx := context.Background()
+	const n = 300
+	algs := []Algorithm{FixedWindow, SlidingWindow, SlidingLog, TokenBucket, LeakyBucket}
+	var checks []Check
+	for i := range n {
+		l := Limit{Algorithm: algs[i%len(algs)], Requests: 2, Unit: Minute, Burst: 2}
+		checks = append(checks, Check{Key: fmt.Sprintf("k_%d_", i), Limit: l, Cap: 2, Hits: 1})
+	}
+	// Twice each, and a third hit refused: order kept per key.
+	checks = append(checks, checks...)
+	checks = append(checks, checks[:n]...)
+	mem, err := NewMemory(MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := mem.Decide(ctx, t0, checks)
+	got, err := st.Decide(ctx, t0, checks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range checks {
+		if got[i] != want[i] {
+			t.Fatalf("check %d (%s): %+v, memory gives %+v", i, checks[i].Key, got[i], want[i])
+		}
+	}
+	if got[0].Allowed != true || got[2*n].Allowed != false {
+		t.Fatalf("first hit %+v, third %+v: want allowed, refused", got[0], got[2*n])
+	}
+	cc := clusterClient(t, c)
+	counts := map[string]int64{}
+	var mu sync.Mutex
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		k, err := m.DBSize(ctx).Result()
+		mu.Lock()
+		counts[m.Options().Addr] = k
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("keys per master: %v", counts)
+	if len(counts) != 3 {
+		t.Fatalf("%d masters, want 3", len(counts))
+	}
+	for addr, k := range counts {
+		if k < n/3/2 { // about n/3 each; a fixed hash tag would put all on one
+			t.Errorf("master %s holds %d of %d keys", addr, k, n)
+		}
+	}
+}
+
+// A master that does not answer (SIGSTOP) fails only the runs of its
+// slots: in one batch, the checks on the other masters are decided; its
+// breaker then opens and fails its calls at once, while calls on the
+// other masters keep being decided.
+func TestRedisClusterNodeFailure(t *testing.T) {
+	c := harness.RedisCluster(t, 3, 1)
+	const timeout = 300 * time.Millisecond
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "fail:", Timeout: timeout})
+	ctx := context.Background()
+	cc := clusterClient(t, c)
+	l := Limit{Algorithm: FixedWindow, Requests: 100, Unit: Hour}
+	var checks []Check
+	var keys []string
+	args := []any{redisTTLGrace.Milliseconds()}
+	master := map[string]string{} // check key -> its master's address
+	for i := range 30 {
+		ch := Check{Key: fmt.Sprintf("n_%d_", i), Limit: l, Cap: 100, Hits: 1}
+		var key string
+		key, args = st.encode(args, t0, ch)
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks, keys, master[ch.Key] = append(checks, ch), append(keys, key), m.Options().Addr
+	}
+	// Warm: every master has the script and the store knows them all.
+	if _, err := st.Decide(ctx, t0, checks); err != nil {
+		t.Fatal(err)
+	}
+	dead, down := checks[0], master[checks[0].Key]
+	live := dead
+	for _, ch := range checks {
+		if master[ch.Key] != down {
+			live = ch
+			break
+		}
+	}
+	var node *harness.RedisServer
+	for _, n := range c.Nodes {
+		if n.Addr() == down {
+			node = n
+		}
+	}
+	node.Pause()
+	defer node.Resume()
+
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	_, errs, ok := st.batch.runSlots(runCtx, keys, args)
+	cancel()
+	if !ok {
+		t.Fatal("no run of the batch succeeded")
+	}
+	for i, ch := range checks {
+		if failed := errs[i] != nil; failed != (master[ch.Key] == down) {
+			t.Errorf("check %s on %s (down: %s): error %v", ch.Key, master[ch.Key], down, errs[i])
+		}
+	}
+	if st.batch.stats.groupsFailed.Load() == 0 {
+		t.Error("ratelimit_redis_slot_runs_failed_total did not count the failed runs")
+	}
+	// One call at a time: the down master's time out until its breaker
+	// opens (DefaultRedisBreakerFailures runs in a row, the batch above
+	// included), then fail at once; the others are decided throughout.
+	var fast bool
+	for i := range 2 * DefaultRedisBreakerFailures {
+		for _, ch := range []Check{dead, live} {
+			start := time.Now()
+			res, err := st.Decide(ctx, t0, []Check{ch})
+			took := time.Since(start)
+			switch {
+			case master[ch.Key] != down && (err != nil || !res[0].Allowed):
+				t.Fatalf("round %d: %s on a live master: %+v, %v", i, ch.Key, res, err)
+			case master[ch.Key] == down && err == nil:
+				t.Fatalf("round %d: %s on the paused master decided: %+v", i, ch.Key, res)
+			case master[ch.Key] == down && errors.Is(err, ErrBreakerOpen):
+				fast = true
+				if took > timeout/2 {
+					t.Errorf("open breaker took %v", took)
+				}
+			}
+		}
+	}
+	if !fast {
+		t.Error("the paused master's breaker never opened")
+	}
+	var b strings.Builder
+	st.batch.nodes.each(func(br *breaker) { fmt.Fprintf(&b, " %d", br.state.Load()) })
+	t.Logf("breaker states:%s, slot runs failed %d, calls failed %d", b.String(),
+		st.batch.stats.groupsFailed.Load(), st.batch.stats.callsFailed.Load())
+}
+
+// hashSlot is Redis's CLUSTER KEYSLOT (values from the Redis Cluster
+// specification and redis-cli), hash tags included.
+func TestHashSlot(t *testing.T) {
+	for key, want := range map[string]uint16{
+		"foo":                  12182,
+		"bar":                  5061,
+		"123456789":            12739, // CRC16/XMODEM 0x31c3
+		"{user1000}.following": 3443,
+		"user1000":             3443,
+		"foo{}{bar}":           8363, // an empty tag: the whole key
+		"foo{{bar}}zap":        4015, // the tag is "{bar"
+		"foo{bar}{zap}":        5061, // the first tag: "bar"
+	} {
+		if got := hashSlot(key); got != want {
+			t.Errorf("hashSlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func TestRedisConfigValidateModes(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg  RedisConfig
+		want string
+	}{
+		"cluster":                 {RedisConfig{Mode: RedisCluster, Addresses: []string{"n1:7000", "n2:7000"}}, ""},
+		"sentinel":                {RedisConfig{Mode: RedisSentinel, Addresses: []string{"s:26379"}, MasterName: "rl", SentinelPassword: "x", DB: 2}, ""},
+		"single by name":          {RedisConfig{Mode: RedisSingle, Address: "r:1"}, ""},
+		"unknown mode":            {RedisConfig{Mode: "ring", Address: "r:1"}, `mode "ring" is not one of single, cluster, sentinel`},
+		"cluster without nodes":   {RedisConfig{Mode: RedisCluster}, "cluster mode needs addresses"},
+		"sentinel without nodes":  {RedisConfig{Mode: RedisSentinel, MasterName: "rl"}, "sentinel mode needs addresses"},
+		"sentinel without master": {RedisConfig{Mode: RedisSentinel, Addresses: []string{"s:26379"}}, "needs a master name"},
+		"cluster with db":         {RedisConfig{Mode: RedisCluster, Addresses: []string{"n:7000"}, DB: 1}, "only db 0"},
+		"cluster with address":    {RedisConfig{Mode: RedisCluster, Address: "r:1", Addresses: []string{"n:7000"}}, "address is for single mode"},
+		"bad node":                {RedisConfig{Mode: RedisCluster, Addresses: []string{"n"}}, `address "n" is not host:port`},
+		"single with addresses":   {RedisConfig{Address: "r:1", Addresses: []string{"n:7000"}}, "addresses are for cluster and sentinel modes"},
+		"master name, cluster":    {RedisConfig{Mode: RedisCluster, Addresses: []string{"n:7000"}, MasterName: "rl"}, "need sentinel mode"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
