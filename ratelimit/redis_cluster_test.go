@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,17 +15,10 @@ import (
 )
 
 // newModeStore returns a store of cfg (its key prefix its own unless
-// cfg names one), closed when the test ends.
+// cfg names one), that answered PING, closed when the test ends.
 func newModeStore(t testing.TB, cfg RedisConfig) *Redis {
 	t.Helper()
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = "test" + strconv.FormatInt(redisPrefixes.Add(1), 10) + ":"
-	}
-	st, err := NewRedis(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := newRedisStore(t, nil, cfg)
 	if err := st.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -222,38 +214,5 @@ func TestHashSlot(t *testing.T) {
 		if got := hashSlot(key); got != want {
 			t.Errorf("hashSlot(%q) = %d, want %d", key, got, want)
 		}
-	}
-}
-
-func TestRedisConfigValidateModes(t *testing.T) {
-	for name, tc := range map[string]struct {
-		cfg  RedisConfig
-		want string
-	}{
-		"cluster":                 {RedisConfig{Mode: RedisCluster, Addresses: []string{"n1:7000", "n2:7000"}}, ""},
-		"sentinel":                {RedisConfig{Mode: RedisSentinel, Addresses: []string{"s:26379"}, MasterName: "rl", SentinelPassword: "x", DB: 2}, ""},
-		"single by name":          {RedisConfig{Mode: RedisSingle, Address: "r:1"}, ""},
-		"unknown mode":            {RedisConfig{Mode: "ring", Address: "r:1"}, `mode "ring" is not one of single, cluster, sentinel`},
-		"cluster without nodes":   {RedisConfig{Mode: RedisCluster}, "cluster mode needs addresses"},
-		"sentinel without nodes":  {RedisConfig{Mode: RedisSentinel, MasterName: "rl"}, "sentinel mode needs addresses"},
-		"sentinel without master": {RedisConfig{Mode: RedisSentinel, Addresses: []string{"s:26379"}}, "needs a master name"},
-		"cluster with db":         {RedisConfig{Mode: RedisCluster, Addresses: []string{"n:7000"}, DB: 1}, "only db 0"},
-		"cluster with address":    {RedisConfig{Mode: RedisCluster, Address: "r:1", Addresses: []string{"n:7000"}}, "address is for single mode"},
-		"bad node":                {RedisConfig{Mode: RedisCluster, Addresses: []string{"n"}}, `address "n" is not host:port`},
-		"single with addresses":   {RedisConfig{Address: "r:1", Addresses: []string{"n:7000"}}, "addresses are for cluster and sentinel modes"},
-		"master name, cluster":    {RedisConfig{Mode: RedisCluster, Addresses: []string{"n:7000"}, MasterName: "rl"}, "need sentinel mode"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			err := tc.cfg.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Errorf("Validate() = %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Validate() = %v, want an error containing %q", err, tc.want)
-			}
-		})
 	}
 }
