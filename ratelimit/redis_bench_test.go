@@ -21,7 +21,7 @@ func BenchmarkRedisDecide(b *testing.B) {
 // BenchmarkRedisClusterDecide is BenchmarkRedisDecide on a 3-master
 // Redis Cluster (3 replicas) on the same machine.
 func BenchmarkRedisClusterDecide(b *testing.B) {
-	c := harness.RedisCluster(b, 3, 1)
+	c := harness.RedisCluster(b, harness.RedisClusterOptions{})
 	benchRedisDecide(b, newModeStore(b, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), Timeout: time.Second}))
 }
 

@@ -37,7 +37,7 @@ func clusterClient(t testing.TB, c *harness.RedisClusterServers) *redis.ClusterC
 // Cluster and behind Sentinel as on one node (TestRedisStore) and in
 // memory.
 func TestRedisClusterStore(t *testing.T) {
-	c := harness.RedisCluster(t, 3, 1)
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{})
 	runStoreSuite(t, func(t *testing.T) Store {
 		return newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs()})
 	})
@@ -53,7 +53,7 @@ func TestRedisSentinelStore(t *testing.T) {
 // One batch over many keys spreads them over every master (no hot slot)
 // and decides each check as one node would, in the call's order.
 func TestRedisClusterSpread(t *testing.T) {
-	c := harness.RedisCluster(t, 3, 1)
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{})
 	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "spread:"})
 	ctx := context.Background()
 	const n = 300
@@ -112,7 +112,7 @@ func TestRedisClusterSpread(t *testing.T) {
 // breaker then opens and fails its calls at once, while calls on the
 // other masters keep being decided.
 func TestRedisClusterNodeFailure(t *testing.T) {
-	c := harness.RedisCluster(t, 3, 1)
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{})
 	const timeout = 300 * time.Millisecond
 	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "fail:", Timeout: timeout})
 	ctx := context.Background()
@@ -214,5 +214,43 @@ func TestHashSlot(t *testing.T) {
 		if got := hashSlot(key); got != want {
 			t.Errorf("hashSlot(%q) = %d, want %d", key, got, want)
 		}
+	}
+}
+
+// The password is every node's: decisions on every master's slots with
+// it, none without.
+func TestRedisClusterAuth(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1, Password: "s3cret"})
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), Password: "s3cret"})
+	var checks []Check
+	for i := range 60 {
+		checks = append(checks, Check{Key: fmt.Sprintf("a_%d_", i), Limit: Limit{FixedWindow, 5, Minute, 0}, Cap: 5, Hits: 1})
+	}
+	res, err := st.Decide(context.Background(), t0, checks)
+	if err != nil || len(res) != len(checks) || !res[0].Allowed || res[0].Remaining != 4 {
+		t.Fatalf("with the password: %v, %v", err, res)
+	}
+	masters := map[string]bool{}
+	for _, ch := range checks {
+		key := st.prefix + FixedWindowKey(ch.Key, t0, Minute)
+		m, err := st.cluster.MasterForKey(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Errorf("the checks reached %d masters, want 3", len(masters))
+	}
+	wrong, err := NewRedis(RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), Password: "nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	if err := wrong.Ping(context.Background()); err == nil || strings.Contains(err.Error(), "nope") {
+		t.Errorf("Ping with a wrong password: %v", err)
+	}
+	if _, err := wrong.Decide(context.Background(), t0, checks[:1]); err == nil {
+		t.Error("decided with a wrong password")
 	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -32,28 +33,49 @@ func (c *RedisClusterServers) Addrs() []string {
 	return a
 }
 
-// RedisCluster starts masters x (1 + replicas) redis-servers with
+// RedisClusterOptions configures RedisCluster.
+type RedisClusterOptions struct {
+	// Masters and Replicas (of each master): 3 and 1 when zero (Replicas
+	// negative: none).
+	Masters, Replicas int
+	// Password is every node's (--requirepass, and --masterauth for the
+	// replicas); "" means no authentication.
+	Password string
+}
+
+// RedisCluster starts Masters x (1 + Replicas) redis-servers with
 // --cluster-enabled, joins them with redis-cli --cluster create
-// (--cluster-replicas replicas) and waits until every node reports
+// (--cluster-replicas) and waits until every node reports
 // cluster_state:ok, knows every node and sees all 16384 slots assigned.
-// Skipped like Redis without redis-server (or redis-cli).
-func RedisCluster(t testing.TB, masters, replicas int) *RedisClusterServers {
+// A node is failed over after 5s without answering
+// (--cluster-node-timeout). Skipped like Redis without redis-server (or
+// redis-cli).
+func RedisCluster(t testing.TB, opts RedisClusterOptions) *RedisClusterServers {
 	t.Helper()
 	cli := redisCLI(t)
+	masters, replicas := cmp.Or(opts.Masters, 3), max(cmp.Or(opts.Replicas, 1), 0)
 	c := &RedisClusterServers{}
 	n := masters * (1 + replicas)
-	for range n {
-		c.Nodes = append(c.Nodes, Redis(t, RedisOptions{Args: []string{"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}}))
+	node := RedisOptions{Password: opts.Password, Args: []string{"--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}}
+	if opts.Password != "" {
+		node.Args = append(node.Args, "--masterauth", opts.Password)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	for range n {
+		c.Nodes = append(c.Nodes, Redis(t, node))
+	}
+	var auth []string
+	if opts.Password != "" {
+		auth = []string{"-a", opts.Password, "--no-auth-warning"}
+	}
+	args := append(append([]string{}, auth...), "--cluster", "create")
+	args = append(append(args, c.Addrs()...), "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("harness: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	want := []string{"cluster_state:ok", "cluster_slots_assigned:16384", "cluster_known_nodes:" + strconv.Itoa(n)}
 	for _, node := range c.Nodes {
-		waitRedisCLI(t, cli, node.Port(), []string{"cluster", "info"}, func(out string) bool {
+		waitRedisCLI(t, cli, node.Port(), append(auth, "cluster", "info"), func(out string) bool {
 			for _, w := range want {
 				if !strings.Contains(out, w) {
 					return false
