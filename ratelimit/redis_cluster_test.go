@@ -44,7 +44,7 @@ func TestRedisClusterStore(t *testing.T) {
 }
 
 func TestRedisSentinelStore(t *testing.T) {
-	s := harness.RedisSentinel(t, "rl", 1, 3)
+	s := harness.RedisSentinel(t, harness.RedisSentinelOptions{MasterName: "rl"})
 	runStoreSuite(t, func(t *testing.T) Store {
 		return newModeStore(t, RedisConfig{Mode: RedisSentinel, Addresses: s.SentinelAddrs(), MasterName: s.MasterName})
 	})
@@ -252,5 +252,33 @@ func TestRedisClusterAuth(t *testing.T) {
 	}
 	if _, err := wrong.Decide(context.Background(), t0, checks[:1]); err == nil {
 		t.Error("decided with a wrong password")
+	}
+}
+
+// Behind Sentinel, the nodes' password and the sentinels' own are each
+// used where they belong.
+func TestRedisSentinelAuth(t *testing.T) {
+	s := harness.RedisSentinel(t, harness.RedisSentinelOptions{Replicas: -1, Password: "node-pw", SentinelPassword: "sentinel-pw"})
+	cfg := RedisConfig{Mode: RedisSentinel, Addresses: s.SentinelAddrs(), MasterName: s.MasterName,
+		Password: "node-pw", SentinelPassword: "sentinel-pw", Timeout: time.Second}
+	st := newModeStore(t, cfg)
+	c := Check{Key: "sa_", Limit: Limit{FixedWindow, 2, Minute, 0}, Cap: 2, Hits: 1}
+	if res, err := st.Decide(context.Background(), t0, []Check{c}); err != nil || !res[0].Allowed || res[0].Remaining != 1 {
+		t.Fatalf("with both passwords: %+v, %v", res, err)
+	}
+	for name, bad := range map[string]RedisConfig{
+		"wrong sentinel password": {SentinelPassword: "nope", Password: "node-pw"},
+		"no sentinel password":    {Password: "node-pw"},
+		"wrong node password":     {SentinelPassword: "sentinel-pw", Password: "nope"},
+	} {
+		bad.Mode, bad.Addresses, bad.MasterName, bad.Timeout = RedisSentinel, cfg.Addresses, cfg.MasterName, 500*time.Millisecond
+		st, err := NewRedis(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Ping(context.Background()); err == nil || strings.Contains(err.Error(), "nope") {
+			t.Errorf("%s: Ping: %v", name, err)
+		}
+		st.Close()
 	}
 }

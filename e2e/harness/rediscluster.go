@@ -64,11 +64,8 @@ func RedisCluster(t testing.TB, opts RedisClusterOptions) *RedisClusterServers {
 	for range n {
 		c.Nodes = append(c.Nodes, Redis(t, node))
 	}
-	var auth []string
-	if opts.Password != "" {
-		auth = []string{"-a", opts.Password, "--no-auth-warning"}
-	}
-	args := append(append([]string{}, auth...), "--cluster", "create")
+	auth := cliAuth(opts.Password)
+	args := append(cliAuth(opts.Password), "--cluster", "create")
 	args = append(append(args, c.Addrs()...), "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("harness: redis-cli --cluster create: %v\n%s", err, out)
@@ -106,38 +103,77 @@ func (s *RedisSentinelServers) SentinelAddrs() []string {
 	return a
 }
 
-// RedisSentinel starts a master, replicas replicas of it and sentinels
-// sentinels (redis-server --sentinel) monitoring it as masterName with a
-// quorum of sentinels/2+1 (down after 1s), and waits until every sentinel
-// names the master and SENTINEL CKQUORUM passes (the sentinels found each
-// other). Skipped like Redis without redis-server (or redis-cli).
-func RedisSentinel(t testing.TB, masterName string, replicas, sentinels int) *RedisSentinelServers {
+// RedisSentinelOptions configures RedisSentinel.
+type RedisSentinelOptions struct {
+	// MasterName is the name the sentinels know the master by; "mymaster"
+	// when empty.
+	MasterName string
+	// Replicas of the master and Sentinels: 1 and 3 when zero (Replicas
+	// negative: none). The quorum is Sentinels/2+1.
+	Replicas, Sentinels int
+	// Password is the master's and the replicas' (--requirepass,
+	// --masterauth, and the sentinels' auth-pass); "" means none.
+	Password string
+	// SentinelPassword is the sentinels' own (requirepass and
+	// sentinel-pass in their config); "" means none.
+	SentinelPassword string
+}
+
+// RedisSentinel starts a master, its replicas and the sentinels
+// (redis-server --sentinel) monitoring it (down after 1s, failover
+// timeout 5s), and waits until every sentinel names the master and
+// SENTINEL CKQUORUM passes (the sentinels found each other), and every
+// replica is in sync. Skipped like Redis without redis-server (or
+// redis-cli).
+func RedisSentinel(t testing.TB, opts RedisSentinelOptions) *RedisSentinelServers {
 	t.Helper()
 	cli := redisCLI(t)
-	s := &RedisSentinelServers{MasterName: masterName, Master: Redis(t, RedisOptions{})}
+	name := cmp.Or(opts.MasterName, "mymaster")
+	replicas, sentinels := max(cmp.Or(opts.Replicas, 1), 0), cmp.Or(opts.Sentinels, 3)
+	s := &RedisSentinelServers{MasterName: name, Master: Redis(t, RedisOptions{Password: opts.Password})}
 	port := strconv.Itoa(s.Master.Port())
+	replica := RedisOptions{Password: opts.Password, Args: []string{"--replicaof", "127.0.0.1", port}}
+	if opts.Password != "" {
+		replica.Args = append(replica.Args, "--masterauth", opts.Password)
+	}
 	for range replicas {
-		s.Replicas = append(s.Replicas, Redis(t, RedisOptions{Args: []string{"--replicaof", "127.0.0.1", port}}))
+		s.Replicas = append(s.Replicas, Redis(t, replica))
 	}
 	conf := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]s %[3]d\n"+
 		"sentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 5000\n",
-		masterName, port, sentinels/2+1)
+		name, port, sentinels/2+1)
+	if opts.Password != "" {
+		conf += fmt.Sprintf("sentinel auth-pass %s %s\n", name, opts.Password)
+	}
+	if opts.SentinelPassword != "" {
+		conf += fmt.Sprintf("requirepass %[1]s\nsentinel sentinel-pass %[1]s\n", opts.SentinelPassword)
+	}
 	for range sentinels {
 		s.Sentinels = append(s.Sentinels, Redis(t, RedisOptions{Config: conf, Args: []string{"--sentinel"}}))
 	}
+	sauth := cliAuth(opts.SentinelPassword)
 	for _, sn := range s.Sentinels {
-		waitRedisCLI(t, cli, sn.Port(), []string{"sentinel", "get-master-addr-by-name", masterName},
+		waitRedisCLI(t, cli, sn.Port(), append(sauth, "sentinel", "get-master-addr-by-name", name),
 			func(out string) bool { return strings.Contains(out, port) })
-		waitRedisCLI(t, cli, sn.Port(), []string{"sentinel", "ckquorum", masterName},
+		waitRedisCLI(t, cli, sn.Port(), append(sauth, "sentinel", "ckquorum", name),
 			func(out string) bool {
 				return strings.HasPrefix(out, "OK "+strconv.Itoa(sentinels)+" usable")
 			})
 	}
 	for _, r := range s.Replicas {
-		waitRedisCLI(t, cli, r.Port(), []string{"info", "replication"},
+		waitRedisCLI(t, cli, r.Port(), append(cliAuth(opts.Password), "info", "replication"),
 			func(out string) bool { return strings.Contains(out, "master_link_status:up") })
 	}
 	return s
+}
+
+// cliAuth are redis-cli's arguments that authenticate with password (none
+// for "").
+func cliAuth(password string) []string {
+	if password == "" {
+		return nil
+	}
+	return []string{"-a", password, "--no-auth-warning"}
 }
 
 // redisCLI finds redis-cli next to redis-server or on PATH; skipped (or
