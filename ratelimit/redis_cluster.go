@@ -31,8 +31,9 @@ type clusterStats struct {
 }
 
 // nodeBreakers are the circuit breakers of a cluster's masters, by
-// address, made by make on first use. A cluster's masters are few (and
-// named by the cluster, not by callers): the map is bounded by them.
+// address ("": the cluster's topology, see admit), made by make on first
+// use. A cluster's masters are few (and named by the cluster, not by
+// callers): the map is bounded by them.
 type nodeBreakers struct {
 	m    sync.Map // address -> *breaker
 	make func() *breaker
@@ -54,7 +55,7 @@ func (n *nodeBreakers) each(f func(*breaker)) {
 // slotGroup is the part of a batch on one hash slot.
 type slotGroup struct {
 	slot    uint16
-	node    string // address of the master that serves the slot ("" if unknown)
+	node    string // address of the master that serves the slot (set when err is nil)
 	err     error  // set before the run: not sent
 	keys    []string
 	args    []any // args[0]: the TTL grace, then the checks' arguments
@@ -137,23 +138,31 @@ func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (repl
 	}
 	now := monoNow()
 	for node, err := range outcome {
-		if node != "" {
-			b.nodes.get(node).record(err, now)
-		}
+		b.nodes.get(node).record(err, now)
 	}
 	return reply, errs, ok
 }
 
 // admit finds the master of each group's slot and asks its breaker (once
 // per node and batch) whether the runs may go; those of an open breaker
-// get ErrBreakerOpen.
+// get ErrBreakerOpen. The cluster's topology has a breaker too (address
+// ""): when the slots' masters cannot be learnt (no seed node answers),
+// it opens like a node's and fails every run at once.
 func (b *batcher) admit(ctx context.Context, groups []*slotGroup) {
 	now := monoNow()
+	topology := b.nodes.get("")
+	if !topology.allow(now) {
+		for _, g := range groups {
+			g.err = ErrBreakerOpen
+		}
+		return
+	}
+	var lookupErr error
 	allowed := make(map[string]bool, 4)
 	for _, g := range groups {
 		c, err := b.cluster.MasterForKey(ctx, g.keys[0])
 		if err != nil {
-			g.err = err
+			g.err, lookupErr = err, err
 			continue
 		}
 		g.node = c.Options().Addr
@@ -166,6 +175,7 @@ func (b *batcher) admit(ctx context.Context, groups []*slotGroup) {
 			g.err = ErrBreakerOpen
 		}
 	}
+	topology.record(lookupErr, monoNow())
 }
 
 // scriptCmd is the EVALSHA (or EVAL) of g's checks.

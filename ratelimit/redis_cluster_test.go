@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -301,4 +303,50 @@ func gatherCounter(t *testing.T, st *Redis, name string) float64 {
 	}
 	t.Fatalf("no metric %s", name)
 	return 0
+}
+
+// Seed nodes that do not answer (or are not there) fail Decide within
+// about the timeout; once the topology's breaker opens, at once.
+func TestRedisClusterUnreachable(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // hold it open without answering
+		}
+	}()
+	const timeout = 100 * time.Millisecond
+	c := Check{Key: "t_", Limit: Limit{FixedWindow, 2, Minute, 0}, Cap: 2, Hits: 1}
+	for name, addr := range map[string]string{"silent": silent.Addr().String(), "closed": "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))} {
+		t.Run(name, func(t *testing.T) {
+			st, err := NewRedis(RedisConfig{Mode: RedisCluster, Addresses: []string{addr}, Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			for i := range DefaultRedisBreakerFailures + 2 {
+				start := time.Now()
+				_, err := st.Decide(context.Background(), t0, []Check{c})
+				if err == nil {
+					t.Fatal("Decide succeeded")
+				}
+				d := time.Since(start)
+				if d > 2*time.Second {
+					t.Errorf("call %d failed after %v, want about the %v timeout", i, d, timeout)
+				}
+				if open := errors.Is(err, ErrBreakerOpen); open != (i >= DefaultRedisBreakerFailures) {
+					t.Errorf("call %d: %v, breaker open %v", i, err, open)
+				} else if open && d > timeout/2 {
+					t.Errorf("call %d: the open breaker took %v", i, d)
+				}
+			}
+		})
+	}
 }
