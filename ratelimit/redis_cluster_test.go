@@ -350,3 +350,72 @@ func TestRedisClusterUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// A rule's counter stays exact while its slot moves to another master:
+// before, during (ASK, the key already moved) and after (MOVED) the
+// migration, go-redis follows the redirections and the script runs once
+// each time.
+func TestRedisClusterSlotMigration(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "mig:", Timeout: 2 * time.Second})
+	ctx := context.Background()
+	const limit = 1000
+	check := Check{Key: "m_", Limit: Limit{FixedWindow, limit, Hour, 0}, Cap: limit, Hits: 1}
+	key := st.prefix + FixedWindowKey(check.Key, t0, Hour)
+	slot := int(hashSlot(key))
+	used := 0
+	decide := func(stage string) {
+		t.Helper()
+		res, err := st.Decide(ctx, t0, []Check{check})
+		used++
+		if err != nil || !res[0].Allowed || res[0].Remaining != uint32(limit-used) {
+			t.Fatalf("%s: %+v, %v; want remaining %d", stage, res, err, limit-used)
+		}
+	}
+	for range 5 {
+		decide("before")
+	}
+	cc := clusterClient(t, c)
+	src, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*redis.Client{}
+	ids := map[string]string{}
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		t.Cleanup(func() { cl.Close() })
+		nodes[n.Addr()] = cl
+		if ids[n.Addr()], err = cl.ClusterMyID(ctx).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := src.Options().Addr
+	var b string
+	for addr := range nodes {
+		if addr != a {
+			b = addr
+			break
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(nodes[b].Do(ctx, "cluster", "setslot", slot, "importing", ids[a]).Err())
+	must(nodes[a].Do(ctx, "cluster", "setslot", slot, "migrating", ids[b]).Err())
+	decide("migrating, key still on the source")
+	_, port, _ := net.SplitHostPort(b)
+	must(nodes[a].Migrate(ctx, "127.0.0.1", port, key, 0, 5*time.Second).Err())
+	decide("migrating, key moved (ASK)")
+	for _, cl := range nodes {
+		must(cl.Do(ctx, "cluster", "setslot", slot, "node", ids[b]).Err())
+	}
+	decide("migrated (MOVED)")
+	decide("migrated, again")
+	if got, err := nodes[b].Get(ctx, key).Int(); err != nil || got != used {
+		t.Errorf("the counter on the new master: %d, %v; want %d", got, err, used)
+	}
+}
