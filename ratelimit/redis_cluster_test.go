@@ -308,20 +308,7 @@ func gatherCounter(t *testing.T, st *Redis, name string) float64 {
 // Seed nodes that do not answer (or are not there) fail Decide within
 // about the timeout; once the topology's breaker opens, at once.
 func TestRedisClusterUnreachable(t *testing.T) {
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			conn, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer conn.Close() // hold it open without answering
-		}
-	}()
+	silent := silentListener(t)
 	const timeout = 100 * time.Millisecond
 	c := Check{Key: "t_", Limit: Limit{FixedWindow, 2, Minute, 0}, Cap: 2, Hits: 1}
 	for name, addr := range map[string]string{"silent": silent.Addr().String(), "closed": "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))} {

@@ -156,14 +156,15 @@ func TestRedisConfigValidate(t *testing.T) {
 	}
 }
 
-// A Redis that does not answer, or is not there, fails Decide within
-// about the timeout.
-func TestRedisTimeout(t *testing.T) {
+// silentListener accepts connections and answers nothing, until the
+// test ends.
+func silentListener(t *testing.T) net.Listener {
+	t.Helper()
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
+	t.Cleanup(func() { silent.Close() })
 	go func() {
 		for {
 			conn, err := silent.Accept()
@@ -173,6 +174,13 @@ func TestRedisTimeout(t *testing.T) {
 			defer conn.Close() // hold it open without answering
 		}
 	}()
+	return silent
+}
+
+// A Redis that does not answer, or is not there, fails Decide within
+// about the timeout.
+func TestRedisTimeout(t *testing.T) {
+	silent := silentListener(t)
 	closed := harness.FreePort(t)
 	c := Check{Key: "t_", Limit: Limit{FixedWindow, 2, Minute, 0}, Cap: 2, Hits: 1}
 	for name, addr := range map[string]string{"silent": silent.Addr().String(), "closed": "127.0.0.1:" + strconv.Itoa(closed)} {
