@@ -101,26 +101,49 @@ func (c RateLimitConfig) LoadOptions() ratelimit.LoadOptions {
 // RedisConfig is the ratelimit.redis section: the Redis node shared by
 // the replicas of the rate-limit service.
 type RedisConfig struct {
-	Address       string        `mapstructure:"address"`         // host:port of one Redis node
-	Username      string        `mapstructure:"username"`        // ACL user; "" = the default user
-	Password      string        `mapstructure:"password"`        // "" = no AUTH; env XDS_SERVER_RATELIMIT_REDIS_PASSWORD
-	DB            uint32        `mapstructure:"db"`              // database number
-	TLS           bool          `mapstructure:"tls"`             // connect with TLS
-	TLSCAFile     string        `mapstructure:"tls_ca_file"`     // PEM CA bundle; "" = system roots
-	TLSServerName string        `mapstructure:"tls_server_name"` // name verified; "" = the address's host
-	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // do not verify the server's certificate
-	PoolSize      uint32        `mapstructure:"pool_size"`       // connections; 0 = 10 per CPU
-	Timeout       time.Duration `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
-	KeyPrefix     string        `mapstructure:"key_prefix"`      // before every key
-	Pipelines     uint32        `mapstructure:"pipelines"`       // script runs in flight at once; 0 = 1
+	Mode          string              `mapstructure:"mode"`            // single | cluster | sentinel
+	Address       string              `mapstructure:"address"`         // host:port of one Redis node (mode single)
+	Addresses     []string            `mapstructure:"addresses"`       // cluster seed nodes or sentinels (modes cluster, sentinel)
+	Sentinel      RedisSentinelConfig `mapstructure:"sentinel"`        // mode sentinel
+	Username      string              `mapstructure:"username"`        // ACL user; "" = the default user
+	Password      string              `mapstructure:"password"`        // "" = no AUTH; env XDS_SERVER_RATELIMIT_REDIS_PASSWORD
+	DB            uint32              `mapstructure:"db"`              // database number
+	TLS           bool                `mapstructure:"tls"`             // connect with TLS
+	TLSCAFile     string              `mapstructure:"tls_ca_file"`     // PEM CA bundle; "" = system roots
+	TLSServerName string              `mapstructure:"tls_server_name"` // name verified; "" = the address's host
+	TLSSkipVerify bool                `mapstructure:"tls_skip_verify"` // do not verify the server's certificate
+	PoolSize      uint32              `mapstructure:"pool_size"`       // connections; 0 = 10 per CPU
+	Timeout       time.Duration       `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
+	KeyPrefix     string              `mapstructure:"key_prefix"`      // before every key
+	Pipelines     uint32              `mapstructure:"pipelines"`       // script runs in flight at once; 0 = 1
 
 	BreakerFailures uint32        `mapstructure:"breaker_failures"` // failed runs in a row that open the breaker; 0 = no breaker
 	BreakerBackoff  time.Duration `mapstructure:"breaker_backoff"`  // first wait of an open breaker before a probe (> 0)
 }
 
-// Store is the ratelimit.RedisConfig of c.
+// RedisSentinelConfig is the ratelimit.redis.sentinel section.
+type RedisSentinelConfig struct {
+	MasterName string `mapstructure:"master_name"` // the name the sentinels know the master by
+	Password   string `mapstructure:"password"`    // the sentinels' own; "" = no AUTH; env XDS_SERVER_RATELIMIT_REDIS_SENTINEL_PASSWORD
+}
+
+// Store is the ratelimit.RedisConfig of c: the address of its mode only.
 func (c RedisConfig) Store() ratelimit.RedisConfig {
-	return ratelimit.RedisConfig{Address: c.Address, Username: c.Username, Password: c.Password, DB: int(c.DB),
+	s := c.store()
+	switch s.Mode {
+	case ratelimit.RedisCluster:
+		s.Addresses = c.Addresses
+	case ratelimit.RedisSentinel:
+		s.Addresses, s.MasterName, s.SentinelPassword = c.Addresses, c.Sentinel.MasterName, c.Sentinel.Password
+	default:
+		s.Address = c.Address
+	}
+	return s
+}
+
+// store is the ratelimit.RedisConfig of c without the mode's addresses.
+func (c RedisConfig) store() ratelimit.RedisConfig {
+	return ratelimit.RedisConfig{Mode: ratelimit.RedisMode(c.Mode), Username: c.Username, Password: c.Password, DB: int(c.DB),
 		TLS: c.TLS, TLSCAFile: c.TLSCAFile, TLSServerName: c.TLSServerName, TLSInsecureSkipVerify: c.TLSSkipVerify,
 		PoolSize: int(c.PoolSize), Timeout: c.Timeout, KeyPrefix: c.KeyPrefix,
 		Pipelines: int(c.Pipelines), BreakerFailures: breakerFailures(c.BreakerFailures), BreakerBackoff: c.BreakerBackoff}
@@ -138,7 +161,7 @@ func breakerFailures(n uint32) int {
 // validate checks the ratelimit.redis section (whatever the store, so
 // that a mistake shows before the store is switched).
 func (c RedisConfig) validate(p *problems) {
-	checkAddr(p, "ratelimit.redis.address", c.Address)
+	c.validateMode(p)
 	if c.DB > math.MaxInt32 {
 		p.bad("ratelimit.redis.db", c.DB, fmt.Sprintf("is not in [0, %d]", math.MaxInt32))
 	}
@@ -163,6 +186,42 @@ func (c RedisConfig) validate(p *problems) {
 		if _, err := c.Store().TLSConfig(); err != nil {
 			p.bad("ratelimit.redis.tls_ca_file", c.TLSCAFile, err.Error())
 		}
+	}
+}
+
+// validateMode checks the keys that depend on ratelimit.redis.mode.
+func (c RedisConfig) validateMode(p *problems) {
+	mode := ratelimit.RedisMode(c.Mode)
+	switch mode {
+	case ratelimit.RedisSingle:
+		checkAddr(p, "ratelimit.redis.address", c.Address)
+		if len(c.Addresses) > 0 {
+			p.bad("ratelimit.redis.addresses", c.Addresses, "needs ratelimit.redis.mode cluster or sentinel (mode single: ratelimit.redis.address)")
+		}
+	case ratelimit.RedisCluster, ratelimit.RedisSentinel:
+		if len(c.Addresses) == 0 {
+			p.bad("ratelimit.redis.addresses", "[]", fmt.Sprintf("is required with ratelimit.redis.mode %s (%s)", mode,
+				map[ratelimit.RedisMode]string{ratelimit.RedisCluster: "seed nodes of the cluster", ratelimit.RedisSentinel: "the sentinels"}[mode]))
+		}
+		for _, a := range c.Addresses {
+			checkAddr(p, "ratelimit.redis.addresses", a)
+		}
+	default:
+		p.bad("ratelimit.redis.mode", c.Mode, "is not one of single, cluster, sentinel")
+	}
+	if mode == ratelimit.RedisSentinel && c.Sentinel.MasterName == "" {
+		p.bad("ratelimit.redis.sentinel.master_name", "", "is required with ratelimit.redis.mode sentinel")
+	}
+	if mode != ratelimit.RedisSentinel {
+		if c.Sentinel.MasterName != "" {
+			p.bad("ratelimit.redis.sentinel.master_name", c.Sentinel.MasterName, "needs ratelimit.redis.mode sentinel")
+		}
+		if c.Sentinel.Password != "" {
+			p.bad("ratelimit.redis.sentinel.password", "(set)", "needs ratelimit.redis.mode sentinel")
+		}
+	}
+	if mode == ratelimit.RedisCluster && c.DB != 0 {
+		p.bad("ratelimit.redis.db", c.DB, "must be 0 with ratelimit.redis.mode cluster (a Redis Cluster has only db 0)")
 	}
 }
 

@@ -10,7 +10,8 @@
 // that needs the time takes it): unit.go, criticality.go, config.go,
 // config_yaml.go, config_rule.go, match.go and algorithm.go. The shell is
 // the memory store (memory.go), the Redis store (redis.go,
-// redis_script.go and its Lua script redis.lua, over go-redis), the
+// redis_script.go and its Lua script redis.lua, over go-redis;
+// redis_mode.go and redis_cluster.go for Redis Cluster and Sentinel), the
 // local over-limit cache (overlimit.go), the service (service*.go,
 // metrics.go), file loading and reloads (files.go) and the HTTP
 // debugging handler (http.go).
@@ -122,8 +123,9 @@
 // start from (approximately: never beyond a key's limit, possibly refused
 // early); so a key flood cannot refuse brand-new keys nor reset a hot
 // one. A background Sweep drops expired keys. Redis is shared by
-// replicas: one Redis node (password or ACL user, TLS), one atomic Lua
-// script per call deciding every check in order at the caller's clock
+// replicas: one Redis node, a Redis Cluster or the master behind Sentinel
+// (RedisMode; password or ACL user, TLS), one atomic Lua
+// script per call (per hash slot in a cluster) deciding every check in order at the caller's clock
 // (never Redis's TIME), with the same answers as Memory. Unix times in ns
 // do not fit Lua's doubles, so the script keeps them as (seconds,
 // nanoseconds) pairs or 19-digit strings and replies each key's state
@@ -133,9 +135,10 @@
 // the service keeps a local cache of keys known to be over their limit
 // until their reset (Result.Exhausted) and refuses them without asking.
 // A Redis Decide call waits at most RedisConfig.Timeout from its start,
-// and a circuit breaker (RedisConfig.BreakerFailures, BreakerBackoff)
-// fails calls at once after consecutive failed runs, letting one call
-// probe Redis after a backoff. When the store fails,
+// and a circuit breaker (RedisConfig.BreakerFailures, BreakerBackoff;
+// one per master in a cluster) fails calls at once after consecutive
+// failed runs, letting one call probe Redis after a backoff. In a
+// cluster, a failed slot run fails only the calls with a check there. When the store fails,
 // ServiceConfig.FailureMode answers: allow (the default) or deny; each
 // failure is counted and logged at most once per ErrorLogInterval.
 // Requests that do not decode (invalid UTF-8, malformed protobuf) are
@@ -167,8 +170,8 @@
 // ratelimit_config_reloads_total{result}. A store that is a
 // prometheus.Collector is registered with the service: Memory's
 // ratelimit_memory_keys, _bytes, _evictions_total{reason} and
-// _overflow_total, Redis's ratelimit_redis_breaker_state, _trips_total
-// and _rejected_total.
+// _overflow_total, Redis's ratelimit_redis_breaker_state, _trips_total,
+// _rejected_total, _slot_runs_failed_total and _slot_calls_failed_total.
 //
 // imports_test.go enforces the import rules.
 package ratelimit

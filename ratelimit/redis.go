@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // Defaults of RedisConfig.
@@ -22,19 +21,49 @@ const (
 	DefaultRedisTimeout = 250 * time.Millisecond
 )
 
+// RedisMode is how the Redis store's servers are deployed.
+type RedisMode string
+
+// The modes of RedisConfig.Mode.
+const (
+	// RedisSingle is one Redis node at Address (the default: "" too).
+	RedisSingle RedisMode = "single"
+	// RedisCluster is a Redis Cluster found through its seed nodes,
+	// Addresses, by go-redis's ClusterClient: each batch runs one script
+	// per hash slot, one pipeline per node.
+	RedisCluster RedisMode = "cluster"
+	// RedisSentinel is the master that the sentinels at Addresses know as
+	// MasterName, by go-redis's FailoverClient: otherwise as RedisSingle.
+	RedisSentinel RedisMode = "sentinel"
+)
+
 // RedisConfig configures NewRedis.
 type RedisConfig struct {
-	// Address is the host:port of a single Redis node; required.
+	// Mode is RedisSingle (or ""), RedisCluster or RedisSentinel.
+	Mode RedisMode
+	// Address is the host:port of a single Redis node; required in single
+	// mode, empty in the others.
 	Address string
-	// Username and Password authenticate (AUTH, or an ACL user when
-	// Username is set); empty means no authentication.
+	// Addresses are the host:port of a cluster's seed nodes or of the
+	// sentinels; required in cluster and sentinel modes, empty in single.
+	Addresses []string
+	// MasterName is the name the sentinels know the master by; required
+	// in sentinel mode, empty in the others.
+	MasterName string
+	// SentinelPassword authenticates with the sentinels (sentinel mode);
+	// "" means no authentication. Username and Password are the nodes'.
+	SentinelPassword string
+	// Username and Password authenticate with every Redis node (AUTH,
+	// or an ACL user when Username is set); empty means no authentication.
 	Username, Password string
-	// DB is the database number, >= 0.
+	// DB is the database number, >= 0; 0 in cluster mode.
 	DB int
 	// TLS connects with TLS (1.2 or later), verifying the server's
 	// certificate against TLSCAFile (a PEM file; "" means the system
-	// roots) for TLSServerName ("" means the host of Address), unless
-	// TLSInsecureSkipVerify. The TLS fields need TLS.
+	// roots) for TLSServerName ("" means the host of the address dialled:
+	// Address, each node's, each sentinel's), unless
+	// TLSInsecureSkipVerify. The TLS fields need TLS; they apply to every
+	// node and sentinel.
 	TLS                   bool
 	TLSCAFile             string
 	TLSServerName         string
@@ -69,12 +98,7 @@ type RedisConfig struct {
 
 // Validate reports every invalid field (zero fields are defaults).
 func (c RedisConfig) Validate() error {
-	var errs []error
-	if c.Address == "" {
-		errs = append(errs, errors.New("address is required"))
-	} else if _, port, err := net.SplitHostPort(c.Address); err != nil || port == "" {
-		errs = append(errs, fmt.Errorf("address %q is not host:port", c.Address))
-	}
+	errs := c.validateMode()
 	if c.DB < 0 {
 		errs = append(errs, fmt.Errorf("db %d is negative", c.DB))
 	}
@@ -105,7 +129,7 @@ func (c RedisConfig) TLSConfig() (*tls.Config, error) {
 	if !c.TLS {
 		return nil, nil
 	}
-	host, _, _ := net.SplitHostPort(c.Address)
+	host, _, _ := net.SplitHostPort(c.Address) // "" in cluster and sentinel modes: each dialled host
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cmp.Or(c.TLSServerName, host),
 		InsecureSkipVerify: c.TLSInsecureSkipVerify} //nolint:gosec // only when configured so
 	if c.TLSCAFile != "" {
@@ -121,7 +145,8 @@ func (c RedisConfig) TLSConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// Redis is the Store shared by replicas: usage lives in one Redis node,
+// Redis is the Store shared by replicas: usage lives in one Redis node
+// (or a Redis Cluster, or the master behind Sentinel: see RedisMode),
 // and each Decide call is decided by one atomic Lua script run (one round
 // trip: EVALSHA, or EVAL once after a script flush or a restart) that
 // decides every check of the call in order, with the caller's clock.
@@ -139,7 +164,8 @@ func (c RedisConfig) TLSConfig() (*tls.Config, error) {
 // time). Each algorithm has its own keys, so changing a rule's algorithm
 // starts it afresh.
 type Redis struct {
-	client  *redis.Client
+	client  *redis.Client        // single and sentinel modes
+	cluster *redis.ClusterClient // cluster mode (client is nil)
 	batch   *batcher
 	br      *breaker
 	timeout time.Duration
@@ -157,25 +183,16 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 		return nil, err
 	}
 	timeout := cmp.Or(cfg.Timeout, DefaultRedisTimeout)
-	client := redis.NewClient(&redis.Options{
-		Addr: cfg.Address, Username: cfg.Username, Password: cfg.Password, DB: cfg.DB,
-		TLSConfig: tc, PoolSize: cfg.PoolSize,
-		DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
-		ContextTimeoutEnabled: true,
-		// A script that timed out may have run: never run it twice.
-		MaxRetries:    -1,
-		DialerRetries: 1,
-		// RESP2: the script replies integers and strings either way, and
-		// RESP3's push notifications cost every command a check.
-		Protocol: 2,
-		// No extra commands when connecting.
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	})
+	client, cluster := newRedisClient(cfg, tc, timeout)
 	failures := cmp.Or(cfg.BreakerFailures, DefaultRedisBreakerFailures)
-	br := newBreaker(failures, cmp.Or(cfg.BreakerBackoff, DefaultRedisBreakerBackoff), timeout)
-	return &Redis{client: client, timeout: timeout, prefix: cfg.KeyPrefix, br: br,
-		batch: newBatcher(client, br, timeout, cmp.Or(cfg.Pipelines, DefaultRedisPipelines))}, nil
+	backoff := cmp.Or(cfg.BreakerBackoff, DefaultRedisBreakerBackoff)
+	br := newBreaker(failures, backoff, timeout)
+	if cluster != nil { // a breaker per master instead (nodeBreakers)
+		br = newBreaker(-1, backoff, timeout)
+	}
+	b := newBatcher(client, br, timeout, cmp.Or(cfg.Pipelines, DefaultRedisPipelines), cluster)
+	b.nodes.make = func() *breaker { return newBreaker(failures, backoff, timeout) }
+	return &Redis{client: client, cluster: cluster, timeout: timeout, prefix: cfg.KeyPrefix, br: br, batch: b}, nil
 }
 
 // Ping checks that Redis answers (and accepts the credentials) within
@@ -183,6 +200,9 @@ func NewRedis(cfg RedisConfig) (*Redis, error) {
 func (r *Redis) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	if r.cluster != nil {
+		return r.pingCluster(ctx)
+	}
 	if err := r.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("ratelimit: redis: %w", err)
 	}
@@ -192,6 +212,9 @@ func (r *Redis) Ping(ctx context.Context) error {
 // Close stops the batching and closes the connections.
 func (r *Redis) Close() error {
 	r.batch.close()
+	if r.cluster != nil {
+		return r.cluster.Close()
+	}
 	return r.client.Close()
 }
 

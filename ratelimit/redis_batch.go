@@ -59,7 +59,10 @@ type redisReply struct {
 // so a batch gives the same answers as the calls one by one, in queue
 // order, atomically.
 type batcher struct {
-	client  *redis.Client
+	client  *redis.Client        // single and sentinel modes
+	cluster *redis.ClusterClient // cluster mode: one script per slot (runSlots)
+	nodes   nodeBreakers         // cluster mode: each master's breaker (br never opens)
+	stats   clusterStats
 	br      *breaker // told the outcome of every run
 	timeout time.Duration
 	calls   chan *redisCall
@@ -68,8 +71,8 @@ type batcher struct {
 	wg      sync.WaitGroup
 }
 
-func newBatcher(client *redis.Client, br *breaker, timeout time.Duration, pipelines int) *batcher {
-	b := &batcher{client: client, br: br, timeout: timeout, calls: make(chan *redisCall, 1024), stop: make(chan struct{})}
+func newBatcher(client *redis.Client, br *breaker, timeout time.Duration, pipelines int, cluster *redis.ClusterClient) *batcher {
+	b := &batcher{client: client, cluster: cluster, br: br, timeout: timeout, calls: make(chan *redisCall, 1024), stop: make(chan struct{})}
 	for range pipelines {
 		b.wg.Add(1)
 		go b.pipeline()
@@ -208,6 +211,11 @@ func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
 		deadline = b.earliest(batch, now)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(deadline-now))
+	if b.cluster != nil {
+		b.runCluster(ctx, batch, keys, args)
+		cancel()
+		return
+	}
 	reply, err := redisScript.Run(ctx, b.client, keys, args...).Slice()
 	cancel()
 	b.br.record(err, monoNow())
@@ -227,6 +235,33 @@ func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
 		}
 		c.done <- redisReply{vals: reply[off : off+n]}
 		off += n
+	}
+}
+
+// runCluster is run in cluster mode: a call with a check on a slot whose
+// run failed (or whose master's breaker is open) fails, the others get
+// their replies.
+func (b *batcher) runCluster(ctx context.Context, batch []*redisCall, keys []string, args []any) {
+	reply, errs, ok := b.runSlots(ctx, keys, args)
+	k, off := 0, 0
+	for _, c := range batch {
+		var err error
+		for _, e := range errs[k : k+len(c.keys)] {
+			if e != nil {
+				err = e
+				break
+			}
+		}
+		k += len(c.keys)
+		if err != nil {
+			if ok {
+				b.stats.callsFailed.Add(1)
+			}
+			c.done <- redisReply{err: err}
+		} else {
+			c.done <- redisReply{vals: reply[off : off+c.replies]}
+		}
+		off += c.replies
 	}
 }
 

@@ -15,7 +15,17 @@ import (
 // sliding window, token bucket) per op over 10,000 keys each.
 func BenchmarkRedisDecide(b *testing.B) {
 	srv := harness.Redis(b, harness.RedisOptions{})
-	st := newRedisStore(b, srv, RedisConfig{Timeout: time.Second})
+	benchRedisDecide(b, newRedisStore(b, srv, RedisConfig{Timeout: time.Second}))
+}
+
+// BenchmarkRedisClusterDecide is BenchmarkRedisDecide on a 3-master
+// Redis Cluster (3 replicas) on the same machine.
+func BenchmarkRedisClusterDecide(b *testing.B) {
+	c := harness.RedisCluster(b, harness.RedisClusterOptions{})
+	benchRedisDecide(b, newModeStore(b, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), Timeout: time.Second}))
+}
+
+func benchRedisDecide(b *testing.B, st *Redis) {
 	limits := []Limit{{FixedWindow, 1_000_000, Second, 0}, {SlidingWindow, 1_000_000, Minute, 0},
 		{TokenBucket, 1_000_000, Second, 1_000_000}}
 	for _, n := range []int{1, 3} {

@@ -17,11 +17,11 @@ import (
 
 var redisPrefixes atomic.Int64
 
-// newRedisStore returns a store on srv, under a key prefix of its own
+// newRedisStore returns a store on srv (nil: cfg's addresses), under a key prefix of its own
 // unless cfg names one, closed when the test ends.
 func newRedisStore(t testing.TB, srv *harness.RedisServer, cfg RedisConfig) *Redis {
 	t.Helper()
-	if cfg.Address == "" {
+	if cfg.Address == "" && srv != nil {
 		cfg.Address = srv.Addr()
 	}
 	if cfg.KeyPrefix == "" {
@@ -120,6 +120,20 @@ func TestRedisConfigValidate(t *testing.T) {
 		"negative timeout": {RedisConfig{Address: "r:1", Timeout: -time.Second}, "timeout -1s is negative"},
 		"ca without tls":   {RedisConfig{Address: "r:1", TLSCAFile: "ca.pem"}, "need tls"},
 		"skip without tls": {RedisConfig{Address: "r:1", TLSInsecureSkipVerify: true}, "need tls"},
+
+		// Modes.
+		"cluster":                 {RedisConfig{Mode: RedisCluster, Addresses: []string{"n1:7000", "n2:7000"}}, ""},
+		"sentinel":                {RedisConfig{Mode: RedisSentinel, Addresses: []string{"s:26379"}, MasterName: "rl", SentinelPassword: "x", DB: 2}, ""},
+		"single by name":          {RedisConfig{Mode: RedisSingle, Address: "r:1"}, ""},
+		"unknown mode":            {RedisConfig{Mode: "ring", Address: "r:1"}, `mode "ring" is not one of single, cluster, sentinel`},
+		"cluster without nodes":   {RedisConfig{Mode: RedisCluster}, "cluster mode needs addresses"},
+		"sentinel without nodes":  {RedisConfig{Mode: RedisSentinel, MasterName: "rl"}, "sentinel mode needs addresses"},
+		"sentinel without master": {RedisConfig{Mode: RedisSentinel, Addresses: []string{"s:26379"}}, "needs a master name"},
+		"cluster with db":         {RedisConfig{Mode: RedisCluster, Addresses: []string{"n:7000"}, DB: 1}, "only db 0"},
+		"cluster with address":    {RedisConfig{Mode: RedisCluster, Address: "r:1", Addresses: []string{"n:7000"}}, "address is for single mode"},
+		"bad node":                {RedisConfig{Mode: RedisCluster, Addresses: []string{"n"}}, `address "n" is not host:port`},
+		"single with addresses":   {RedisConfig{Address: "r:1", Addresses: []string{"n:7000"}}, "addresses are for cluster and sentinel modes"},
+		"master name, cluster":    {RedisConfig{Mode: RedisCluster, Addresses: []string{"n:7000"}, MasterName: "rl"}, "need sentinel mode"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -142,14 +156,15 @@ func TestRedisConfigValidate(t *testing.T) {
 	}
 }
 
-// A Redis that does not answer, or is not there, fails Decide within
-// about the timeout.
-func TestRedisTimeout(t *testing.T) {
+// silentListener accepts connections and answers nothing, until the
+// test ends.
+func silentListener(t *testing.T) net.Listener {
+	t.Helper()
 	silent, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
+	t.Cleanup(func() { silent.Close() })
 	go func() {
 		for {
 			conn, err := silent.Accept()
@@ -159,6 +174,13 @@ func TestRedisTimeout(t *testing.T) {
 			defer conn.Close() // hold it open without answering
 		}
 	}()
+	return silent
+}
+
+// A Redis that does not answer, or is not there, fails Decide within
+// about the timeout.
+func TestRedisTimeout(t *testing.T) {
+	silent := silentListener(t)
 	closed := harness.FreePort(t)
 	c := Check{Key: "t_", Limit: Limit{FixedWindow, 2, Minute, 0}, Cap: 2, Hits: 1}
 	for name, addr := range map[string]string{"silent": silent.Addr().String(), "closed": "127.0.0.1:" + strconv.Itoa(closed)} {

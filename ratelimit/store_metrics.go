@@ -8,11 +8,15 @@ import "github.com/prometheus/client_golang/prometheus"
 
 var (
 	redisBreakerStateDesc = prometheus.NewDesc("ratelimit_redis_breaker_state",
-		"State of the Redis store's circuit breaker: 0 closed, 1 open (calls answered by the failure mode at once), 2 half-open (one call probing Redis).", nil, nil)
+		"State of the Redis store's circuit breaker (cluster mode: the highest of the masters' breakers' states): 0 closed, 1 open (calls answered by the failure mode at once), 2 half-open (one call probing Redis).", nil, nil)
 	redisBreakerTripsDesc = prometheus.NewDesc("ratelimit_redis_breaker_trips_total",
 		"Times the Redis circuit breaker opened after ratelimit.redis.breaker_failures failed script runs in a row.", nil, nil)
 	redisBreakerRejectedDesc = prometheus.NewDesc("ratelimit_redis_breaker_rejected_total",
 		"Store calls failed at once by the open Redis circuit breaker (answered by the failure mode).", nil, nil)
+	redisSlotRunsFailedDesc = prometheus.NewDesc("ratelimit_redis_slot_runs_failed_total",
+		"Cluster mode: script runs of one hash slot that failed (their node down, slow or paused); the calls with a check on that slot get the failure mode.", nil, nil)
+	redisSlotCallsFailedDesc = prometheus.NewDesc("ratelimit_redis_slot_calls_failed_total",
+		"Cluster mode: store calls answered by the failure mode because one of their slots' runs failed while other slots of the same batch were decided.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -20,13 +24,21 @@ func (r *Redis) Describe(ch chan<- *prometheus.Desc) {
 	ch <- redisBreakerStateDesc
 	ch <- redisBreakerTripsDesc
 	ch <- redisBreakerRejectedDesc
+	ch <- redisSlotRunsFailedDesc
+	ch <- redisSlotCallsFailedDesc
 }
 
 // Collect implements prometheus.Collector.
 func (r *Redis) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(redisBreakerStateDesc, prometheus.GaugeValue, float64(r.br.state.Load()))
-	ch <- prometheus.MustNewConstMetric(redisBreakerTripsDesc, prometheus.CounterValue, float64(r.br.trips.Load()))
-	ch <- prometheus.MustNewConstMetric(redisBreakerRejectedDesc, prometheus.CounterValue, float64(r.br.rejected.Load()))
+	state, trips, rejected := r.br.state.Load(), r.br.trips.Load(), r.br.rejected.Load()
+	r.batch.nodes.each(func(b *breaker) { // cluster mode: the masters' breakers, the highest state
+		state, trips, rejected = max(state, b.state.Load()), trips+b.trips.Load(), rejected+b.rejected.Load()
+	})
+	ch <- prometheus.MustNewConstMetric(redisBreakerStateDesc, prometheus.GaugeValue, float64(state))
+	ch <- prometheus.MustNewConstMetric(redisBreakerTripsDesc, prometheus.CounterValue, float64(trips))
+	ch <- prometheus.MustNewConstMetric(redisBreakerRejectedDesc, prometheus.CounterValue, float64(rejected))
+	ch <- prometheus.MustNewConstMetric(redisSlotRunsFailedDesc, prometheus.CounterValue, float64(r.batch.stats.groupsFailed.Load()))
+	ch <- prometheus.MustNewConstMetric(redisSlotCallsFailedDesc, prometheus.CounterValue, float64(r.batch.stats.callsFailed.Load()))
 }
 
 var (

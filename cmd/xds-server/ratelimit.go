@@ -119,15 +119,17 @@ func newStore(cfg config.RateLimitConfig, log *slog.Logger) (ratelimit.Store, fu
 	}
 	rlog := log.With("component", "ratelimit")
 	redis.SetLogger(redisLogger{rlog})
-	r, err := ratelimit.NewRedis(cfg.Redis.Store())
+	sc := cfg.Redis.Store()
+	r, err := ratelimit.NewRedis(sc)
 	if err != nil {
 		return nil, nil, err
 	}
+	where := []any{"mode", cfg.Redis.Mode, "address", sc.Address, "addresses", sc.Addresses, "master_name", sc.MasterName}
 	if err := r.Ping(context.Background()); err != nil {
 		rlog.Warn("redis store not reachable yet; answering per failure mode until it is",
-			"address", cfg.Redis.Address, "failure_mode", cfg.FailureMode, "error", err)
+			append(where, "failure_mode", cfg.FailureMode, "error", err)...)
 	} else {
-		rlog.Info("redis store connected", "address", cfg.Redis.Address, "tls", cfg.Redis.TLS)
+		rlog.Info("redis store connected", append(where, "tls", cfg.Redis.TLS)...)
 	}
 	return r, func() { _ = r.Close() }, nil
 }

@@ -1,7 +1,8 @@
 // Package harness starts the real parts that integration and end-to-end
 // tests run against, each on free loopback ports and stopped when the test
 // ends: among them a Consul agent (`consul agent -dev`, see Consul) with its
-// own temporary config dir, Redis, the xds-server binary (one process, or
+// own temporary config dir, Redis (one node, a Redis Cluster: RedisCluster,
+// or a Sentinel set: RedisSentinel), the xds-server binary (one process, or
 // several replicas of one control plane: StartReplicas; Kill ends one as
 // a crash would), example backends, a raw ADS client (ads.go, able to
 // resume with the versions a node has), and a TCP proxy that can cut one

@@ -41,6 +41,13 @@ type RedisOptions struct {
 	// for 127.0.0.1 and localhost signed by a CA generated for this server
 	// (see CAFile). Clients are not asked for certificates.
 	TLS bool
+	// Config, when not empty, is written to redis.conf in the server's
+	// directory and given first on the command line (a sentinel needs a
+	// config file it can rewrite).
+	Config string
+	// Args are more command-line arguments, after the harness's own
+	// (like "--cluster-enabled", "yes" or "--sentinel").
+	Args []string
 }
 
 // RedisServer is a redis-server child process on 127.0.0.1 that keeps
@@ -90,6 +97,11 @@ func Redis(t testing.TB, opts RedisOptions) *RedisServer {
 			t.Fatalf("harness: %v", err)
 		}
 	}
+	if opts.Config != "" {
+		if err := os.WriteFile(filepath.Join(dir, "redis.conf"), []byte(opts.Config), 0o600); err != nil {
+			t.Fatalf("harness: %v", err)
+		}
+	}
 	t.Cleanup(func() {
 		r.Stop()
 		if t.Failed() {
@@ -115,6 +127,9 @@ func Redis(t testing.TB, opts RedisOptions) *RedisServer {
 
 // Addr is the server's host:port.
 func (r *RedisServer) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
+
+// Port is the server's port.
+func (r *RedisServer) Port() int { return r.port }
 
 // CAFile is the PEM file of the CA that signed the server's certificate
 // (TLS only).
@@ -180,8 +195,12 @@ func (r *RedisServer) args() []string {
 	if r.opts.TLS {
 		plain = "0"
 	}
-	a := []string{"--bind", "127.0.0.1", "--port", plain, "--save", "", "--appendonly", "no",
-		"--dir", r.dir, "--logfile", r.logPath, "--daemonize", "no", "--protected-mode", "no"}
+	var a []string
+	if r.opts.Config != "" {
+		a = append(a, filepath.Join(r.dir, "redis.conf"))
+	}
+	a = append(a, "--bind", "127.0.0.1", "--port", plain, "--save", "", "--appendonly", "no",
+		"--dir", r.dir, "--logfile", r.logPath, "--daemonize", "no", "--protected-mode", "no")
 	if r.opts.TLS {
 		a = append(a, "--tls-port", port, "--tls-auth-clients", "no",
 			"--tls-cert-file", filepath.Join(r.dir, "server.pem"), "--tls-key-file", filepath.Join(r.dir, "server-key.pem"),
@@ -193,7 +212,7 @@ func (r *RedisServer) args() []string {
 	if r.opts.User != "" {
 		a = append(a, "--user", r.opts.User, "on", ">"+r.opts.UserPassword, "~*", "&*", "+@all")
 	}
-	return a
+	return append(a, r.opts.Args...)
 }
 
 // start runs the server and waits until it answers PING.

@@ -1,0 +1,266 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// In cluster mode a script's keys must share a hash slot. Every check
+// has exactly one key (see Redis), so a decision's state never spans
+// slots and no hash tag is needed: keys hash over their whole name and
+// spread over every master. A batch is split into one script run per
+// slot, all of them sent in one go-redis cluster pipeline, which writes
+// them per node: one round trip per node per batch. Within a slot the
+// checks keep their batch order; checks on different slots touch
+// different keys, so their order does not matter. A run that fails (its
+// node down, paused or slow) fails only the calls with a check in it:
+// the failure mode answers those, every other call is decided. Each
+// master has its own circuit breaker (nodeBreakers): an open one fails
+// the runs of its slots at once, without touching the other masters'.
+
+// clusterStats counts the slot groups and calls failed in cluster mode
+// while others of their batch were decided.
+type clusterStats struct {
+	groupsFailed atomic.Uint64 // script runs of one slot that failed
+	callsFailed  atomic.Uint64 // Decide calls failed by such a run
+}
+
+// nodeBreakers are the circuit breakers of a cluster's masters, by
+// address ("": the cluster's topology, see admit), made by make on first
+// use. A cluster's masters are few (and named by the cluster, not by
+// callers): the map is bounded by them.
+type nodeBreakers struct {
+	m    sync.Map // address -> *breaker
+	make func() *breaker
+}
+
+func (n *nodeBreakers) get(addr string) *breaker {
+	if b, ok := n.m.Load(addr); ok {
+		return b.(*breaker)
+	}
+	b, _ := n.m.LoadOrStore(addr, n.make())
+	return b.(*breaker)
+}
+
+// each calls f for every breaker made so far.
+func (n *nodeBreakers) each(f func(*breaker)) {
+	n.m.Range(func(_, v any) bool { f(v.(*breaker)); return true })
+}
+
+// slotGroup is the part of a batch on one hash slot.
+type slotGroup struct {
+	slot    uint16
+	node    string // address of the master that serves the slot (set when err is nil)
+	err     error  // set before the run: not sent
+	keys    []string
+	args    []any // args[0]: the TTL grace, then the checks' arguments
+	checks  []int // indexes in the batch's keys
+	replies int   // values the script replies
+	cmd     *noRetryCmd
+}
+
+// noRetryCmd is a script run that go-redis must not resend after a
+// network error: it may have run. MOVED and ASK are still followed.
+type noRetryCmd struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (noRetryCmd) NoRetry() bool { return true }
+
+// runSlots runs keys' checks (args as the batcher builds them, args[0]
+// the grace) as one script per slot in one pipeline. It returns the
+// reply values in the order of keys, as one script run would, and the
+// error of each check's run (nil when it ran); ok reports whether any
+// run succeeded.
+func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (reply []any, errs []error, ok bool) {
+	groups, offsets, want := groupBySlot(keys, args)
+	b.admit(ctx, groups)
+	pipe := b.cluster.Pipeline()
+	for _, g := range groups {
+		if g.err == nil {
+			g.cmd = scriptCmd(ctx, "evalsha", redisScript.Hash(), g)
+			_ = pipe.Process(ctx, g.cmd)
+		}
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx) // each command has its own error
+	}
+	// After a restart or SCRIPT FLUSH: send the script itself, for the
+	// runs that lacked it, in a second pipeline.
+	var again redis.Pipeliner
+	for _, g := range groups {
+		if g.err != nil {
+			continue
+		}
+		if err := g.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if again == nil {
+				again = b.cluster.Pipeline()
+			}
+			g.cmd = scriptCmd(ctx, "eval", redisLua, g)
+			_ = again.Process(ctx, g.cmd)
+		}
+	}
+	if again != nil {
+		_, _ = again.Exec(ctx)
+	}
+	reply, errs = make([]any, want), make([]error, len(keys))
+	outcome := make(map[string]error, 4) // per node: the first failure of its runs
+	for _, g := range groups {
+		if g.err != nil {
+			for _, i := range g.checks {
+				errs[i] = g.err
+			}
+			continue
+		}
+		vals, err := g.cmd.Slice()
+		if prev, seen := outcome[g.node]; !seen || (prev == nil && err != nil && breakerFailure(err)) {
+			outcome[g.node] = err
+		}
+		if err == nil && len(vals) != g.replies {
+			err = fmt.Errorf("%d values in the reply of slot %d for %d checks (want %d)", len(vals), g.slot, len(g.keys), g.replies)
+		}
+		if err != nil {
+			b.stats.groupsFailed.Add(1)
+			for _, i := range g.checks {
+				errs[i] = err
+			}
+			continue
+		}
+		ok = true
+		off := 0
+		for _, i := range g.checks {
+			off += copy(reply[offsets[i]:offsets[i+1]], vals[off:])
+		}
+	}
+	now := monoNow()
+	for node, err := range outcome {
+		b.nodes.get(node).record(err, now)
+	}
+	return reply, errs, ok
+}
+
+// admit finds the master of each group's slot and asks its breaker (once
+// per node and batch) whether the runs may go; those of an open breaker
+// get ErrBreakerOpen. The cluster's topology has a breaker too (address
+// ""): when the slots' masters cannot be learnt (no seed node answers),
+// it opens like a node's and fails every run at once.
+func (b *batcher) admit(ctx context.Context, groups []*slotGroup) {
+	now := monoNow()
+	topology := b.nodes.get("")
+	if !topology.allow(now) {
+		for _, g := range groups {
+			g.err = ErrBreakerOpen
+		}
+		return
+	}
+	var lookupErr error
+	allowed := make(map[string]bool, 4)
+	for _, g := range groups {
+		c, err := b.cluster.MasterForKey(ctx, g.keys[0])
+		if err != nil {
+			g.err, lookupErr = err, err
+			continue
+		}
+		g.node = c.Options().Addr
+		ok, seen := allowed[g.node]
+		if !seen {
+			ok = b.nodes.get(g.node).allow(now)
+			allowed[g.node] = ok
+		}
+		if !ok {
+			g.err = ErrBreakerOpen
+		}
+	}
+	topology.record(lookupErr, monoNow())
+}
+
+// scriptCmd is the EVALSHA (or EVAL) of g's checks.
+func scriptCmd(ctx context.Context, name, script string, g *slotGroup) *noRetryCmd {
+	a := make([]any, 0, 3+len(g.keys)+len(g.args))
+	a = append(a, name, script, len(g.keys))
+	for _, k := range g.keys {
+		a = append(a, k)
+	}
+	a = append(a, g.args...)
+	return &noRetryCmd{redis.NewCmd(ctx, a...)}
+}
+
+// groupBySlot splits a batch's checks by the hash slot of their keys, in
+// the order of their first check; offsets[i] is where check i's reply
+// values start in the batch's reply (offsets[len(keys)] is the total).
+func groupBySlot(keys []string, args []any) (groups []*slotGroup, offsets []int, want int) {
+	bySlot := make(map[uint16]*slotGroup, len(keys))
+	offsets = make([]int, len(keys)+1)
+	o := 1
+	for i, key := range keys {
+		name, _ := args[o].(string)
+		nargs, nreply := scriptShape(name)
+		slot := hashSlot(key)
+		g := bySlot[slot]
+		if g == nil {
+			g = &slotGroup{slot: slot, args: []any{args[0]}}
+			bySlot[slot] = g
+			groups = append(groups, g)
+		}
+		g.keys, g.checks = append(g.keys, key), append(g.checks, i)
+		g.args = append(g.args, args[o:o+1+nargs]...)
+		g.replies += nreply
+		offsets[i] = want
+		want += nreply
+		o += 1 + nargs
+	}
+	offsets[len(keys)] = want
+	return groups, offsets, want
+}
+
+// scriptShape is how many arguments follow the algorithm's name in
+// redis.lua and how many values it replies (replyLen).
+func scriptShape(name string) (nargs, nreply int) {
+	switch name {
+	case "w":
+		return 7, 3
+	case "l":
+		return 6, 4
+	case "g":
+		return 7, 2
+	default: // "f"
+		return 4, 1
+	}
+}
+
+// hashSlot is the Redis Cluster hash slot of key, in [0, 16384): CRC16
+// (XMODEM) of the key, or of its hash tag (the text between the first
+// "{" and the next "}", when not empty), modulo 16384, as Redis computes
+// it (CLUSTER KEYSLOT). go-redis keeps its own in an internal package.
+func hashSlot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[k]]
+	}
+	return crc % 16384
+}
+
+// crc16Table is CRC16-CCITT (XMODEM, polynomial 0x1021) by byte.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()

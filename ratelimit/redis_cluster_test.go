@@ -1,0 +1,408 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/xds-server/xds-server/e2e/harness"
+)
+
+// newModeStore returns a store of cfg (its key prefix its own unless
+// cfg names one), that answered PING, closed when the test ends.
+func newModeStore(t testing.TB, cfg RedisConfig) *Redis {
+	t.Helper()
+	st := newRedisStore(t, nil, cfg)
+	if err := st.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// clusterClient is a plain client of cluster c, for looking at its keys.
+func clusterClient(t testing.TB, c *harness.RedisClusterServers) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// The store suite (every algorithm case, batches, checks, concurrency,
+// the conformance fixtures) gives the same answers on a 3-master Redis
+// Cluster and behind Sentinel as on one node (TestRedisStore) and in
+// memory.
+func TestRedisClusterStore(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{})
+	runStoreSuite(t, func(t *testing.T) Store {
+		return newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs()})
+	})
+}
+
+func TestRedisSentinelStore(t *testing.T) {
+	s := harness.RedisSentinel(t, harness.RedisSentinelOptions{MasterName: "rl"})
+	runStoreSuite(t, func(t *testing.T) Store {
+		return newModeStore(t, RedisConfig{Mode: RedisSentinel, Addresses: s.SentinelAddrs(), MasterName: s.MasterName})
+	})
+}
+
+// One batch over many keys spreads them over every master (no hot slot)
+// and decides each check as one node would, in the call's order.
+func TestRedisClusterSpread(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{})
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "spread:"})
+	ctx := context.Background()
+	const n = 300
+	algs := []Algorithm{FixedWindow, SlidingWindow, SlidingLog, TokenBucket, LeakyBucket}
+	var checks []Check
+	for i := range n {
+		l := Limit{Algorithm: algs[i%len(algs)], Requests: 2, Unit: Minute, Burst: 2}
+		checks = append(checks, Check{Key: fmt.Sprintf("k_%d_", i), Limit: l, Cap: 2, Hits: 1})
+	}
+	// Twice each, and a third hit refused: order kept per key.
+	checks = append(checks, checks...)
+	checks = append(checks, checks[:n]...)
+	mem, err := NewMemory(MemoryConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := mem.Decide(ctx, t0, checks)
+	got, err := st.Decide(ctx, t0, checks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range checks {
+		if got[i] != want[i] {
+			t.Fatalf("check %d (%s): %+v, memory gives %+v", i, checks[i].Key, got[i], want[i])
+		}
+	}
+	if got[0].Allowed != true || got[2*n].Allowed != false {
+		t.Fatalf("first hit %+v, third %+v: want allowed, refused", got[0], got[2*n])
+	}
+	cc := clusterClient(t, c)
+	counts := map[string]int64{}
+	var mu sync.Mutex
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		k, err := m.DBSize(ctx).Result()
+		mu.Lock()
+		counts[m.Options().Addr] = k
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("keys per master: %v", counts)
+	if len(counts) != 3 {
+		t.Fatalf("%d masters, want 3", len(counts))
+	}
+	for addr, k := range counts {
+		if k < n/3/2 { // about n/3 each; a fixed hash tag would put all on one
+			t.Errorf("master %s holds %d of %d keys", addr, k, n)
+		}
+	}
+}
+
+// A master that does not answer (SIGSTOP) fails only the runs of its
+// slots: in one batch, the checks on the other masters are decided; its
+// breaker then opens and fails its calls at once, while calls on the
+// other masters keep being decided.
+func TestRedisClusterNodeFailure(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{})
+	const timeout = 300 * time.Millisecond
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "fail:", Timeout: timeout})
+	ctx := context.Background()
+	cc := clusterClient(t, c)
+	l := Limit{Algorithm: FixedWindow, Requests: 100, Unit: Hour}
+	var checks []Check
+	var keys []string
+	args := []any{redisTTLGrace.Milliseconds()}
+	master := map[string]string{} // check key -> its master's address
+	for i := range 30 {
+		ch := Check{Key: fmt.Sprintf("n_%d_", i), Limit: l, Cap: 100, Hits: 1}
+		var key string
+		key, args = st.encode(args, t0, ch)
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks, keys, master[ch.Key] = append(checks, ch), append(keys, key), m.Options().Addr
+	}
+	// Warm: every master has the script and the store knows them all.
+	if _, err := st.Decide(ctx, t0, checks); err != nil {
+		t.Fatal(err)
+	}
+	dead, down := checks[0], master[checks[0].Key]
+	live := dead
+	for _, ch := range checks {
+		if master[ch.Key] != down {
+			live = ch
+			break
+		}
+	}
+	var node *harness.RedisServer
+	for _, n := range c.Nodes {
+		if n.Addr() == down {
+			node = n
+		}
+	}
+	node.Pause()
+	defer node.Resume()
+
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	_, errs, ok := st.batch.runSlots(runCtx, keys, args)
+	cancel()
+	if !ok {
+		t.Fatal("no run of the batch succeeded")
+	}
+	for i, ch := range checks {
+		if failed := errs[i] != nil; failed != (master[ch.Key] == down) {
+			t.Errorf("check %s on %s (down: %s): error %v", ch.Key, master[ch.Key], down, errs[i])
+		}
+	}
+	if n := gatherCounter(t, st, "ratelimit_redis_slot_runs_failed_total"); n == 0 {
+		t.Error("ratelimit_redis_slot_runs_failed_total did not count the failed runs")
+	}
+	// One call at a time: the down master's time out until its breaker
+	// opens (DefaultRedisBreakerFailures runs in a row, the batch above
+	// included), then fail at once; the others are decided throughout.
+	var fast bool
+	for i := range 2 * DefaultRedisBreakerFailures {
+		for _, ch := range []Check{dead, live} {
+			start := time.Now()
+			res, err := st.Decide(ctx, t0, []Check{ch})
+			took := time.Since(start)
+			switch {
+			case master[ch.Key] != down && (err != nil || !res[0].Allowed):
+				t.Fatalf("round %d: %s on a live master: %+v, %v", i, ch.Key, res, err)
+			case master[ch.Key] == down && err == nil:
+				t.Fatalf("round %d: %s on the paused master decided: %+v", i, ch.Key, res)
+			case master[ch.Key] == down && errors.Is(err, ErrBreakerOpen):
+				fast = true
+				if took > timeout/2 {
+					t.Errorf("open breaker took %v", took)
+				}
+			}
+		}
+	}
+	if !fast {
+		t.Error("the paused master's breaker never opened")
+	}
+	var b strings.Builder
+	st.batch.nodes.each(func(br *breaker) { fmt.Fprintf(&b, " %d", br.state.Load()) })
+	t.Logf("breaker states:%s, slot runs failed %d, calls failed %d", b.String(),
+		st.batch.stats.groupsFailed.Load(), st.batch.stats.callsFailed.Load())
+}
+
+// hashSlot is Redis's CLUSTER KEYSLOT (values from the Redis Cluster
+// specification and redis-cli), hash tags included.
+func TestHashSlot(t *testing.T) {
+	for key, want := range map[string]uint16{
+		"foo":                  12182,
+		"bar":                  5061,
+		"123456789":            12739, // CRC16/XMODEM 0x31c3
+		"{user1000}.following": 3443,
+		"user1000":             3443,
+		"foo{}{bar}":           8363, // an empty tag: the whole key
+		"foo{{bar}}zap":        4015, // the tag is "{bar"
+		"foo{bar}{zap}":        5061, // the first tag: "bar"
+	} {
+		if got := hashSlot(key); got != want {
+			t.Errorf("hashSlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// The password is every node's: decisions on every master's slots with
+// it, none without.
+func TestRedisClusterAuth(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1, Password: "s3cret"})
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), Password: "s3cret"})
+	var checks []Check
+	for i := range 60 {
+		checks = append(checks, Check{Key: fmt.Sprintf("a_%d_", i), Limit: Limit{FixedWindow, 5, Minute, 0}, Cap: 5, Hits: 1})
+	}
+	res, err := st.Decide(context.Background(), t0, checks)
+	if err != nil || len(res) != len(checks) || !res[0].Allowed || res[0].Remaining != 4 {
+		t.Fatalf("with the password: %v, %v", err, res)
+	}
+	masters := map[string]bool{}
+	for _, ch := range checks {
+		key := st.prefix + FixedWindowKey(ch.Key, t0, Minute)
+		m, err := st.cluster.MasterForKey(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Errorf("the checks reached %d masters, want 3", len(masters))
+	}
+	wrong, err := NewRedis(RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), Password: "nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	if err := wrong.Ping(context.Background()); err == nil || strings.Contains(err.Error(), "nope") {
+		t.Errorf("Ping with a wrong password: %v", err)
+	}
+	if _, err := wrong.Decide(context.Background(), t0, checks[:1]); err == nil {
+		t.Error("decided with a wrong password")
+	}
+}
+
+// Behind Sentinel, the nodes' password and the sentinels' own are each
+// used where they belong.
+func TestRedisSentinelAuth(t *testing.T) {
+	s := harness.RedisSentinel(t, harness.RedisSentinelOptions{Replicas: -1, Password: "node-pw", SentinelPassword: "sentinel-pw"})
+	cfg := RedisConfig{Mode: RedisSentinel, Addresses: s.SentinelAddrs(), MasterName: s.MasterName,
+		Password: "node-pw", SentinelPassword: "sentinel-pw", Timeout: time.Second}
+	st := newModeStore(t, cfg)
+	c := Check{Key: "sa_", Limit: Limit{FixedWindow, 2, Minute, 0}, Cap: 2, Hits: 1}
+	if res, err := st.Decide(context.Background(), t0, []Check{c}); err != nil || !res[0].Allowed || res[0].Remaining != 1 {
+		t.Fatalf("with both passwords: %+v, %v", res, err)
+	}
+	for name, bad := range map[string]RedisConfig{
+		"wrong sentinel password": {SentinelPassword: "nope", Password: "node-pw"},
+		"no sentinel password":    {Password: "node-pw"},
+		"wrong node password":     {SentinelPassword: "sentinel-pw", Password: "nope"},
+	} {
+		bad.Mode, bad.Addresses, bad.MasterName, bad.Timeout = RedisSentinel, cfg.Addresses, cfg.MasterName, 500*time.Millisecond
+		st, err := NewRedis(bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Ping(context.Background()); err == nil || strings.Contains(err.Error(), "nope") {
+			t.Errorf("%s: Ping: %v", name, err)
+		}
+		st.Close()
+	}
+}
+
+// gatherCounter is the value of the counter name (no labels) that st
+// collects, through a pedantic registry (which checks the metrics).
+func gatherCounter(t *testing.T, st *Redis, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(st)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// Seed nodes that do not answer (or are not there) fail Decide within
+// about the timeout; once the topology's breaker opens, at once.
+func TestRedisClusterUnreachable(t *testing.T) {
+	silent := silentListener(t)
+	const timeout = 100 * time.Millisecond
+	c := Check{Key: "t_", Limit: Limit{FixedWindow, 2, Minute, 0}, Cap: 2, Hits: 1}
+	for name, addr := range map[string]string{"silent": silent.Addr().String(), "closed": "127.0.0.1:" + strconv.Itoa(harness.FreePort(t))} {
+		t.Run(name, func(t *testing.T) {
+			st, err := NewRedis(RedisConfig{Mode: RedisCluster, Addresses: []string{addr}, Timeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			for i := range DefaultRedisBreakerFailures + 2 {
+				start := time.Now()
+				_, err := st.Decide(context.Background(), t0, []Check{c})
+				if err == nil {
+					t.Fatal("Decide succeeded")
+				}
+				d := time.Since(start)
+				if d > 2*time.Second {
+					t.Errorf("call %d failed after %v, want about the %v timeout", i, d, timeout)
+				}
+				if open := errors.Is(err, ErrBreakerOpen); open != (i >= DefaultRedisBreakerFailures) {
+					t.Errorf("call %d: %v, breaker open %v", i, err, open)
+				} else if open && d > timeout/2 {
+					t.Errorf("call %d: the open breaker took %v", i, d)
+				}
+			}
+		})
+	}
+}
+
+// A rule's counter stays exact while its slot moves to another master:
+// before, during (ASK, the key already moved) and after (MOVED) the
+// migration, go-redis follows the redirections and the script runs once
+// each time.
+func TestRedisClusterSlotMigration(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "mig:", Timeout: 2 * time.Second})
+	ctx := context.Background()
+	const limit = 1000
+	check := Check{Key: "m_", Limit: Limit{FixedWindow, limit, Hour, 0}, Cap: limit, Hits: 1}
+	key := st.prefix + FixedWindowKey(check.Key, t0, Hour)
+	slot := int(hashSlot(key))
+	used := 0
+	decide := func(stage string) {
+		t.Helper()
+		res, err := st.Decide(ctx, t0, []Check{check})
+		used++
+		if err != nil || !res[0].Allowed || res[0].Remaining != uint32(limit-used) {
+			t.Fatalf("%s: %+v, %v; want remaining %d", stage, res, err, limit-used)
+		}
+	}
+	for range 5 {
+		decide("before")
+	}
+	cc := clusterClient(t, c)
+	src, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*redis.Client{}
+	ids := map[string]string{}
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		t.Cleanup(func() { cl.Close() })
+		nodes[n.Addr()] = cl
+		if ids[n.Addr()], err = cl.ClusterMyID(ctx).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := src.Options().Addr
+	var b string
+	for addr := range nodes {
+		if addr != a {
+			b = addr
+			break
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(nodes[b].Do(ctx, "cluster", "setslot", slot, "importing", ids[a]).Err())
+	must(nodes[a].Do(ctx, "cluster", "setslot", slot, "migrating", ids[b]).Err())
+	decide("migrating, key still on the source")
+	_, port, _ := net.SplitHostPort(b)
+	must(nodes[a].Migrate(ctx, "127.0.0.1", port, key, 0, 5*time.Second).Err())
+	decide("migrating, key moved (ASK)")
+	for _, cl := range nodes {
+		must(cl.Do(ctx, "cluster", "setslot", slot, "node", ids[b]).Err())
+	}
+	decide("migrated (MOVED)")
+	decide("migrated, again")
+	if got, err := nodes[b].Get(ctx, key).Int(); err != nil || got != used {
+		t.Errorf("the counter on the new master: %d, %v; want %d", got, err, used)
+	}
+}
