@@ -313,23 +313,42 @@ func (s *Service) decide(ctx context.Context, now time.Time, p *plan) {
 	start := time.Now()
 	res, err := s.cfg.Store.Decide(ctx, now, p.checks)
 	s.m.storeLatency.Observe(time.Since(start).Seconds())
+	var part *PartialError
+	if errors.As(err, &part) && (len(part.Failed) != len(p.checks) || len(res) != len(p.checks)) {
+		part = nil // malformed: the whole call failed
+	}
 	if err == nil && len(res) != len(p.checks) {
 		err = fmt.Errorf("ratelimit: store returned %d results for %d checks", len(res), len(p.checks))
 	}
 	if err != nil {
+		failed := len(p.checks)
+		if part != nil {
+			failed = 0
+			for i, f := range part.Failed {
+				if f {
+					p.items[p.checkItem[i]].failed = true
+					failed++
+				}
+			}
+		}
 		s.m.storeErrors.Inc()
-		s.m.failureMode.WithLabelValues(s.cfg.FailureMode.String()).Add(float64(len(p.checks)))
+		s.m.failureMode.WithLabelValues(s.cfg.FailureMode.String()).Add(float64(failed))
 		if ok, suppressed := s.errLog.allow(time.Now()); ok {
 			s.log.Error("rate-limit store failed; answering per failure mode",
-				"failure_mode", s.cfg.FailureMode.String(), "checks", len(p.checks),
+				"failure_mode", s.cfg.FailureMode.String(), "checks", failed,
 				"errors_not_logged", suppressed, "error", err)
 		}
-		p.failed = true
-		return
+		if part == nil {
+			p.failed = true
+			return
+		}
 	}
 	t := now.UnixNano()
 	for i, r := range res {
 		it := &p.items[p.checkItem[i]]
+		if it.failed {
+			continue
+		}
 		it.res = r
 		if s.cache != nil && r.Exhausted > 0 {
 			s.cache.put(p.checks[i].Key, p.checks[i].Limit, t+int64(r.Exhausted), t)

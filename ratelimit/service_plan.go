@@ -30,6 +30,7 @@ type item struct {
 	class   Criticality
 	hits    uint32
 	tracked bool // its key's demand per class is tracked: observe the decision
+	failed  bool // the store failed its check alone (PartialError): the failure mode answers
 	res     Result
 }
 

@@ -82,7 +82,7 @@ func (s *Service) status(sp *statusParts, domain string, it *item, failed bool) 
 	}
 	rc := s.m.match(domain, it.m)
 	rc.hits.Add(float64(it.hits))
-	if it.kind == itemStore && failed {
+	if it.kind == itemStore && (failed || it.failed) {
 		if s.cfg.FailureMode == FailClosed && !s.shadow(it) { // a shadow rule never refuses
 			ds.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}

@@ -6,39 +6,58 @@ import "github.com/prometheus/client_golang/prometheus"
 // its store with its own. They read the stores' atomics when scraped, so
 // decisions pay nothing for them.
 
-var (
-	redisBreakerStateDesc = prometheus.NewDesc("ratelimit_redis_breaker_state",
-		"State of the Redis store's circuit breaker (cluster mode: the highest of the masters' breakers' states): 0 closed, 1 open (calls answered by the failure mode at once), 2 half-open (one call probing Redis).", nil, nil)
-	redisBreakerTripsDesc = prometheus.NewDesc("ratelimit_redis_breaker_trips_total",
-		"Times the Redis circuit breaker opened after ratelimit.redis.breaker_failures failed script runs in a row.", nil, nil)
-	redisBreakerRejectedDesc = prometheus.NewDesc("ratelimit_redis_breaker_rejected_total",
-		"Store calls failed at once by the open Redis circuit breaker (answered by the failure mode).", nil, nil)
-	redisSlotRunsFailedDesc = prometheus.NewDesc("ratelimit_redis_slot_runs_failed_total",
-		"Cluster mode: script runs of one hash slot that failed (their node down, slow or paused); the calls with a check on that slot get the failure mode.", nil, nil)
-	redisSlotCallsFailedDesc = prometheus.NewDesc("ratelimit_redis_slot_calls_failed_total",
-		"Cluster mode: store calls answered by the failure mode because one of their slots' runs failed while other slots of the same batch were decided.", nil, nil)
-)
-
-// Describe implements prometheus.Collector.
-func (r *Redis) Describe(ch chan<- *prometheus.Desc) {
-	ch <- redisBreakerStateDesc
-	ch <- redisBreakerTripsDesc
-	ch <- redisBreakerRejectedDesc
-	ch <- redisSlotRunsFailedDesc
-	ch <- redisSlotCallsFailedDesc
+// redisDescs are the descriptions of a Redis store's metrics.
+type redisDescs struct {
+	state, trips, rejected, slotRuns, slotCalls *prometheus.Desc
 }
 
+// newRedisDescs returns the descriptions with the constant labels l.
+func newRedisDescs(l prometheus.Labels) *redisDescs {
+	return &redisDescs{
+		state: prometheus.NewDesc("ratelimit_redis_breaker_state",
+			"State of the Redis store's circuit breaker (cluster mode: the highest of the masters' breakers' states): 0 closed, 1 open (calls answered by the failure mode at once), 2 half-open (one call probing Redis).", nil, l),
+		trips: prometheus.NewDesc("ratelimit_redis_breaker_trips_total",
+			"Times the Redis circuit breaker opened after ratelimit.redis.breaker_failures failed script runs in a row.", nil, l),
+		rejected: prometheus.NewDesc("ratelimit_redis_breaker_rejected_total",
+			"Store calls failed at once by the open Redis circuit breaker (answered by the failure mode).", nil, l),
+		slotRuns: prometheus.NewDesc("ratelimit_redis_slot_runs_failed_total",
+			"Cluster mode: script runs of one hash slot that failed (their node down, slow or paused); the calls with a check on that slot get the failure mode.", nil, l),
+		slotCalls: prometheus.NewDesc("ratelimit_redis_slot_calls_failed_total",
+			"Cluster mode: store calls answered by the failure mode because one of their slots' runs failed while other slots of the same batch were decided.", nil, l),
+	}
+}
+
+var (
+	redisMetricDescs = newRedisDescs(nil)
+	// Under Split: the label store says which Redis.
+	splitMainDescs      = newRedisDescs(prometheus.Labels{"store": "main"})
+	splitPerSecondDescs = newRedisDescs(prometheus.Labels{"store": "per_second"})
+)
+
+func (d *redisDescs) describe(ch chan<- *prometheus.Desc) {
+	ch <- d.state
+	ch <- d.trips
+	ch <- d.rejected
+	ch <- d.slotRuns
+	ch <- d.slotCalls
+}
+
+// Describe implements prometheus.Collector.
+func (r *Redis) Describe(ch chan<- *prometheus.Desc) { redisMetricDescs.describe(ch) }
+
 // Collect implements prometheus.Collector.
-func (r *Redis) Collect(ch chan<- prometheus.Metric) {
+func (r *Redis) Collect(ch chan<- prometheus.Metric) { r.collect(ch, redisMetricDescs) }
+
+func (r *Redis) collect(ch chan<- prometheus.Metric, d *redisDescs) {
 	state, trips, rejected := r.br.state.Load(), r.br.trips.Load(), r.br.rejected.Load()
 	r.batch.nodes.each(func(b *breaker) { // cluster mode: the masters' breakers, the highest state
 		state, trips, rejected = max(state, b.state.Load()), trips+b.trips.Load(), rejected+b.rejected.Load()
 	})
-	ch <- prometheus.MustNewConstMetric(redisBreakerStateDesc, prometheus.GaugeValue, float64(state))
-	ch <- prometheus.MustNewConstMetric(redisBreakerTripsDesc, prometheus.CounterValue, float64(trips))
-	ch <- prometheus.MustNewConstMetric(redisBreakerRejectedDesc, prometheus.CounterValue, float64(rejected))
-	ch <- prometheus.MustNewConstMetric(redisSlotRunsFailedDesc, prometheus.CounterValue, float64(r.batch.stats.groupsFailed.Load()))
-	ch <- prometheus.MustNewConstMetric(redisSlotCallsFailedDesc, prometheus.CounterValue, float64(r.batch.stats.callsFailed.Load()))
+	ch <- prometheus.MustNewConstMetric(d.state, prometheus.GaugeValue, float64(state))
+	ch <- prometheus.MustNewConstMetric(d.trips, prometheus.CounterValue, float64(trips))
+	ch <- prometheus.MustNewConstMetric(d.rejected, prometheus.CounterValue, float64(rejected))
+	ch <- prometheus.MustNewConstMetric(d.slotRuns, prometheus.CounterValue, float64(r.batch.stats.groupsFailed.Load()))
+	ch <- prometheus.MustNewConstMetric(d.slotCalls, prometheus.CounterValue, float64(r.batch.stats.callsFailed.Load()))
 }
 
 var (
