@@ -299,9 +299,16 @@ ratelimit:
 
 // sameRedis compares two ratelimit.redis sections (no addresses: nil or
 // empty).
+// A zero b.PerSecond stands for its defaults (no per-second Redis).
 func sameRedis(a, b RedisConfig) bool {
 	if len(a.Addresses) == 0 && len(b.Addresses) == 0 {
 		a.Addresses, b.Addresses = nil, nil
+	}
+	if len(a.PerSecond.Addresses) == 0 && len(b.PerSecond.Addresses) == 0 {
+		a.PerSecond.Addresses, b.PerSecond.Addresses = nil, nil
+	}
+	if reflect.ValueOf(b.PerSecond).IsZero() {
+		b.PerSecond = RedisPerSecondConfig{Mode: "single", Timeout: 250 * time.Millisecond}
 	}
 	return reflect.DeepEqual(a, b)
 }

@@ -119,6 +119,8 @@ type RedisConfig struct {
 
 	BreakerFailures uint32        `mapstructure:"breaker_failures"` // failed runs in a row that open the breaker; 0 = no breaker
 	BreakerBackoff  time.Duration `mapstructure:"breaker_backoff"`  // first wait of an open breaker before a probe (> 0)
+
+	PerSecond RedisPerSecondConfig `mapstructure:"per_second"` // a second Redis for the limits per second
 }
 
 // RedisSentinelConfig is the ratelimit.redis.sentinel section.
@@ -158,70 +160,68 @@ func breakerFailures(n uint32) int {
 	return int(min(n, 1<<30))
 }
 
-// validate checks the ratelimit.redis section (whatever the store, so
-// that a mistake shows before the store is switched).
-func (c RedisConfig) validate(p *problems) {
-	c.validateMode(p)
+// validate checks the ratelimit.redis section, or another at key
+// prefix that has its keys (whatever the store, so that a mistake shows
+// before the store is switched).
+func (c RedisConfig) validate(p *problems, at string) {
+	c.validateMode(p, at)
 	if c.DB > math.MaxInt32 {
-		p.bad("ratelimit.redis.db", c.DB, fmt.Sprintf("is not in [0, %d]", math.MaxInt32))
+		p.bad(at+".db", c.DB, fmt.Sprintf("is not in [0, %d]", math.MaxInt32))
 	}
 	if c.Timeout <= 0 {
-		p.bad("ratelimit.redis.timeout", c.Timeout, "must be positive")
-	}
-	if c.BreakerBackoff <= 0 || c.BreakerBackoff > ratelimit.MaxRedisBreakerBackoff {
-		p.bad("ratelimit.redis.breaker_backoff", c.BreakerBackoff, fmt.Sprintf("is not in (0, %v]", ratelimit.MaxRedisBreakerBackoff))
+		p.bad(at+".timeout", c.Timeout, "must be positive")
 	}
 	if c.PoolSize > 10_000 {
-		p.bad("ratelimit.redis.pool_size", c.PoolSize, "is not in [0, 10000]")
+		p.bad(at+".pool_size", c.PoolSize, "is not in [0, 10000]")
 	}
 	if !c.TLS {
 		for key, v := range map[string]any{"tls_ca_file": c.TLSCAFile, "tls_server_name": c.TLSServerName,
 			"tls_skip_verify": c.TLSSkipVerify} {
 			if v != "" && v != false {
-				p.bad("ratelimit.redis."+key, v, "needs ratelimit.redis.tls: true")
+				p.bad(at+"."+key, v, "needs "+at+".tls: true")
 			}
 		}
 	}
 	if c.TLS && c.TLSCAFile != "" {
 		if _, err := c.Store().TLSConfig(); err != nil {
-			p.bad("ratelimit.redis.tls_ca_file", c.TLSCAFile, err.Error())
+			p.bad(at+".tls_ca_file", c.TLSCAFile, err.Error())
 		}
 	}
 }
 
-// validateMode checks the keys that depend on ratelimit.redis.mode.
-func (c RedisConfig) validateMode(p *problems) {
+// validateMode checks the keys that depend on the mode (at+".mode").
+func (c RedisConfig) validateMode(p *problems, at string) {
 	mode := ratelimit.RedisMode(c.Mode)
 	switch mode {
 	case ratelimit.RedisSingle:
-		checkAddr(p, "ratelimit.redis.address", c.Address)
+		checkAddr(p, at+".address", c.Address)
 		if len(c.Addresses) > 0 {
-			p.bad("ratelimit.redis.addresses", c.Addresses, "needs ratelimit.redis.mode cluster or sentinel (mode single: ratelimit.redis.address)")
+			p.bad(at+".addresses", c.Addresses, "needs "+at+".mode cluster or sentinel (mode single: "+at+".address)")
 		}
 	case ratelimit.RedisCluster, ratelimit.RedisSentinel:
 		if len(c.Addresses) == 0 {
-			p.bad("ratelimit.redis.addresses", "[]", fmt.Sprintf("is required with ratelimit.redis.mode %s (%s)", mode,
+			p.bad(at+".addresses", "[]", fmt.Sprintf("is required with "+at+".mode %s (%s)", mode,
 				map[ratelimit.RedisMode]string{ratelimit.RedisCluster: "seed nodes of the cluster", ratelimit.RedisSentinel: "the sentinels"}[mode]))
 		}
 		for _, a := range c.Addresses {
-			checkAddr(p, "ratelimit.redis.addresses", a)
+			checkAddr(p, at+".addresses", a)
 		}
 	default:
-		p.bad("ratelimit.redis.mode", c.Mode, "is not one of single, cluster, sentinel")
+		p.bad(at+".mode", c.Mode, "is not one of single, cluster, sentinel")
 	}
 	if mode == ratelimit.RedisSentinel && c.Sentinel.MasterName == "" {
-		p.bad("ratelimit.redis.sentinel.master_name", "", "is required with ratelimit.redis.mode sentinel")
+		p.bad(at+".sentinel.master_name", "", "is required with "+at+".mode sentinel")
 	}
 	if mode != ratelimit.RedisSentinel {
 		if c.Sentinel.MasterName != "" {
-			p.bad("ratelimit.redis.sentinel.master_name", c.Sentinel.MasterName, "needs ratelimit.redis.mode sentinel")
+			p.bad(at+".sentinel.master_name", c.Sentinel.MasterName, "needs "+at+".mode sentinel")
 		}
 		if c.Sentinel.Password != "" {
-			p.bad("ratelimit.redis.sentinel.password", "(set)", "needs ratelimit.redis.mode sentinel")
+			p.bad(at+".sentinel.password", "(set)", "needs "+at+".mode sentinel")
 		}
 	}
 	if mode == ratelimit.RedisCluster && c.DB != 0 {
-		p.bad("ratelimit.redis.db", c.DB, "must be 0 with ratelimit.redis.mode cluster (a Redis Cluster has only db 0)")
+		p.bad(at+".db", c.DB, "must be 0 with "+at+".mode cluster (a Redis Cluster has only db 0)")
 	}
 }
 
@@ -244,7 +244,11 @@ func (c Config) validateRateLimit(p *problems) {
 		p.bad("ratelimit.store", r.Store, "is not one of memory, redis")
 	}
 	r.Memory.validate(p)
-	r.Redis.validate(p)
+	r.Redis.validate(p, "ratelimit.redis")
+	if b := r.Redis.BreakerBackoff; b <= 0 || b > ratelimit.MaxRedisBreakerBackoff {
+		p.bad("ratelimit.redis.breaker_backoff", b, fmt.Sprintf("is not in (0, %v]", ratelimit.MaxRedisBreakerBackoff))
+	}
+	r.validatePerSecond(p)
 	if r.ReloadInterval <= 0 {
 		p.bad("ratelimit.reload_interval", r.ReloadInterval, "must be positive")
 	}

@@ -107,8 +107,9 @@ func rateLimitSecurity(cfg config.RateLimitConfig, log *slog.Logger, reg prometh
 }
 
 // newStore returns the store of cfg.Store and the function that closes
-// it. An unreachable Redis is not an error: it is logged, decisions
-// follow the failure mode until it answers.
+// it: with ratelimit.redis.per_second, a Split over the two Redis. An
+// unreachable Redis is not an error: it is logged, decisions follow the
+// failure mode until it answers.
 func newStore(cfg config.RateLimitConfig, log *slog.Logger) (ratelimit.Store, func(), error) {
 	if cfg.Store != "redis" {
 		m, err := ratelimit.NewMemory(cfg.Memory.Store())
@@ -119,19 +120,37 @@ func newStore(cfg config.RateLimitConfig, log *slog.Logger) (ratelimit.Store, fu
 	}
 	rlog := log.With("component", "ratelimit")
 	redis.SetLogger(redisLogger{rlog})
-	sc := cfg.Redis.Store()
-	r, err := ratelimit.NewRedis(sc)
+	r, err := newRedis(cfg, cfg.Redis.Store(), cfg.Redis.Mode, "main", rlog)
 	if err != nil {
 		return nil, nil, err
 	}
-	where := []any{"mode", cfg.Redis.Mode, "address", sc.Address, "addresses", sc.Addresses, "master_name", sc.MasterName}
+	psc, ok := cfg.Redis.PerSecondStore()
+	if !ok {
+		return r, func() { _ = r.Close() }, nil
+	}
+	ps, err := newRedis(cfg, psc, cfg.Redis.PerSecond.Mode, "per_second", rlog)
+	if err != nil {
+		_ = r.Close()
+		return nil, nil, err
+	}
+	return ratelimit.NewSplit(r, ps), func() { _ = r.Close(); _ = ps.Close() }, nil
+}
+
+// newRedis returns the Redis store of sc, pinged once (name: main or
+// per_second, in the logs as in the metrics' store label).
+func newRedis(cfg config.RateLimitConfig, sc ratelimit.RedisConfig, mode, name string, rlog *slog.Logger) (*ratelimit.Redis, error) {
+	r, err := ratelimit.NewRedis(sc)
+	if err != nil {
+		return nil, err
+	}
+	where := []any{"store", name, "mode", mode, "address", sc.Address, "addresses", sc.Addresses, "master_name", sc.MasterName}
 	if err := r.Ping(context.Background()); err != nil {
 		rlog.Warn("redis store not reachable yet; answering per failure mode until it is",
 			append(where, "failure_mode", cfg.FailureMode, "error", err)...)
 	} else {
-		rlog.Info("redis store connected", append(where, "tls", cfg.Redis.TLS)...)
+		rlog.Info("redis store connected", append(where, "tls", sc.TLS)...)
 	}
-	return r, func() { _ = r.Close() }, nil
+	return r, nil
 }
 
 // redisLogger sends go-redis's own messages (connection failures, already
