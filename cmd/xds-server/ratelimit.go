@@ -120,7 +120,23 @@ func newStore(cfg config.RateLimitConfig, log *slog.Logger) (ratelimit.Store, fu
 	}
 	rlog := log.With("component", "ratelimit")
 	redis.SetLogger(redisLogger{rlog})
-	r, err := newRedis(cfg, cfg.Redis.Store(), cfg.Redis.Mode, "main", rlog)
+	// open returns the Redis store of sc, pinged once (name: main or
+	// per_second, in the logs as in the metrics' store label).
+	open := func(sc ratelimit.RedisConfig, name string) (*ratelimit.Redis, error) {
+		r, err := ratelimit.NewRedis(sc)
+		if err != nil {
+			return nil, err
+		}
+		where := []any{"store", name, "mode", sc.Mode, "address", sc.Address, "addresses", sc.Addresses, "master_name", sc.MasterName}
+		if err := r.Ping(context.Background()); err != nil {
+			rlog.Warn("redis store not reachable yet; answering per failure mode until it is",
+				append(where, "failure_mode", cfg.FailureMode, "error", err)...)
+		} else {
+			rlog.Info("redis store connected", append(where, "tls", sc.TLS)...)
+		}
+		return r, nil
+	}
+	r, err := open(cfg.Redis.Store(), "main")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -128,29 +144,12 @@ func newStore(cfg config.RateLimitConfig, log *slog.Logger) (ratelimit.Store, fu
 	if !ok {
 		return r, func() { _ = r.Close() }, nil
 	}
-	ps, err := newRedis(cfg, psc, cfg.Redis.PerSecond.Mode, "per_second", rlog)
+	ps, err := open(psc, "per_second")
 	if err != nil {
 		_ = r.Close()
 		return nil, nil, err
 	}
 	return ratelimit.NewSplit(r, ps), func() { _ = r.Close(); _ = ps.Close() }, nil
-}
-
-// newRedis returns the Redis store of sc, pinged once (name: main or
-// per_second, in the logs as in the metrics' store label).
-func newRedis(cfg config.RateLimitConfig, sc ratelimit.RedisConfig, mode, name string, rlog *slog.Logger) (*ratelimit.Redis, error) {
-	r, err := ratelimit.NewRedis(sc)
-	if err != nil {
-		return nil, err
-	}
-	where := []any{"store", name, "mode", mode, "address", sc.Address, "addresses", sc.Addresses, "master_name", sc.MasterName}
-	if err := r.Ping(context.Background()); err != nil {
-		rlog.Warn("redis store not reachable yet; answering per failure mode until it is",
-			append(where, "failure_mode", cfg.FailureMode, "error", err)...)
-	} else {
-		rlog.Info("redis store connected", append(where, "tls", sc.TLS)...)
-	}
-	return r, nil
 }
 
 // redisLogger sends go-redis's own messages (connection failures, already
