@@ -269,8 +269,8 @@ ratelimit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := RedisConfig{Mode: "single", Address: "redis.internal:6380", Username: "rl", Password: "from-env", DB: 2, TLS: true,
-		TLSServerName: "redis.internal", PoolSize: 32, Timeout: 100 * time.Millisecond, KeyPrefix: "edge:", Pipelines: 1,
+	want := RedisConfig{RedisConnection: RedisConnection{Mode: "single", Address: "redis.internal:6380", Username: "rl", Password: "from-env", DB: 2, TLS: true,
+		TLSServerName: "redis.internal", PoolSize: 32, Timeout: 100 * time.Millisecond}, KeyPrefix: "edge:", Pipelines: 1,
 		BreakerBackoff: 2 * time.Second}
 	if got := cfg.RateLimit.Redis; !sameRedis(got, want) {
 		t.Errorf("ratelimit.redis:\n got  %+v\n want %+v", got, want)
@@ -285,7 +285,7 @@ ratelimit:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := def.RateLimit.Redis; !sameRedis(d, RedisConfig{Mode: "single", Address: "127.0.0.1:6379", Timeout: 250 * time.Millisecond, KeyPrefix: "xds-server:rl:", Pipelines: 1,
+	if d := def.RateLimit.Redis; !sameRedis(d, RedisConfig{RedisConnection: RedisConnection{Mode: "single", Address: "127.0.0.1:6379", Timeout: 250 * time.Millisecond}, KeyPrefix: "xds-server:rl:", Pipelines: 1,
 		BreakerFailures: 3, BreakerBackoff: time.Second}) {
 		t.Errorf("ratelimit.redis defaults: %+v", d)
 	}
@@ -308,7 +308,7 @@ func sameRedis(a, b RedisConfig) bool {
 		a.PerSecond.Addresses, b.PerSecond.Addresses = nil, nil
 	}
 	if reflect.ValueOf(b.PerSecond).IsZero() {
-		b.PerSecond = RedisPerSecondConfig{Mode: "single", Timeout: 250 * time.Millisecond}
+		b.PerSecond = RedisConnection{Mode: "single", Timeout: 250 * time.Millisecond}
 	}
 	return reflect.DeepEqual(a, b)
 }

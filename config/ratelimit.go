@@ -101,12 +101,29 @@ func (c RateLimitConfig) LoadOptions() ratelimit.LoadOptions {
 // RedisConfig is the ratelimit.redis section: the Redis node shared by
 // the replicas of the rate-limit service.
 type RedisConfig struct {
+	RedisConnection `mapstructure:",squash"`
+	KeyPrefix       string `mapstructure:"key_prefix"` // before every key
+	Pipelines       uint32 `mapstructure:"pipelines"`  // script runs in flight at once; 0 = 1
+
+	BreakerFailures uint32        `mapstructure:"breaker_failures"` // failed runs in a row that open the breaker; 0 = no breaker
+	BreakerBackoff  time.Duration `mapstructure:"breaker_backoff"`  // first wait of an open breaker before a probe (> 0)
+
+	// PerSecond is a second Redis for the limits per second (as
+	// envoyproxy/ratelimit's REDIS_PERSECOND_*), used when its address or
+	// addresses are set, with ratelimit.store redis; the keys above are
+	// shared.
+	PerSecond RedisConnection `mapstructure:"per_second"`
+}
+
+// RedisConnection are the keys of one Redis's connection, in
+// ratelimit.redis and ratelimit.redis.per_second.
+type RedisConnection struct {
 	Mode          string              `mapstructure:"mode"`            // single | cluster | sentinel
 	Address       string              `mapstructure:"address"`         // host:port of one Redis node (mode single)
 	Addresses     []string            `mapstructure:"addresses"`       // cluster seed nodes or sentinels (modes cluster, sentinel)
 	Sentinel      RedisSentinelConfig `mapstructure:"sentinel"`        // mode sentinel
 	Username      string              `mapstructure:"username"`        // ACL user; "" = the default user
-	Password      string              `mapstructure:"password"`        // "" = no AUTH; env XDS_SERVER_RATELIMIT_REDIS_PASSWORD
+	Password      string              `mapstructure:"password"`        // "" = no AUTH; env XDS_SERVER_RATELIMIT_REDIS_PASSWORD (_PER_SECOND_PASSWORD)
 	DB            uint32              `mapstructure:"db"`              // database number
 	TLS           bool                `mapstructure:"tls"`             // connect with TLS
 	TLSCAFile     string              `mapstructure:"tls_ca_file"`     // PEM CA bundle; "" = system roots
@@ -114,13 +131,6 @@ type RedisConfig struct {
 	TLSSkipVerify bool                `mapstructure:"tls_skip_verify"` // do not verify the server's certificate
 	PoolSize      uint32              `mapstructure:"pool_size"`       // connections; 0 = 10 per CPU
 	Timeout       time.Duration       `mapstructure:"timeout"`         // bound of one decision round trip (> 0)
-	KeyPrefix     string              `mapstructure:"key_prefix"`      // before every key
-	Pipelines     uint32              `mapstructure:"pipelines"`       // script runs in flight at once; 0 = 1
-
-	BreakerFailures uint32        `mapstructure:"breaker_failures"` // failed runs in a row that open the breaker; 0 = no breaker
-	BreakerBackoff  time.Duration `mapstructure:"breaker_backoff"`  // first wait of an open breaker before a probe (> 0)
-
-	PerSecond RedisPerSecondConfig `mapstructure:"per_second"` // a second Redis for the limits per second
 }
 
 // RedisSentinelConfig is the ratelimit.redis.sentinel section.

@@ -138,7 +138,10 @@
 // and a circuit breaker (RedisConfig.BreakerFailures, BreakerBackoff;
 // one per master in a cluster) fails calls at once after consecutive
 // failed runs, letting one call probe Redis after a backoff. In a
-// cluster, a failed slot run fails only the calls with a check there. When the store fails,
+// cluster, a failed slot run fails only the calls with a check there.
+// Split (envoyproxy/ratelimit's REDIS_PERSECOND) sends the checks per
+// second to a second store and the rest to the main one, both at once;
+// one that fails fails only its checks (PartialError). When the store fails,
 // ServiceConfig.FailureMode answers: allow (the default) or deny; each
 // failure is counted and logged at most once per ErrorLogInterval.
 // Requests that do not decode (invalid UTF-8, malformed protobuf) are
@@ -171,7 +174,8 @@
 // prometheus.Collector is registered with the service: Memory's
 // ratelimit_memory_keys, _bytes, _evictions_total{reason} and
 // _overflow_total, Redis's ratelimit_redis_breaker_state, _trips_total,
-// _rejected_total, _slot_runs_failed_total and _slot_calls_failed_total.
+// _rejected_total, _slot_runs_failed_total and _slot_calls_failed_total
+// (under Split, labelled store="main" or "per_second").
 //
 // imports_test.go enforces the import rules.
 package ratelimit
