@@ -38,20 +38,26 @@ func NewSplit(main, perSecond Store) *Split { return &Split{Main: main, PerSecon
 
 // Decide implements Store.
 func (s *Split) Decide(ctx context.Context, now time.Time, checks []Check) ([]Result, error) {
-	var main, sec []Check
-	var mainAt, secAt []int
+	perSecond := 0
+	for _, c := range checks {
+		if perSecondCheck(c) {
+			perSecond++
+		}
+	}
+	switch perSecond { // all on one side: no copy, no goroutine, no merge
+	case 0:
+		return s.Main.Decide(ctx, now, checks)
+	case len(checks):
+		return s.PerSecond.Decide(ctx, now, checks)
+	}
+	main, sec := make([]Check, 0, len(checks)-perSecond), make([]Check, 0, perSecond)
+	mainAt, secAt := make([]int, 0, len(checks)-perSecond), make([]int, 0, perSecond)
 	for i, c := range checks {
-		if normalize(c).Limit.Unit == Second {
+		if perSecondCheck(c) {
 			sec, secAt = append(sec, c), append(secAt, i)
 		} else {
 			main, mainAt = append(main, c), append(mainAt, i)
 		}
-	}
-	switch { // all on one side: no goroutine, no merge
-	case len(sec) == 0:
-		return s.Main.Decide(ctx, now, checks)
-	case len(main) == 0:
-		return s.PerSecond.Decide(ctx, now, checks)
 	}
 	var secRes []Result
 	var secErr error
@@ -87,6 +93,10 @@ func (s *Split) Decide(ctx context.Context, now time.Time, checks []Check) ([]Re
 	}
 	return res, &PartialError{Failed: failed, Err: err}
 }
+
+// perSecondCheck reports whether c goes to the per-second store (an
+// invalid unit is a second, as Decide takes it).
+func perSecondCheck(c Check) bool { return normalize(c).Limit.Unit == Second }
 
 // decideN is st.Decide, its results checked against the checks' number.
 func decideN(ctx context.Context, st Store, now time.Time, checks []Check) ([]Result, error) {
