@@ -137,24 +137,29 @@ descriptors:
 // Through the service, with one Redis stopped: the checks of its unit
 // get the failure mode, the others are still decided (and enforced).
 func TestSplitServiceOneStoreDown(t *testing.T) {
-	for _, down := range []string{"per_second", "main"} {
-		t.Run(down, func(t *testing.T) {
+	for _, tc := range []struct {
+		down string
+		mode FailureMode
+	}{{"per_second", FailClosed}, {"main", FailClosed}, {"per_second", FailOpen}} {
+		t.Run(tc.down+"/"+tc.mode.String(), func(t *testing.T) {
 			main, sec := harness.Redis(t, harness.RedisOptions{}), harness.Redis(t, harness.RedisOptions{})
 			split := NewSplit(newRedisStore(t, main, RedisConfig{BreakerFailures: -1}),
 				newRedisStore(t, sec, RedisConfig{BreakerFailures: -1}))
 			ts := newTestService(t, splitServiceYAML, func(c *ServiceConfig) {
-				c.Store, c.FailureMode, c.OverLimitKeys = split, FailClosed, -1
+				c.Store, c.FailureMode, c.OverLimitKeys = split, tc.mode, -1
 			})
 			stopped, failedAt, decidedAt := sec, 0, 1 // descriptor indexes
-			if down == "main" {
+			if tc.down == "main" {
 				stopped, failedAt, decidedAt = main, 1, 0
 			}
 			stopped.Stop()
+			wantFailed := map[FailureMode]rlsv3.RateLimitResponse_Code{
+				FailClosed: rlsv3.RateLimitResponse_OVER_LIMIT, FailOpen: rlsv3.RateLimitResponse_OK}[tc.mode]
 			const n = 4
 			for i := range n {
 				resp := ts.call(t, request("d", "s=x", "h=x"))
-				if c := resp.Statuses[failedAt].Code; c != rlsv3.RateLimitResponse_OVER_LIMIT {
-					t.Errorf("request %d: the stopped store's descriptor is %v, want OVER_LIMIT (deny)", i, c)
+				if f := resp.Statuses[failedAt]; f.Code != wantFailed || f.DurationUntilReset != nil {
+					t.Errorf("request %d: the stopped store's descriptor is %v (reset %v), want the failure mode's %v", i, f.Code, f.DurationUntilReset, wantFailed)
 				}
 				st := resp.Statuses[decidedAt]
 				wantOK := decidedAt == 0 || i < 2 // per second: 100; per hour: 2
@@ -162,11 +167,11 @@ func TestSplitServiceOneStoreDown(t *testing.T) {
 					t.Errorf("request %d: the running store's descriptor is %v (reset %v), want decided, OK %v", i, st.Code, st.DurationUntilReset, wantOK)
 				}
 			}
-			if got := ts.counter(t, "ratelimit_failure_mode_total", "mode", "deny"); got != n {
+			if got := ts.counter(t, "ratelimit_failure_mode_total", "mode", tc.mode.String()); got != n {
 				t.Errorf("failure mode answers %v, want %d (one check per request)", got, n)
 			}
-			if !hasLabel(t, ts, "ratelimit_redis_breaker_state", "store", down) {
-				t.Errorf("no ratelimit_redis_breaker_state{store=%q}", down)
+			if !hasLabel(t, ts, "ratelimit_redis_breaker_state", "store", tc.down) {
+				t.Errorf("no ratelimit_redis_breaker_state{store=%q}", tc.down)
 			}
 		})
 	}
