@@ -137,8 +137,17 @@ func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (repl
 		}
 	}
 	now := monoNow()
+	reload := false
 	for node, err := range outcome {
 		b.nodes.get(node).record(err, now)
+		reload = reload || err != nil && (breakerFailure(err) || redis.HasErrorPrefix(err, "CLUSTERDOWN"))
+	}
+	if reload {
+		// A master that does not answer may have been replaced by its
+		// replica: go-redis learns it only from MOVED or its (60s) reload
+		// interval, so ask for the slots again (go-redis runs one reload
+		// at a time, at most one each 200ms).
+		b.cluster.ReloadState(ctx)
 	}
 	return reply, errs, ok
 }
@@ -173,6 +182,12 @@ func (b *batcher) admit(ctx context.Context, groups []*slotGroup) {
 		}
 		if !ok {
 			g.err = ErrBreakerOpen
+		}
+	}
+	for _, ok := range allowed {
+		if !ok { // its slots may have a new master by now (see runSlots)
+			b.cluster.ReloadState(ctx)
+			break
 		}
 	}
 	topology.record(lookupErr, monoNow())

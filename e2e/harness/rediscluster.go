@@ -41,13 +41,19 @@ type RedisClusterOptions struct {
 	// Password is every node's (--requirepass, and --masterauth for the
 	// replicas); "" means no authentication.
 	Password string
+	// NodeTimeout is --cluster-node-timeout: how long a master may not
+	// answer before its replica is promoted; 5s when zero.
+	NodeTimeout time.Duration
+	// Args are more command-line arguments of every node (like
+	// "--cluster-require-full-coverage", "no").
+	Args []string
 }
 
 // RedisCluster starts Masters x (1 + Replicas) redis-servers with
 // --cluster-enabled, joins them with redis-cli --cluster create
 // (--cluster-replicas) and waits until every node reports
 // cluster_state:ok, knows every node and sees all 16384 slots assigned.
-// A node is failed over after 5s without answering
+// A node is failed over after NodeTimeout (5s) without answering
 // (--cluster-node-timeout). Skipped like Redis without redis-server (or
 // redis-cli).
 func RedisCluster(t testing.TB, opts RedisClusterOptions) *RedisClusterServers {
@@ -57,10 +63,12 @@ func RedisCluster(t testing.TB, opts RedisClusterOptions) *RedisClusterServers {
 	c := &RedisClusterServers{}
 	n := masters * (1 + replicas)
 	node := RedisOptions{Password: opts.Password, Args: []string{"--cluster-enabled", "yes",
-		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"}}
+		"--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", strconv.FormatInt(cmp.Or(opts.NodeTimeout, 5*time.Second).Milliseconds(), 10)}}
 	if opts.Password != "" {
 		node.Args = append(node.Args, "--masterauth", opts.Password)
 	}
+	node.Args = append(node.Args, opts.Args...)
 	for range n {
 		c.Nodes = append(c.Nodes, Redis(t, node))
 	}
@@ -117,11 +125,15 @@ type RedisSentinelOptions struct {
 	// SentinelPassword is the sentinels' own (requirepass and
 	// sentinel-pass in their config); "" means none.
 	SentinelPassword string
+	// DownAfter (sentinel down-after-milliseconds: a master that does not
+	// answer for that long is down) and FailoverTimeout (sentinel
+	// failover-timeout): 1s and 5s when zero.
+	DownAfter, FailoverTimeout time.Duration
 }
 
 // RedisSentinel starts a master, its replicas and the sentinels
-// (redis-server --sentinel) monitoring it (down after 1s, failover
-// timeout 5s), and waits until every sentinel names the master and
+// (redis-server --sentinel) monitoring it (down after DownAfter, 1s;
+// failover timeout FailoverTimeout, 5s), and waits until every sentinel names the master and
 // SENTINEL CKQUORUM passes (the sentinels found each other), and every
 // replica is in sync. Skipped like Redis without redis-server (or
 // redis-cli).
@@ -140,8 +152,9 @@ func RedisSentinel(t testing.TB, opts RedisSentinelOptions) *RedisSentinelServer
 		s.Replicas = append(s.Replicas, Redis(t, replica))
 	}
 	conf := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]s %[3]d\n"+
-		"sentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 5000\n",
-		name, port, sentinels/2+1)
+		"sentinel down-after-milliseconds %[1]s %[4]d\nsentinel failover-timeout %[1]s %[5]d\n",
+		name, port, sentinels/2+1, cmp.Or(opts.DownAfter, time.Second).Milliseconds(),
+		cmp.Or(opts.FailoverTimeout, 5*time.Second).Milliseconds())
 	if opts.Password != "" {
 		conf += fmt.Sprintf("sentinel auth-pass %s %s\n", name, opts.Password)
 	}
