@@ -215,6 +215,9 @@ func compareTargets(a, b Target) int {
 // expandServices returns the snapshot's services with each planned
 // service's default target, plus a service per wanted target, sorted.
 func expandServices(in ExpandInput, plans map[string]*policyPlan, want map[Target]bool, out *Expansion) discovery.Snapshot {
+	if len(plans) == 0 && len(want) == 0 {
+		return in.Snapshot // no policy in use: every pass of a server without one comes here
+	}
 	have := make(map[string]bool, len(in.Snapshot.Services))
 	svcs := make([]discovery.Service, 0, len(in.Snapshot.Services)+len(want))
 	for _, svc := range in.Snapshot.Services {
