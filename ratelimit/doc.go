@@ -174,7 +174,8 @@
 // prometheus.Collector is registered with the service: Memory's
 // ratelimit_memory_keys, _bytes, _evictions_total{reason} and
 // _overflow_total, Redis's ratelimit_redis_breaker_state, _trips_total,
-// _rejected_total, _slot_runs_failed_total and _slot_calls_failed_total
+// _rejected_total, _slot_runs_failed_total, _slot_calls_failed_total and
+// _node_runs_redone_total
 // (under Split, labelled store="main" or "per_second").
 //
 // imports_test.go enforces the import rules.

@@ -150,10 +150,25 @@ local nargs = {f = 4, w = 7, l = 6, g = 7}   -- arguments after the name
 local nreply = {f = 1, w = 3, l = 4, g = 2}  -- reply values used
 -- The functions read their arguments from ARGV after offset o (no table
 -- per check) and return their reply values.
-local out, n, o = {}, 0, 2
-for i = 1, #KEYS do
+local keys, o = KEYS, 2
+if ARGV[2] == 'k' then
+  -- One run per cluster master (redis_cluster_node.go): ARGV[3] keys
+  -- follow in ARGV (KEYS[1], the first, only routes the run), over
+  -- several slots of this node, which the script's allow-cross-slot-keys
+  -- flag permits. Each is read before anything is written: one that
+  -- this node does not serve (its slot moved or moving) fails the run
+  -- with no write made, and the caller runs the checks per slot.
+  local nk = tonumber(ARGV[3])
+  keys, o = {}, 4 + nk
+  for i = 1, nk do
+    keys[i] = ARGV[3 + i]
+    redis.call('EXISTS', keys[i])
+  end
+end
+local out, n = {}, 0
+for i = 1, #keys do
   local alg = ARGV[o]
-  local r1, r2, r3, r4 = algorithms[alg](KEYS[i], o)
+  local r1, r2, r3, r4 = algorithms[alg](keys[i], o)
   local k = nreply[alg]
   out[n + 1] = r1
   if k > 1 then out[n + 2] = r2 end

@@ -59,16 +59,17 @@ type redisReply struct {
 // so a batch gives the same answers as the calls one by one, in queue
 // order, atomically.
 type batcher struct {
-	client  *redis.Client        // single and sentinel modes
-	cluster *redis.ClusterClient // cluster mode: one script per slot (runSlots)
-	nodes   nodeBreakers         // cluster mode: each master's breaker (br never opens)
-	stats   clusterStats
-	br      *breaker // told the outcome of every run
-	timeout time.Duration
-	calls   chan *redisCall
-	stop    chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	client   *redis.Client        // single and sentinel modes
+	cluster  *redis.ClusterClient // cluster mode: one script per slot (runSlots)
+	nodes    nodeBreakers         // cluster mode: each master's breaker (br never opens)
+	stats    clusterStats
+	nodeRuns nodeRunStats // cluster mode: one script per master
+	br       *breaker     // told the outcome of every run
+	timeout  time.Duration
+	calls    chan *redisCall
+	stop     chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
 }
 
 func newBatcher(client *redis.Client, br *breaker, timeout time.Duration, pipelines int, cluster *redis.ClusterClient) *batcher {

@@ -10,18 +10,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// In cluster mode a script's keys must share a hash slot. Every check
-// has exactly one key (see Redis), so a decision's state never spans
-// slots and no hash tag is needed: keys hash over their whole name and
-// spread over every master. A batch is split into one script run per
-// slot, all of them sent in one go-redis cluster pipeline, which writes
-// them per node: one round trip per node per batch. Within a slot the
-// checks keep their batch order; checks on different slots touch
-// different keys, so their order does not matter. A run that fails (its
-// node down, paused or slow) fails only the calls with a check in it:
-// the failure mode answers those, every other call is decided. Each
-// master has its own circuit breaker (nodeBreakers): an open one fails
-// the runs of its slots at once, without touching the other masters'.
+// In cluster mode a script's declared keys must share a hash slot. Every
+// check has exactly one key (see Redis), so a decision's state never
+// spans slots and no hash tag is needed: keys hash over their whole name
+// and spread over every master. A batch is split by slot, the slots of
+// one master run as one script there (redis_cluster_node.go), and all
+// runs go in one go-redis cluster pipeline, which writes them per node:
+// one round trip per node per batch. Within a slot the checks keep their
+// batch order; checks on different slots touch different keys, so their
+// order does not matter. A run that fails (its node down, paused or
+// slow) fails only the calls with a check in it: the failure mode
+// answers those, every other call is decided. Each master has its own
+// circuit breaker (nodeBreakers): an open one fails the runs of its
+// slots at once, without touching the other masters'.
 
 // clusterStats counts the slot groups and calls failed in cluster mode
 // while others of their batch were decided.
@@ -61,7 +62,6 @@ type slotGroup struct {
 	args    []any // args[0]: the TTL grace, then the checks' arguments
 	checks  []int // indexes in the batch's keys
 	replies int   // values the script replies
-	cmd     *noRetryCmd
 }
 
 // noRetryCmd is a script run that go-redis must not resend after a
@@ -72,70 +72,61 @@ type noRetryCmd struct{ *redis.Cmd }
 func (noRetryCmd) NoRetry() bool { return true }
 
 // runSlots runs keys' checks (args as the batcher builds them, args[0]
-// the grace) as one script per slot in one pipeline. It returns the
-// reply values in the order of keys, as one script run would, and the
-// error of each check's run (nil when it ran); ok reports whether any
-// run succeeded.
+// the grace) in one pipeline: one script per master, or per slot (see
+// redis_cluster_node.go). It returns the reply values in the order of
+// keys, as one script run would, and the error of each check's run (nil
+// when it ran); ok reports whether any run succeeded.
 func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (reply []any, errs []error, ok bool) {
 	groups, offsets, want := groupBySlot(keys, args)
 	b.admit(ctx, groups)
+	runs := b.planRuns(groups)
 	pipe := b.cluster.Pipeline()
-	for _, g := range groups {
-		if g.err == nil {
-			g.cmd = scriptCmd(ctx, "evalsha", redisScript.Hash(), g)
-			_ = pipe.Process(ctx, g.cmd)
-		}
+	for _, r := range runs {
+		r.cmd = r.command(ctx, false)
+		_ = pipe.Process(ctx, r.cmd)
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command has its own error
 	}
-	// After a restart or SCRIPT FLUSH: send the script itself, for the
-	// runs that lacked it, in a second pipeline.
-	var again redis.Pipeliner
-	for _, g := range groups {
-		if g.err != nil {
-			continue
-		}
-		if err := g.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			if again == nil {
-				again = b.cluster.Pipeline()
-			}
-			g.cmd = scriptCmd(ctx, "eval", redisLua, g)
-			_ = again.Process(ctx, g.cmd)
-		}
-	}
-	if again != nil {
-		_, _ = again.Exec(ctx)
-	}
+	runs = b.retryRuns(ctx, runs)
 	reply, errs = make([]any, want), make([]error, len(keys))
-	outcome := make(map[string]error, 4) // per node: the first failure of its runs
 	for _, g := range groups {
-		if g.err != nil {
-			for _, i := range g.checks {
-				errs[i] = g.err
-			}
-			continue
+		for _, i := range g.checks {
+			errs[i] = g.err // set when it was not sent
 		}
-		vals, err := g.cmd.Slice()
-		if prev, seen := outcome[g.node]; !seen || (prev == nil && err != nil && breakerFailure(err)) {
-			outcome[g.node] = err
+	}
+	outcome := make(map[string]error, 4) // per node: the first failure of its runs
+	for _, r := range runs {
+		vals, err := r.cmd.Slice()
+		if prev, seen := outcome[r.node]; !seen || (prev == nil && err != nil && breakerFailure(err)) {
+			outcome[r.node] = err
 		}
-		if err == nil && len(vals) != g.replies {
-			err = fmt.Errorf("%d values in the reply of slot %d for %d checks (want %d)", len(vals), g.slot, len(g.keys), g.replies)
+		if err == nil && len(vals) != r.replies {
+			err = fmt.Errorf("%d values in the reply of %d slot(s) on %s (want %d)", len(vals), len(r.groups), r.node, r.replies)
 		}
 		if err != nil {
-			b.stats.groupsFailed.Add(1)
-			for _, i := range g.checks {
-				errs[i] = err
+			b.stats.groupsFailed.Add(uint64(len(r.groups)))
+			for _, g := range r.groups {
+				for _, i := range g.checks {
+					errs[i] = err
+				}
 			}
 			continue
 		}
 		ok = true
 		off := 0
-		for _, i := range g.checks {
-			off += copy(reply[offsets[i]:offsets[i+1]], vals[off:])
+		for _, g := range r.groups {
+			for _, i := range g.checks {
+				off += copy(reply[offsets[i]:offsets[i+1]], vals[off:])
+			}
 		}
 	}
+	b.recordNodes(ctx, outcome)
+	return reply, errs, ok
+}
+
+// recordNodes tells each master's breaker the outcome of its runs.
+func (b *batcher) recordNodes(ctx context.Context, outcome map[string]error) {
 	now := monoNow()
 	reload := false
 	for node, err := range outcome {
@@ -149,7 +140,6 @@ func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (repl
 		// at a time, at most one each 200ms).
 		b.cluster.ReloadState(ctx)
 	}
-	return reply, errs, ok
 }
 
 // admit finds the master of each group's slot and asks its breaker (once
@@ -193,14 +183,14 @@ func (b *batcher) admit(ctx context.Context, groups []*slotGroup) {
 	topology.record(lookupErr, monoNow())
 }
 
-// scriptCmd is the EVALSHA (or EVAL) of g's checks.
-func scriptCmd(ctx context.Context, name, script string, g *slotGroup) *noRetryCmd {
-	a := make([]any, 0, 3+len(g.keys)+len(g.args))
-	a = append(a, name, script, len(g.keys))
-	for _, k := range g.keys {
+// scriptCmd is the EVALSHA (or EVAL) of script over keys with args.
+func scriptCmd(ctx context.Context, name, script string, keys []string, args []any) *noRetryCmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	a = append(a, name, script, len(keys))
+	for _, k := range keys {
 		a = append(a, k)
 	}
-	a = append(a, g.args...)
+	a = append(a, args...)
 	return &noRetryCmd{redis.NewCmd(ctx, a...)}
 }
 

@@ -349,7 +349,10 @@ func TestRedisClusterUnreachable(t *testing.T) {
 // A rule's counter stays exact while its slot moves to another master:
 // before, during (ASK, the key already moved) and after (MOVED) the
 // migration, go-redis follows the redirections and the script runs once
-// each time.
+// each time. Every call also checks a key on another slot of the same
+// source master, so the two run as one node script that finds the moved
+// key elsewhere, writes nothing, and is run again per slot: neither
+// counter counts twice.
 func TestRedisClusterSlotMigration(t *testing.T) {
 	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
 	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "mig:", Timeout: 2 * time.Second})
@@ -358,22 +361,28 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 	check := Check{Key: "m_", Limit: Limit{FixedWindow, limit, Hour, 0}, Cap: limit, Hits: 1}
 	key := st.prefix + FixedWindowKey(check.Key, t0, Hour)
 	slot := int(hashSlot(key))
+	cc := clusterClient(t, c)
+	src, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := src.Options().Addr
+	other, otherKey := sameMasterCheck(t, cc, st, a, slot)
 	used := 0
 	decide := func(stage string) {
 		t.Helper()
-		res, err := st.Decide(ctx, t0, []Check{check})
+		checks := []Check{check, other}
+		if used%2 == 1 { // either key first: either one routes the run
+			checks = []Check{other, check}
+		}
+		res, err := st.Decide(ctx, t0, checks)
 		used++
-		if err != nil || !res[0].Allowed || res[0].Remaining != uint32(limit-used) {
+		if err != nil || !res[0].Allowed || res[0].Remaining != uint32(limit-used) || res[1].Remaining != uint32(limit-used) {
 			t.Fatalf("%s: %+v, %v; want remaining %d", stage, res, err, limit-used)
 		}
 	}
 	for range 5 {
 		decide("before")
-	}
-	cc := clusterClient(t, c)
-	src, err := cc.MasterForKey(ctx, key)
-	if err != nil {
-		t.Fatal(err)
 	}
 	nodes := map[string]*redis.Client{}
 	ids := map[string]string{}
@@ -385,7 +394,6 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := src.Options().Addr
 	var b string
 	for addr := range nodes {
 		if addr != a {
@@ -405,6 +413,7 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 	_, port, _ := net.SplitHostPort(b)
 	must(nodes[a].Migrate(ctx, "127.0.0.1", port, key, 0, 5*time.Second).Err())
 	decide("migrating, key moved (ASK)")
+	decide("migrating, key moved (ASK), the other key first")
 	for _, cl := range nodes {
 		must(cl.Do(ctx, "cluster", "setslot", slot, "node", ids[b]).Err())
 	}
@@ -412,5 +421,55 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 	decide("migrated, again")
 	if got, err := nodes[b].Get(ctx, key).Int(); err != nil || got != used {
 		t.Errorf("the counter on the new master: %d, %v; want %d", got, err, used)
+	}
+	if got, err := nodes[a].Get(ctx, otherKey).Int(); err != nil || got != used {
+		t.Errorf("the other counter, on the source: %d, %v; want %d", got, err, used)
+	}
+	if n := gatherCounter(t, st, "ratelimit_redis_node_runs_redone_total"); n < 1 {
+		t.Errorf("node runs redone per slot: %v, want at least 1", n)
+	}
+}
+
+// sameMasterCheck is a check whose key is on master addr, on another
+// slot than slot, and that key.
+func sameMasterCheck(t *testing.T, cc *redis.ClusterClient, st *Redis, addr string, slot int) (Check, string) {
+	t.Helper()
+	for i := range 10_000 {
+		c := Check{Key: "o" + strconv.Itoa(i) + "_", Limit: Limit{FixedWindow, 1000, Hour, 0}, Cap: 1000, Hits: 1}
+		key := st.prefix + FixedWindowKey(c.Key, t0, Hour)
+		m, err := cc.MasterForKey(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Options().Addr == addr && int(hashSlot(key)) != slot {
+			return c, key
+		}
+	}
+	t.Fatal("no key on the same master")
+	return Check{}, ""
+}
+
+// The errors that send a node run's checks back to one script per slot,
+// and those that do not (a network error: the run may have written).
+func TestNodeRunErrors(t *testing.T) {
+	for _, c := range []struct {
+		msg          string
+		here, unsupp bool
+	}{
+		{"ERR Script attempted to access a non local key in a cluster node script: 1f0e, on @user_script:166.", true, false},
+		{"MOVED 3999 127.0.0.1:6381", true, false},
+		{"ASK 3999 127.0.0.1:6381", true, false},
+		{"TRYAGAIN Multiple keys request during rehashing of slot", true, false},
+		{"ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'", false, true},
+		{"ERR Unknown lua shebang option: flags", false, true},
+		{"ERR WRONGTYPE Operation against a key holding the wrong kind of value", false, false},
+	} {
+		err := errors.New(c.msg)
+		if got := notServedHere(err); got != c.here {
+			t.Errorf("notServedHere(%q) = %v", c.msg, got)
+		}
+		if got := scriptUnsupported(err); got != c.unsupp {
+			t.Errorf("scriptUnsupported(%q) = %v", c.msg, got)
+		}
 	}
 }

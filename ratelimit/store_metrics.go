@@ -8,7 +8,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // redisDescs are the descriptions of a Redis store's metrics.
 type redisDescs struct {
-	state, trips, rejected, slotRuns, slotCalls *prometheus.Desc
+	state, trips, rejected, slotRuns, slotCalls, nodeRedone *prometheus.Desc
 }
 
 // newRedisDescs returns the descriptions with the constant labels l.
@@ -24,6 +24,8 @@ func newRedisDescs(l prometheus.Labels) *redisDescs {
 			"Cluster mode: script runs of one hash slot that failed (their node down, slow or paused); the calls with a check on that slot get the failure mode.", nil, l),
 		slotCalls: prometheus.NewDesc("ratelimit_redis_slot_calls_failed_total",
 			"Cluster mode: store calls answered by the failure mode because one of their slots' runs failed while other slots of the same batch were decided.", nil, l),
+		nodeRedone: prometheus.NewDesc("ratelimit_redis_node_runs_redone_total",
+			"Cluster mode: scripts run for all the slots of one master that found a key the master no longer serves (resharding, failover) and were run again one script per slot; nothing was written by the first run.", nil, l),
 	}
 }
 
@@ -40,6 +42,7 @@ func (d *redisDescs) describe(ch chan<- *prometheus.Desc) {
 	ch <- d.rejected
 	ch <- d.slotRuns
 	ch <- d.slotCalls
+	ch <- d.nodeRedone
 }
 
 // Describe implements prometheus.Collector.
@@ -58,6 +61,7 @@ func (r *Redis) collect(ch chan<- prometheus.Metric, d *redisDescs) {
 	ch <- prometheus.MustNewConstMetric(d.rejected, prometheus.CounterValue, float64(rejected))
 	ch <- prometheus.MustNewConstMetric(d.slotRuns, prometheus.CounterValue, float64(r.batch.stats.groupsFailed.Load()))
 	ch <- prometheus.MustNewConstMetric(d.slotCalls, prometheus.CounterValue, float64(r.batch.stats.callsFailed.Load()))
+	ch <- prometheus.MustNewConstMetric(d.nodeRedone, prometheus.CounterValue, float64(r.batch.nodeRuns.redone.Load()))
 }
 
 var (

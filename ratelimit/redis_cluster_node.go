@@ -1,0 +1,174 @@
+package ratelimit
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis calls a script once per slot when its declared keys span one
+// slot, and a run costs about as much as the few commands it makes: a
+// batch spread over 16,384 slots would pay one run per check. So the
+// slot groups of a batch that share a master run as one script there
+// (redisNodeScript): its keys travel in ARGV, which Redis 7's
+// allow-cross-slot-keys flag lets it touch, and KEYS[1] (the first key)
+// routes the run, so go-redis still picks the node and follows MOVED and
+// ASK. The script reads every key before it writes one: a key whose slot
+// this master no longer serves (resharding, a failover go-redis has not
+// seen yet) fails the run before any write, and its slot groups run
+// again one script per slot, where go-redis's redirections apply. A
+// master that cannot load the flagged script (Redis before 7) turns the
+// node runs off for the store's life.
+
+// redisNodeLua is redis.lua with the allow-cross-slot-keys flag.
+var redisNodeLua = "#!lua flags=allow-cross-slot-keys\n" + redisLua
+
+var redisNodeScript = redis.NewScript(redisNodeLua)
+
+// nodeRunStats counts the node runs redone per slot.
+type nodeRunStats struct {
+	off    atomic.Bool   // a master could not load redisNodeLua: per slot only
+	redone atomic.Uint64 // node runs redone per slot (a key not served there)
+}
+
+// clusterRun is one script run of a batch in cluster mode: one slot
+// group, or every slot group of one master.
+type clusterRun struct {
+	node    string
+	groups  []*slotGroup
+	replies int
+	cmd     *noRetryCmd
+}
+
+// planRuns turns the admitted slot groups into runs: one per master for
+// masters with several slot groups, one per slot otherwise (or when node
+// runs are off).
+func (b *batcher) planRuns(groups []*slotGroup) []*clusterRun {
+	runs := make([]*clusterRun, 0, 4)
+	byNode := make(map[string]*clusterRun, 4)
+	for _, g := range groups {
+		if g.err != nil {
+			continue
+		}
+		if b.nodeRuns.off.Load() {
+			runs = append(runs, slotRun(g))
+			continue
+		}
+		r := byNode[g.node]
+		if r == nil {
+			r = &clusterRun{node: g.node}
+			byNode[g.node] = r
+			runs = append(runs, r)
+		}
+		r.groups = append(r.groups, g)
+		r.replies += g.replies
+	}
+	return runs
+}
+
+func slotRun(g *slotGroup) *clusterRun {
+	return &clusterRun{node: g.node, groups: []*slotGroup{g}, replies: g.replies}
+}
+
+// command is r's EVALSHA, or its EVAL when eval is set.
+func (r *clusterRun) command(ctx context.Context, eval bool) *noRetryCmd {
+	if len(r.groups) == 1 {
+		g := r.groups[0]
+		name, script := "evalsha", redisScript.Hash()
+		if eval {
+			name, script = "eval", redisLua
+		}
+		return scriptCmd(ctx, name, script, g.keys, g.args)
+	}
+	name, script := "evalsha", redisNodeScript.Hash()
+	if eval {
+		name, script = "eval", redisNodeLua
+	}
+	nk, na := 0, 0
+	for _, g := range r.groups {
+		nk, na = nk+len(g.keys), na+len(g.args)-1
+	}
+	args := make([]any, 0, 3+nk+na)
+	args = append(args, r.groups[0].args[0], "k", nk) // the grace, the marker, the key count
+	for _, g := range r.groups {
+		for _, k := range g.keys {
+			args = append(args, k)
+		}
+	}
+	for _, g := range r.groups {
+		args = append(args, g.args[1:]...)
+	}
+	return scriptCmd(ctx, name, script, r.groups[0].keys[:1], args)
+}
+
+// retryRuns sends again, in one more pipeline per round, the runs whose
+// script the node lacked (after a restart or SCRIPT FLUSH: the script
+// itself this time) and, one script per slot, the slot groups of node
+// runs that found a key not served there. It returns the runs whose
+// replies count. A node run sent to a node that lacks its script and
+// then finds a key elsewhere takes three rounds; no run goes back to an
+// earlier form, so three is the bound.
+func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterRun {
+	for range 3 {
+		var again redis.Pipeliner
+		send := func(r *clusterRun) {
+			if again == nil {
+				again = b.cluster.Pipeline()
+			}
+			r.cmd = r.command(ctx, true)
+			_ = again.Process(ctx, r.cmd)
+		}
+		out := make([]*clusterRun, 0, len(runs))
+		for _, r := range runs {
+			err := r.cmd.Err()
+			switch {
+			case err == nil || !isRedisError(err):
+			case redis.HasErrorPrefix(err, "NOSCRIPT"):
+				send(r)
+			case len(r.groups) > 1 && (notServedHere(err) || scriptUnsupported(err)):
+				if scriptUnsupported(err) {
+					b.nodeRuns.off.Store(true)
+				}
+				b.nodeRuns.redone.Add(1)
+				for _, g := range r.groups {
+					s := slotRun(g)
+					send(s)
+					out = append(out, s)
+				}
+				continue
+			}
+			out = append(out, r)
+		}
+		runs = out
+		if again == nil {
+			break
+		}
+		_, _ = again.Exec(ctx)
+	}
+	return runs
+}
+
+func isRedisError(err error) bool { return !breakerFailure(err) }
+
+// notServedHere reports whether err says that a key of the run is not on
+// the node that ran it: the script read a key of a slot served elsewhere,
+// or go-redis gave up following redirections.
+func notServedHere(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN ", "CROSSSLOT "} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return strings.Contains(msg, "non local key") || strings.Contains(msg, "do not hash to the same slot")
+}
+
+// scriptUnsupported reports whether err is a Redis that cannot compile
+// the flagged script (before 7.0, "#!" is not Lua).
+func scriptUnsupported(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "compiling script") || strings.Contains(msg, "Unknown lua shebang") ||
+		strings.Contains(msg, "Unexpected flag")
+}
