@@ -212,3 +212,27 @@ func redisCLIFor(redisBin string) string {
 	}
 	return "redis-cli"
 }
+
+// logSpread logs how many keys each master holds after a run of leg (the
+// counters spread over every master, or a hot slot).
+func (c *compareRun) logSpread(ctx context.Context, leg string) {
+	reply, err := redisDo(ctx, c.redisAddrs[0], "CLUSTER", "NODES")
+	if err != nil {
+		c.log.Warn("keys per master unknown", "leg", leg, "error", err)
+		return
+	}
+	nodes, err := parseClusterNodes(reply)
+	if err != nil {
+		c.log.Warn("keys per master unknown", "leg", leg, "error", err)
+		return
+	}
+	var counts []string
+	for _, m := range mastersOf(nodes) {
+		n, err := redisDo(ctx, m, "DBSIZE")
+		if err != nil {
+			n = "?"
+		}
+		counts = append(counts, m+"="+strings.TrimPrefix(n, ":"))
+	}
+	c.log.Info("keys per master", "leg", leg, "keys", strings.Join(counts, " "))
+}

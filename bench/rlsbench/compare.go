@@ -354,6 +354,9 @@ func (c *compareRun) runOne(ctx context.Context, l *leg, wl namedWorkload, round
 	if res.FirstError != "" {
 		c.log.Warn("errors", "leg", l.name, "first", res.FirstError)
 	}
+	if c.o.topology == topoCluster {
+		c.logSpread(ctx, l.name)
+	}
 	return run, nil
 }
 

@@ -254,6 +254,14 @@ func TestRender(t *testing.T) {
 		}
 	}
 
+	// One node alone renders as before there were topologies: no
+	// topology headings, no cluster, no scaling.
+	for _, unwanted := range []string{"####", "Redis Cluster", "### Redis: one node", "Scaling"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("one node alone: section has %q; got:\n%s", unwanted, got)
+		}
+	}
+
 	rep.topologies[0].legs[1].unavailable = "no redis store"
 	rep.topologies[0].workloads[0].runs = slices.DeleteFunc(rep.topologies[0].workloads[0].runs, func(r legRun) bool { return r.leg == legXDSRedis })
 	got = render(rep)
