@@ -159,7 +159,9 @@ func (c *compareRun) startRedisCluster(ctx context.Context) error {
 	for i, addr := range c.redisAddrs {
 		if err := waitFor(ctx, c.redis[i], 60*time.Second, func(ctx context.Context) error {
 			got, err := clusterReady(ctx, addr, want)
-			want = got
+			if err == nil {
+				want = got // the map every later node must see
+			}
 			return err
 		}); err != nil {
 			return err
