@@ -56,7 +56,7 @@ lab:
 	bash scripts/install-envoy.sh >/dev/null
 	PATH="$(CONSUL_BIN):$$PATH" $(GO) run ./bench/lab --markdown BENCHMARKS.md $(if $(findstring quick,$(ARGS)),,--runs 3) $(ARGS)
 
-## rlsbench: the rate-limit benchmark, side by side with envoyproxy/ratelimit (rewrites its section of BENCHMARKS.md)
+## rlsbench: the rate-limit benchmark, side by side with envoyproxy/ratelimit, on one Redis node and a 3-master Redis Cluster (rewrites its section of BENCHMARKS.md)
 rlsbench:
 	bash scripts/install-redis.sh
 	bash scripts/rlsbench.sh

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The rate-limit benchmark of issue 6, side by side: envoyproxy/ratelimit vs
-# xds-server with Redis vs xds-server in memory, same Redis, same config,
-# same load (bench/rlsbench -compare). Rewrites only the rlsbench section of
-# BENCHMARKS.md. Run by `make rlsbench` and by scripts/bench.sh.
+# The rate-limit benchmark of issues 6 and 28, side by side: envoyproxy/ratelimit
+# vs xds-server with Redis vs xds-server in memory, same Redis, same config,
+# same load (bench/rlsbench -compare), on one Redis node and then on a
+# 3-master 3-replica Redis Cluster that rlsbench starts itself (-redis
+# single,cluster). Rewrites only the rlsbench section of BENCHMARKS.md. Run
+# by `make rlsbench` and by scripts/bench.sh.
 #
 # Installs, idempotently, envoyproxy/ratelimit at a pinned commit with
 # `go install github.com/envoyproxy/ratelimit/src/service_cmd@VERSION` into
 # $XDS_SERVER_CACHE/bin (default ~/.cache/xds-server/bin); needs
-# redis-server (scripts/install-redis.sh installs it). Every process it
+# redis-server and redis-cli (scripts/install-redis.sh installs them). Every process it
 # starts listens on 127.0.0.1 free ports and is stopped before it exits.
 #
 # Knobs (environment): RLSBENCH_ROUNDS (5), RLSBENCH_DURATION (10s),
 # RLSBENCH_WARMUP (2s), RLSBENCH_CONCURRENCY (64), RLSBENCH_CONNS (8),
 # RLSBENCH_WORKLOADS (within,within3,overlimit), RLSBENCH_LEGS
-# (envoy,xds-redis,xds-memory), RLSBENCH_OUT (BENCHMARKS.md; empty: print
+# (envoy,xds-redis,xds-memory), RLSBENCH_REDIS (single,cluster: the Redis
+# topologies, one after the other), RLSBENCH_OUT (BENCHMARKS.md; empty: print
 # only), RATELIMIT_VERSION (the pinned pseudo-version below).
 set -euo pipefail
 export GOTOOLCHAIN=local
@@ -45,10 +48,14 @@ else
 	echo "rlsbench: using envoyproxy/ratelimit $RATELIMIT_VERSION at $envoy_bin" >&2
 fi
 
-if ! command -v redis-server >/dev/null 2>&1; then
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
 	bash scripts/install-redis.sh
 fi
 redis_bin=$(command -v redis-server)
+redis_cli=$(command -v redis-cli) || {
+	echo "rlsbench: no redis-cli on PATH (Debian: apt-get install redis-tools); -redis cluster needs it" >&2
+	exit 1
+}
 
 # rlsbench stops what it started (redis-server --dir, the xds-server
 # binary and the link to envoyproxy/ratelimit are all under $tmp).
@@ -60,10 +67,11 @@ go build -o "$tmp/xds-server" ./cmd/xds-server
 go build -o "$tmp/rlsbench" ./bench/rlsbench
 
 out=${RLSBENCH_OUT-BENCHMARKS.md}
-args=(-compare -envoy-bin "$envoy_bin" -xds-bin "$tmp/xds-server" -redis-bin "$redis_bin" -workdir "$tmp"
+args=(-compare -envoy-bin "$envoy_bin" -xds-bin "$tmp/xds-server" -redis-bin "$redis_bin" -redis-cli "$redis_cli" -workdir "$tmp"
 	-rounds "${RLSBENCH_ROUNDS:-5}" -duration "${RLSBENCH_DURATION:-10s}" -warmup "${RLSBENCH_WARMUP:-2s}"
 	-concurrency "${RLSBENCH_CONCURRENCY:-64}" -conns "${RLSBENCH_CONNS:-8}"
-	-workloads "${RLSBENCH_WORKLOADS:-within,within3,overlimit}" -legs "${RLSBENCH_LEGS:-envoy,xds-redis,xds-memory}")
+	-workloads "${RLSBENCH_WORKLOADS:-within,within3,overlimit}" -legs "${RLSBENCH_LEGS:-envoy,xds-redis,xds-memory}"
+	-redis "${RLSBENCH_REDIS:-single,cluster}")
 if [ -n "$out" ]; then
 	args+=(-markdown "$out")
 fi

@@ -27,6 +27,12 @@ type compareOptions struct {
 	legs            string
 	workloads       string
 	envoyLocalCache int // bytes
+	// envoyPipelineWindow is envoyproxy/ratelimit's REDIS_PIPELINE_WINDOW
+	// (0: its default, no write batching).
+	envoyPipelineWindow time.Duration
+	redis               string // -redis: topologies to measure, of single, cluster
+	redisCLI            string // redis-cli binary (cluster)
+	topology            string // the topology being measured (set per topology)
 }
 
 // namedWorkload is one of compare mode's workloads.
@@ -100,76 +106,123 @@ type leg struct {
 	name        string
 	addr        string
 	server      *proc
-	redis       *proc // nil when the leg does not use Redis
+	redis       []*proc // the redis-servers it uses (every node of the topology); nil: none
 	unavailable string
 }
 
-// compareRun is everything compare mode needs while it runs.
+// compareRun is everything compare mode needs while it measures one
+// Redis topology.
 type compareRun struct {
-	o         compareOptions
-	log       *slog.Logger
-	ps        *procs
-	dir       string
-	cfgPath   string
-	redisAddr string
-	redis     *proc
-	legs      []*leg
+	o          compareOptions
+	log        *slog.Logger
+	ps         *procs // this topology's processes
+	dir        string
+	cfgPath    string
+	xdsBin     string
+	redisAddrs []string // the node, or the cluster's nodes (all seeds)
+	redis      []*proc  // the redis-servers, in the order of redisAddrs
+	legs       []*leg
 }
 
-// runCompare runs the side-by-side benchmark and emits its section.
+// runCompare runs the side-by-side benchmark on each Redis topology, one
+// after the other (the processes of one stopped before the next starts),
+// and emits its section.
 func runCompare(ctx context.Context, o compareOptions, args []string, stdout io.Writer, log *slog.Logger) error {
-	wls, legNames, err := o.selection()
+	wls, legNames, topos, err := o.selection()
 	if err != nil {
 		return err
 	}
-	c := &compareRun{o: o, log: log, ps: &procs{log: log}}
-	defer c.ps.stopAll()
-	if c.dir, err = c.workDir(); err != nil {
+	ps := &procs{log: log}
+	defer ps.stopAll()
+	dir, err := workDir(o.workDir, ps)
+	if err != nil {
 		return err
 	}
-	rep := report{command: commandLine(args, c.dir, cacheDir()), load: o.load, rounds: o.rounds, config: configYAML(o.load.Workload.Domain),
+	rep := report{command: commandLine(args, dir, cacheDir()), load: o.load, rounds: o.rounds, config: configYAML(o.load.Workload.Domain),
 		machine: machineNotes(o.redisBin, o.envoyBin), envoyLocalCache: o.envoyLocalCache,
-		xdsServer: os.Getenv("XDS_SERVER_RATELIMIT_SERVER")}
-	if err := c.setUp(ctx, legNames); err != nil {
+		envoyPipelineWindow: o.envoyPipelineWindow, xdsServer: os.Getenv("XDS_SERVER_RATELIMIT_SERVER")}
+	xdsBin, err := xdsServer(ctx, o.xdsBin, dir, legNames, log)
+	if err != nil {
 		return err
 	}
-	for _, l := range c.legs {
-		rep.legs = append(rep.legs, legInfo{name: l.name, unavailable: l.unavailable})
-	}
-	for _, wl := range wls {
-		runs, err := c.measure(ctx, wl)
+	for _, topo := range topos {
+		to := o
+		to.topology = topo
+		c := &compareRun{o: to, log: log.With("redis", topo), ps: &procs{log: log}, dir: dir, xdsBin: xdsBin}
+		t, err := c.run(ctx, wls, topologyLegs(topo, legNames))
+		c.ps.stopAll()
 		if err != nil {
 			return err
 		}
-		rep.workloads = append(rep.workloads, workloadResult{named: wl, runs: runs})
+		rep.topologies = append(rep.topologies, t)
 	}
 	return section.Emit(stdout, o.markdown, sectionName, render(rep))
 }
 
-// selection returns the workloads and legs asked for.
-func (o compareOptions) selection() ([]namedWorkload, []string, error) {
+// topologyLegs are the legs run on topo: the memory leg, which uses no
+// Redis, only on one node.
+func topologyLegs(topo string, legNames []string) []string {
+	if topo == topoSingle {
+		return legNames
+	}
+	return slices.DeleteFunc(slices.Clone(legNames), func(n string) bool { return n == legXDSMemory })
+}
+
+// run sets up one topology and measures every workload on it.
+func (c *compareRun) run(ctx context.Context, wls []namedWorkload, legNames []string) (topologyResult, error) {
+	t := topologyResult{name: c.o.topology}
+	if len(legNames) == 0 {
+		return t, nil
+	}
+	if err := c.setUp(ctx, legNames); err != nil {
+		return t, err
+	}
+	for _, l := range c.legs {
+		t.legs = append(t.legs, legInfo{name: l.name, unavailable: l.unavailable})
+	}
+	for _, wl := range wls {
+		runs, err := c.measure(ctx, wl)
+		if err != nil {
+			return t, err
+		}
+		t.workloads = append(t.workloads, workloadResult{named: wl, runs: runs})
+	}
+	return t, nil
+}
+
+// selection returns the workloads, legs and Redis topologies asked for.
+func (o compareOptions) selection() ([]namedWorkload, []string, []string, error) {
 	if o.rounds < 1 {
-		return nil, nil, fmt.Errorf("rlsbench: rounds %d < 1", o.rounds)
+		return nil, nil, nil, fmt.Errorf("rlsbench: rounds %d < 1", o.rounds)
+	}
+	topos := splitList(o.redis)
+	for _, t := range topos {
+		if t != topoSingle && t != topoCluster {
+			return nil, nil, nil, fmt.Errorf("rlsbench: unknown -redis topology %q (have single, cluster)", t)
+		}
+	}
+	if len(topos) == 0 || len(slices.Compact(slices.Clone(topos))) != len(topos) {
+		return nil, nil, nil, fmt.Errorf("rlsbench: -redis %q: want single, cluster or single,cluster", o.redis)
 	}
 	all := workloadsFor(o.load.Workload.Domain, o.load.Workload.Keys)
 	var wls []namedWorkload
 	for _, name := range splitList(o.workloads) {
 		i := slices.IndexFunc(all, func(w namedWorkload) bool { return w.name == name })
 		if i < 0 {
-			return nil, nil, fmt.Errorf("rlsbench: unknown workload %q (have %s)", name, workloadNames())
+			return nil, nil, nil, fmt.Errorf("rlsbench: unknown workload %q (have %s)", name, workloadNames())
 		}
 		wls = append(wls, all[i])
 	}
 	legs := splitList(o.legs)
 	for _, l := range legs {
 		if legLabels[l] == "" {
-			return nil, nil, fmt.Errorf("rlsbench: unknown leg %q (have envoy, xds-redis, xds-memory)", l)
+			return nil, nil, nil, fmt.Errorf("rlsbench: unknown leg %q (have envoy, xds-redis, xds-memory)", l)
 		}
 	}
 	if len(wls) == 0 || len(legs) == 0 {
-		return nil, nil, errors.New("rlsbench: no workload or no leg")
+		return nil, nil, nil, errors.New("rlsbench: no workload or no leg")
 	}
-	return wls, legs, nil
+	return wls, legs, topos, nil
 }
 
 func splitList(s string) []string {
@@ -182,17 +235,17 @@ func splitList(s string) []string {
 	return out
 }
 
-// workDir returns the -workdir or a new temp dir removed at exit (by the
-// caller's stopAll ordering: processes stop before the dir goes).
-func (c *compareRun) workDir() (string, error) {
-	if c.o.workDir != "" {
-		return c.o.workDir, os.MkdirAll(c.o.workDir, 0o755)
+// workDir returns workDir (made if missing) or a new temp dir removed at
+// exit (by ps.stopAll, once its processes stopped).
+func workDir(workDir string, ps *procs) (string, error) {
+	if workDir != "" {
+		return workDir, os.MkdirAll(workDir, 0o755)
 	}
 	dir, err := os.MkdirTemp("", "rlsbench.")
 	if err != nil {
 		return "", fmt.Errorf("rlsbench: %w", err)
 	}
-	c.ps.cleanup = append(c.ps.cleanup, func() { os.RemoveAll(dir) })
+	ps.cleanup = append(ps.cleanup, func() { os.RemoveAll(dir) })
 	return dir, nil
 }
 
@@ -209,13 +262,14 @@ func (c *compareRun) setUp(ctx context.Context, legNames []string) error {
 	if err := os.WriteFile(c.cfgPath, []byte(configYAML(c.o.load.Workload.Domain)), 0o644); err != nil {
 		return fmt.Errorf("rlsbench: %w", err)
 	}
-	if err := c.startRedis(ctx); err != nil {
+	start := c.startRedis
+	if c.o.topology == topoCluster {
+		start = c.startRedisCluster
+	}
+	if err := start(ctx); err != nil {
 		return err
 	}
-	xdsBin, err := c.xdsServer(ctx, legNames)
-	if err != nil {
-		return err
-	}
+	var err error
 	for _, name := range legNames {
 		l := &leg{name: name}
 		c.legs = append(c.legs, l)
@@ -223,9 +277,9 @@ func (c *compareRun) setUp(ctx context.Context, legNames []string) error {
 		case legEnvoy:
 			err = c.startEnvoy(ctx, l)
 		case legXDSRedis:
-			err = c.startXDS(ctx, l, xdsBin, "redis")
+			err = c.startXDS(ctx, l, c.xdsBin, "redis")
 		case legXDSMemory:
-			err = c.startXDS(ctx, l, xdsBin, "memory")
+			err = c.startXDS(ctx, l, c.xdsBin, "memory")
 		}
 		if err != nil {
 			return err
@@ -260,7 +314,7 @@ func (c *compareRun) measure(ctx context.Context, wl namedWorkload) ([]legRun, e
 // runOne loads one leg once, Redis emptied first (the legs' keys may
 // collide), and reads the CPU its processes used while measuring.
 func (c *compareRun) runOne(ctx context.Context, l *leg, wl namedWorkload, round int) (legRun, error) {
-	if _, err := redisDo(ctx, c.redisAddr, "FLUSHALL"); err != nil {
+	if err := c.flushRedis(ctx); err != nil {
 		return legRun{}, err
 	}
 	cfg := c.o.load
@@ -272,7 +326,11 @@ func (c *compareRun) runOne(ctx context.Context, l *leg, wl namedWorkload, round
 		if n < 2 {
 			samples[n][0], _ = cpuTime(0)
 			samples[n][1], _ = cpuTime(l.server.pid())
-			samples[n][2], _ = cpuTime(c.redis.pid())
+			samples[n][2] = 0
+			for _, p := range l.redis { // every node of the topology
+				d, _ := cpuTime(p.pid())
+				samples[n][2] += d
+			}
 		}
 		n++
 	}
@@ -295,6 +353,9 @@ func (c *compareRun) runOne(ctx context.Context, l *leg, wl namedWorkload, round
 		"cpu_redis", fmt.Sprintf("%.2f", run.cpuRedis))
 	if res.FirstError != "" {
 		c.log.Warn("errors", "leg", l.name, "first", res.FirstError)
+	}
+	if c.o.topology == topoCluster {
+		c.logSpread(ctx, l.name)
 	}
 	return run, nil
 }

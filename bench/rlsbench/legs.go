@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,26 +24,27 @@ func (c *compareRun) startRedis(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("rlsbench: %w", err)
 	}
-	c.redisAddr = "127.0.0.1:" + strconv.Itoa(port)
-	c.redis, err = c.ps.start("redis-server", c.dir, c.o.redisBin, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	node, err := c.ps.start("redis-server", c.dir, c.o.redisBin, []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--dir", dir, "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"}, nil)
 	if err != nil {
 		return err
 	}
-	return waitFor(ctx, c.redis, 15*time.Second, func(ctx context.Context) error {
-		_, err := redisDo(ctx, c.redisAddr, "PING")
+	c.redisAddrs, c.redis = []string{addr}, []*proc{node}
+	return waitFor(ctx, node, 15*time.Second, func(ctx context.Context) error {
+		_, err := redisDo(ctx, addr, "PING")
 		return err
 	})
 }
 
-// xdsServer returns the xds-server binary, built once when -xds-bin is
-// empty.
-func (c *compareRun) xdsServer(ctx context.Context, legNames []string) (string, error) {
-	if c.o.xdsBin != "" || !slices.ContainsFunc(legNames, func(n string) bool { return strings.HasPrefix(n, "xds-") }) {
-		return c.o.xdsBin, nil
+// xdsServer returns the xds-server binary: xdsBin, or built into dir
+// when xdsBin is empty and a leg needs it.
+func xdsServer(ctx context.Context, xdsBin, dir string, legNames []string, log *slog.Logger) (string, error) {
+	if xdsBin != "" || !slices.ContainsFunc(legNames, func(n string) bool { return strings.HasPrefix(n, "xds-") }) {
+		return xdsBin, nil
 	}
-	bin := filepath.Join(c.dir, "xds-server")
-	c.log.Info("building xds-server", "output", bin)
+	bin := filepath.Join(dir, "xds-server")
+	log.Info("building xds-server", "output", bin)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/xds-server")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -50,6 +52,11 @@ func (c *compareRun) xdsServer(ctx context.Context, legNames []string) (string, 
 	}
 	return bin, nil
 }
+
+// envoyRedisType is envoyproxy/ratelimit's REDIS_TYPE per topology (its
+// settings.go: SINGLE, the default, cluster or sentinel, case-insensitive;
+// REDIS_URL is then the comma-separated nodes).
+var envoyRedisType = map[string]string{topoSingle: "SINGLE", topoCluster: "cluster"}
 
 // startEnvoy starts envoyproxy/ratelimit, configured by env as its
 // settings.go reads it, on 127.0.0.1 only.
@@ -71,12 +78,15 @@ func (c *compareRun) startEnvoy(ctx context.Context, l *leg) error {
 		"HOST=127.0.0.1", "PORT=" + strconv.Itoa(ports[1]),
 		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + strconv.Itoa(ports[2]),
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + strconv.Itoa(ports[0]),
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=SINGLE", "REDIS_URL=" + c.redisAddr,
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=" + envoyRedisType[c.o.topology], "REDIS_URL=" + strings.Join(c.redisAddrs, ","),
 		"USE_STATSD=false", "USE_PROMETHEUS=false", "LOG_LEVEL=warn", "LOG_FORMAT=text",
 		"RUNTIME_ROOT=" + filepath.Join(c.dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit",
 		"RUNTIME_APPDIRECTORY=config", "RUNTIME_WATCH_ROOT=false", "RUNTIME_IGNOREDOTFILES=true",
 		"LOCAL_CACHE_SIZE_IN_BYTES=" + strconv.Itoa(c.o.envoyLocalCache),
 		"TRACING_ENABLED=false",
+	}
+	if c.o.envoyPipelineWindow > 0 {
+		env = append(env, "REDIS_PIPELINE_WINDOW="+c.o.envoyPipelineWindow.String())
 	}
 	// Run it through a link in the work dir so that its command line
 	// names the work dir (scripts/rlsbench.sh's cleanup finds it there).
@@ -107,7 +117,11 @@ func (c *compareRun) startXDS(ctx context.Context, l *leg, bin, store string) er
 	args := []string{"--ratelimit.address", l.addr, "--ratelimit.config", c.cfgPath, "--ratelimit.store", store,
 		"--admin.address", "127.0.0.1:0", "--xds.address", "127.0.0.1:0", "--log.level", "warn"}
 	if store == "redis" {
-		args = append(args, "--ratelimit.redis.address", c.redisAddr)
+		if c.o.topology == topoCluster {
+			args = append(args, "--ratelimit.redis.mode", "cluster", "--ratelimit.redis.addresses", strings.Join(c.redisAddrs, ","))
+		} else {
+			args = append(args, "--ratelimit.redis.address", c.redisAddrs[0])
+		}
 		l.redis = c.redis
 	}
 	out, err := exec.CommandContext(ctx, bin, append([]string{"validate"}, args...)...).CombinedOutput()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -148,8 +149,9 @@ func waitFor(ctx context.Context, p *proc, timeout time.Duration, ready func(con
 }
 
 // redisDo sends one command to the Redis server at addr and returns its
-// reply's first line (a minimal RESP client: status and error replies,
-// enough for PING and FLUSHALL).
+// reply: the text of a status reply or the payload of a bulk string (a
+// minimal RESP client, enough for PING, FLUSHALL, CLUSTER INFO and
+// CLUSTER NODES); an error reply is an error.
 func redisDo(ctx context.Context, addr string, args ...string) (string, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -166,15 +168,27 @@ func redisDo(ctx context.Context, addr string, args ...string) (string, error) {
 	if _, err := conn.Write([]byte(b.String())); err != nil {
 		return "", fmt.Errorf("rlsbench: redis: %w", err)
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", fmt.Errorf("rlsbench: redis: %w", err)
 	}
 	line = strings.TrimRight(line, "\r\n")
-	if strings.HasPrefix(line, "-") {
+	switch {
+	case strings.HasPrefix(line, "-"):
 		return "", fmt.Errorf("rlsbench: redis %s: %s", args[0], line[1:])
+	case strings.HasPrefix(line, "$"):
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("rlsbench: redis %s: unexpected reply %q", args[0], line)
+		}
+		payload := make([]byte, n+2) // and its CRLF
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return "", fmt.Errorf("rlsbench: redis: %w", err)
+		}
+		return string(payload[:n]), nil
 	}
-	return line, nil
+	return strings.TrimPrefix(line, "+"), nil
 }
 
 // cpuTime is the user plus system CPU time a process has used so far,

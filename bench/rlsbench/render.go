@@ -18,10 +18,18 @@ type report struct {
 	rounds          int
 	config          string // the YAML every leg serves
 	machine         machine
-	envoyLocalCache int    // bytes
-	xdsServer       string // ratelimit.server from the environment; "": the default
-	legs            []legInfo
-	workloads       []workloadResult
+	envoyLocalCache int // bytes
+	// envoyPipelineWindow is its REDIS_PIPELINE_WINDOW; 0: its default.
+	envoyPipelineWindow time.Duration
+	xdsServer           string // ratelimit.server from the environment; "": the default
+	topologies          []topologyResult
+}
+
+// topologyResult is what was measured on one Redis topology.
+type topologyResult struct {
+	name      string // topoSingle or topoCluster
+	legs      []legInfo
+	workloads []workloadResult
 }
 
 // machine describes where it ran.
@@ -106,11 +114,67 @@ func render(r report) string {
 	fmt.Fprintf(&b, "Written by `make rlsbench` (= `bash scripts/rlsbench.sh`, also run by `make bench`), which runs\n"+
 		"`%s`; do not edit by hand, run it again.\n\n", r.command)
 	renderSetup(&b, r)
-	for _, w := range r.workloads {
-		renderWorkload(&b, r, w)
+	if len(r.topologies) == 1 && r.topologies[0].name == topoSingle {
+		renderTopology(&b, r.topologies[0], "###")
+		return b.String()
 	}
-	renderRatios(&b, r)
+	for i, t := range r.topologies {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		if t.name == topoCluster {
+			fmt.Fprintf(&b, "### Redis Cluster: %d masters, %d replicas\n\n", clusterMasters, clusterMasters*clusterReplicas)
+			renderClusterSetup(&b, r)
+		} else {
+			b.WriteString("### Redis: one node\n\n")
+		}
+		renderTopology(&b, t, "####")
+	}
+	renderScaling(&b, r)
 	return b.String()
+}
+
+// renderTopology writes the unmeasured legs, a table per workload and the
+// ratios and targets of one topology, under headings of level h.
+func renderTopology(b *strings.Builder, t topologyResult, h string) {
+	missing := false
+	for _, leg := range t.legs {
+		if leg.unavailable != "" {
+			fmt.Fprintf(b, "- **%s: not measured.** %s\n", legLabel(t.name, leg.name), leg.unavailable)
+			missing = true
+		}
+	}
+	if missing {
+		b.WriteString("\n")
+	}
+	for _, w := range t.workloads {
+		renderWorkload(b, t, w, h)
+	}
+	if t.name == topoCluster {
+		renderClusterRatios(b, t, h)
+	} else {
+		renderRatios(b, t, h)
+	}
+}
+
+// redisNote is the first sentence on the servers: the one Redis node,
+// or where the cluster is described.
+func redisNote(r report) string {
+	for _, t := range r.topologies {
+		if t.name == topoSingle {
+			return fmt.Sprintf("One `%s` on 127.0.0.1 (no persistence), shared by the Redis legs and emptied "+
+				"(`FLUSHALL`) before every run.", orUnknown(r.machine.redis))
+		}
+	}
+	return fmt.Sprintf("`%s` on 127.0.0.1 (no persistence), as the Redis Cluster described below.", orUnknown(r.machine.redis))
+}
+
+// pipelineNote is envoyproxy/ratelimit's REDIS_PIPELINE_WINDOW.
+func pipelineNote(window time.Duration) string {
+	if window <= 0 {
+		return "no pipeline window"
+	}
+	return fmt.Sprintf("`REDIS_PIPELINE_WINDOW=%v`", window)
 }
 
 // serverNote says which ratelimit.server the xds-server legs ran.
@@ -127,13 +191,12 @@ func renderSetup(b *strings.Builder, r report) {
 	fmt.Fprintf(b, "**Machine.** %s, %d cores, %s, %s; load average before the run: %s. "+
 		"The load generator, the server under test and Redis share these cores.\n\n",
 		orUnknown(m.cpu), m.cores, orUnknown(m.kernel), orUnknown(m.goVersion), orUnknown(m.loadAvg))
-	fmt.Fprintf(b, "**Servers.** One `%s` on 127.0.0.1 (no persistence), shared by the Redis legs and emptied "+
-		"(`FLUSHALL`) before every run. envoyproxy/ratelimit %s with its defaults (Redis pool of 10, no pipeline "+
-		"window) except `REDIS_SOCKET_TYPE=tcp`, `USE_STATSD=false`, `LOG_LEVEL=warn` and "+
+	fmt.Fprintf(b, "**Servers.** %s envoyproxy/ratelimit %s with its defaults (Redis pool of 10, %s) "+
+		"except `REDIS_SOCKET_TYPE=tcp`, `USE_STATSD=false`, `LOG_LEVEL=warn` and "+
 		"`LOCAL_CACHE_SIZE_IN_BYTES=%d` (its local over-limit cache, which xds-server also has). "+
 		"xds-server built from this tree with `go build`, `--ratelimit.store redis --ratelimit.redis.address ...` "+
 		"or `--ratelimit.store memory`, %s. All serve this file (envoyproxy/ratelimit's format, fixed windows):\n\n",
-		orUnknown(m.redis), orUnknown(m.envoy), r.envoyLocalCache, serverNote(r.xdsServer))
+		redisNote(r), orUnknown(m.envoy), pipelineNote(r.envoyPipelineWindow), r.envoyLocalCache, serverNote(r.xdsServer))
 	fmt.Fprintf(b, "```yaml\n%s```\n\n", r.config)
 	l := r.load
 	client := "its own lean HTTP/2 gRPC client (less CPU per call than grpc-go's, CPU the servers share; like grpc-go's and Envoy's clients it coalesces the writes of concurrent requests on a connection)"
@@ -148,26 +211,20 @@ func renderSetup(b *strings.Builder, r report) {
 		"CPU per decision: that CPU time over the decisions made, which depends less on what else runs on the machine. "+
 		"Where server + Redis + client stay below the %d cores, other processes on the machine had the rest.\n\n",
 		client, l.Concurrency, l.Conns, l.Warmup, l.Duration, r.rounds, r.machine.cores)
-	missing := false
-	for _, leg := range r.legs {
-		if leg.unavailable != "" {
-			fmt.Fprintf(b, "- **%s: not measured.** %s\n", legLabels[leg.name], leg.unavailable)
-			missing = true
-		}
-	}
-	if missing {
-		b.WriteString("\n")
-	}
 }
 
-func renderWorkload(b *strings.Builder, r report, w workloadResult) {
-	fmt.Fprintf(b, "### %s\n\n", w.named.label)
+func renderWorkload(b *strings.Builder, t topologyResult, w workloadResult, h string) {
+	fmt.Fprintf(b, "%s %s\n\n", h, w.named.label)
 	fmt.Fprintf(b, "Every request: %s.\n\n", w.named.w)
-	b.WriteString("| server | decisions/s | requests/s | p50 | p99 | p99.9 | OK | OVER_LIMIT | no limit | errors | CPU cores: server / Redis / client | CPU µs per decision: server / Redis |\n")
+	redisCol := "Redis"
+	if t.name == topoCluster {
+		redisCol = fmt.Sprintf("Redis (sum of the %d nodes)", clusterNodes)
+	}
+	fmt.Fprintf(b, "| server | decisions/s | requests/s | p50 | p99 | p99.9 | OK | OVER_LIMIT | no limit | errors | CPU cores: server / %[1]s / client | CPU µs per decision: server / %[1]s |\n", redisCol)
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
-	for _, leg := range r.legs {
+	for _, leg := range t.legs {
 		if leg.unavailable != "" {
-			fmt.Fprintf(b, "| %s | not measured | | | | | | | | | | |\n", legLabels[leg.name])
+			fmt.Fprintf(b, "| %s | not measured | | | | | | | | | | |\n", legLabel(t.name, leg.name))
 			continue
 		}
 		s := summarize(w.runs, leg.name)
@@ -179,7 +236,7 @@ func renderWorkload(b *strings.Builder, r report, w workloadResult) {
 			redis, redisPer = "-", "-"
 		}
 		fmt.Fprintf(b, "| %s | **%s** (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %.2f / %s / %.2f | %s / %s |\n",
-			legLabels[leg.name], thousands(uint64(s.decisionsPerSec+0.5)), joinRates(s.decisions),
+			legLabel(t.name, leg.name), thousands(uint64(s.decisionsPerSec+0.5)), joinRates(s.decisions),
 			thousands(uint64(s.requestsPerSec+0.5)), fmtLatency(s.p50), fmtLatency(s.p99), fmtLatency(s.p999),
 			thousands(s.ok), thousands(s.over), thousands(s.unlimited+s.unknown), thousands(s.errors),
 			s.cpuServer, redis, s.cpuClient, perDecision(s.cpuServer, s.decisionsPerSec), redisPer)
@@ -189,11 +246,11 @@ func renderWorkload(b *strings.Builder, r report, w workloadResult) {
 
 // renderRatios writes the ratios per workload and the targets, judged on
 // the first (headline) workload.
-func renderRatios(b *strings.Builder, r report) {
+func renderRatios(b *strings.Builder, r topologyResult, h string) {
 	if len(r.workloads) == 0 {
 		return
 	}
-	b.WriteString("### Ratios and targets\n\n")
+	fmt.Fprintf(b, "%s Ratios and targets\n\n", h)
 	b.WriteString("| workload | xds-server Redis / envoyproxy/ratelimit: decisions/s | : p99 | xds-server memory / envoyproxy/ratelimit: decisions/s |\n")
 	b.WriteString("|---|---:|---:|---:|\n")
 	for _, w := range r.workloads {

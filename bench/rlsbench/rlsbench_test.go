@@ -215,17 +215,23 @@ func fakeRun(leg string, round int, perSec float64, p99 time.Duration) legRun {
 	return legRun{leg: leg, round: round, res: r, cpuServer: 1, cpuRedis: 0.25, cpuClient: 0.5}
 }
 
+// singleResult is three rounds of the three legs on one Redis node.
+func singleResult(wl namedWorkload) topologyResult {
+	return topologyResult{name: topoSingle,
+		legs: []legInfo{{name: legEnvoy}, {name: legXDSRedis}, {name: legXDSMemory}},
+		workloads: []workloadResult{{named: wl, runs: []legRun{
+			fakeRun(legEnvoy, 0, 10000, 4*time.Millisecond), fakeRun(legXDSRedis, 0, 25000, 2*time.Millisecond), fakeRun(legXDSMemory, 0, 60000, time.Millisecond),
+			fakeRun(legEnvoy, 1, 11000, 4*time.Millisecond), fakeRun(legXDSRedis, 1, 26000, 2*time.Millisecond), fakeRun(legXDSMemory, 1, 61000, time.Millisecond),
+			fakeRun(legEnvoy, 2, 9000, 4*time.Millisecond), fakeRun(legXDSRedis, 2, 24000, 2*time.Millisecond), fakeRun(legXDSMemory, 2, 59000, time.Millisecond),
+		}}}}
+}
+
 func TestRender(t *testing.T) {
 	wls := workloadsFor("rlsbench", 10000)
 	rep := report{command: "go run ./bench/rlsbench -compare", rounds: 3, config: configYAML("rlsbench"),
 		load:    LoadConfig{Concurrency: 64, Conns: 8, Warmup: 2 * time.Second, Duration: 10 * time.Second},
 		machine: machine{cpu: "Test CPU", cores: 2}, envoyLocalCache: 1 << 20,
-		legs: []legInfo{{name: legEnvoy}, {name: legXDSRedis}, {name: legXDSMemory}},
-		workloads: []workloadResult{{named: wls[0], runs: []legRun{
-			fakeRun(legEnvoy, 0, 10000, 4*time.Millisecond), fakeRun(legXDSRedis, 0, 25000, 2*time.Millisecond), fakeRun(legXDSMemory, 0, 60000, time.Millisecond),
-			fakeRun(legEnvoy, 1, 11000, 4*time.Millisecond), fakeRun(legXDSRedis, 1, 26000, 2*time.Millisecond), fakeRun(legXDSMemory, 1, 61000, time.Millisecond),
-			fakeRun(legEnvoy, 2, 9000, 4*time.Millisecond), fakeRun(legXDSRedis, 2, 24000, 2*time.Millisecond), fakeRun(legXDSMemory, 2, 59000, time.Millisecond),
-		}}},
+		topologies: []topologyResult{singleResult(wls[0])},
 	}
 	got := render(rep)
 	for _, want := range []string{
@@ -248,8 +254,16 @@ func TestRender(t *testing.T) {
 		}
 	}
 
-	rep.legs[1].unavailable = "no redis store"
-	rep.workloads[0].runs = slices.DeleteFunc(rep.workloads[0].runs, func(r legRun) bool { return r.leg == legXDSRedis })
+	// One node alone renders as before there were topologies: no
+	// topology headings, no cluster, no scaling.
+	for _, unwanted := range []string{"####", "Redis Cluster", "### Redis: one node", "Scaling"} {
+		if strings.Contains(got, unwanted) {
+			t.Errorf("one node alone: section has %q; got:\n%s", unwanted, got)
+		}
+	}
+
+	rep.topologies[0].legs[1].unavailable = "no redis store"
+	rep.topologies[0].workloads[0].runs = slices.DeleteFunc(rep.topologies[0].workloads[0].runs, func(r legRun) bool { return r.leg == legXDSRedis })
 	got = render(rep)
 	for _, want := range []string{"**xds-server, Redis store: not measured.** no redis store", "| xds-server, Redis store | not measured |",
 		"| within | - | - | 6.00x |", "xds-server with Redis vs envoyproxy/ratelimit: **not measured**"} {
