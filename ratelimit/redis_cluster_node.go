@@ -138,6 +138,16 @@ func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterR
 					out = append(out, s)
 				}
 				continue
+			case len(r.groups) == 1 && len(r.groups[0].keys) > 1 && strings.HasPrefix(err.Error(), "TRYAGAIN "):
+				// The slot is moving and holds some of the run's keys
+				// but not all: nothing ran. One key per script cannot
+				// get TRYAGAIN (a key there runs, one gone is ASKed).
+				for _, g := range splitChecks(r.groups[0]) {
+					s := slotRun(g)
+					send(s)
+					out = append(out, s)
+				}
+				continue
 			}
 			out = append(out, r)
 		}
@@ -171,4 +181,18 @@ func scriptUnsupported(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "compiling script") || strings.Contains(msg, "Unknown lua shebang") ||
 		strings.Contains(msg, "Unexpected flag")
+}
+
+// splitChecks is g's checks, a slot group each.
+func splitChecks(g *slotGroup) []*slotGroup {
+	out := make([]*slotGroup, len(g.keys))
+	o := 1
+	for j, key := range g.keys {
+		name, _ := g.args[o].(string)
+		nargs, nreply := scriptShape(name)
+		out[j] = &slotGroup{slot: g.slot, node: g.node, keys: []string{key}, checks: []int{g.checks[j]},
+			args: append([]any{g.args[0]}, g.args[o:o+1+nargs]...), replies: nreply}
+		o += 1 + nargs
+	}
+	return out
 }

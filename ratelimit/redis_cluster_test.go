@@ -473,3 +473,103 @@ func TestNodeRunErrors(t *testing.T) {
 		}
 	}
 }
+
+// Two checks on one moving slot, one key moved and one not: their slot's
+// script gets TRYAGAIN (nothing ran) and each runs alone; with a third
+// check on another slot of the same master, the node script, the slot
+// scripts and the lone checks all take their turn in one Decide, and
+// every counter counts each call once.
+func TestRedisClusterSlotMigrationTryAgain(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "try:", Timeout: 2 * time.Second})
+	ctx := context.Background()
+	const limit = 1000
+	mk := func(name string) (Check, string) {
+		ch := Check{Key: name, Limit: Limit{FixedWindow, limit, Hour, 0}, Cap: limit, Hits: 1}
+		return ch, st.prefix + FixedWindowKey(ch.Key, t0, Hour)
+	}
+	moved, movedKey := mk("a{t}_")
+	stays, staysKey := mk("b{t}_")
+	slot := int(hashSlot(movedKey))
+	cc := clusterClient(t, c)
+	src, err := cc.MasterForKey(ctx, movedKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := src.Options().Addr
+	other, otherKey := sameMasterCheck(t, cc, st, a, slot)
+	used := 0
+	decide := func(stage string, checks ...Check) {
+		t.Helper()
+		res, err := st.Decide(ctx, t0, checks)
+		used++
+		if err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		for i, r := range res {
+			if !r.Allowed || r.Remaining != uint32(limit-used) {
+				t.Fatalf("%s: check %d: %+v; want remaining %d", stage, i, r, limit-used)
+			}
+		}
+	}
+	decide("before", moved, stays, other)
+	nodes, ids := clusterNodes(t, c)
+	var b string
+	for addr := range nodes {
+		if addr != a {
+			b = addr
+			break
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(nodes[b].Do(ctx, "cluster", "setslot", slot, "importing", ids[a]).Err())
+	must(nodes[a].Do(ctx, "cluster", "setslot", slot, "migrating", ids[b]).Err())
+	_, port, _ := net.SplitHostPort(b)
+	must(nodes[a].Migrate(ctx, "127.0.0.1", port, movedKey, 0, 5*time.Second).Err())
+	decide("half moved, the moved key first", moved, stays, other)
+	decide("half moved, the other slot first", other, stays, moved)
+	decide("half moved, the slot alone", stays, moved)
+	// The slot is still moving: the moved key counts on the target (read
+	// after ASKING), the one left behind on the source; the other key
+	// was in every call but the last.
+	for _, w := range []struct {
+		key, node string
+		want      int
+	}{{movedKey, b, used}, {staysKey, a, used}, {otherKey, a, used - 1}} {
+		var get *redis.StringCmd
+		_, err := nodes[w.node].Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "asking")
+			get = p.Get(ctx, w.key)
+			return nil
+		})
+		if got, gerr := get.Int(); err != nil || gerr != nil || got != w.want {
+			t.Errorf("%s on %s: %d, %v %v; want %d", w.key, w.node, got, err, gerr, w.want)
+		}
+	}
+	if n := gatherCounter(t, st, "ratelimit_redis_node_runs_redone_total"); n < 1 {
+		t.Errorf("node runs redone per slot: %v, want at least 1", n)
+	}
+}
+
+// clusterNodes are a client of each node of c and each node's id, by
+// address.
+func clusterNodes(t *testing.T, c *harness.RedisClusterServers) (map[string]*redis.Client, map[string]string) {
+	t.Helper()
+	nodes, ids := map[string]*redis.Client{}, map[string]string{}
+	for _, n := range c.Nodes {
+		cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		t.Cleanup(func() { cl.Close() })
+		nodes[n.Addr()] = cl
+		id, err := cl.ClusterMyID(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n.Addr()] = id
+	}
+	return nodes, ids
+}
