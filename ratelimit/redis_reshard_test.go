@@ -3,12 +3,10 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +19,8 @@ const (
 	// reshardSlots is how many slots each reshard moves: the lowest of
 	// the source master, which hold every moving key.
 	reshardSlots = 32
-	// reshardPipeline is how many keys each MIGRATE moves: fewer than the
-	// big slot holds, so that it is split between two masters for a while.
+	// reshardPipeline is how many keys each MIGRATE moves (redis-cli's
+	// --cluster-pipeline).
 	reshardPipeline = 4
 	// reshardWorkers decide calls at once, each one call at a time.
 	reshardWorkers = 8
@@ -31,206 +29,20 @@ const (
 	reshardCalls = 400
 	// reshardFiller keys of reshardFillerSize bytes before each rule's
 	// key on a moving slot make the slot take many MIGRATEs, the rules'
-	// keys each in its own: each slot is split between two masters for
-	// a while.
+	// keys each in its own: the slot is split between two masters for a
+	// while (scripts over keys on both sides get TRYAGAIN).
 	reshardFiller     = 30
 	reshardFillerSize = 16 << 10
 	reshardLarge      = 1_000_000 // a limit no rule reaches
 	reshardTight      = 300       // a limit the load reaches (about the first reshard)
 )
 
-// reshardKey is one rule's key under the load, and what the load was told.
-type reshardKey struct {
-	check  Check
-	key    string // the store's key (prefix included)
-	slot   uint16
-	moving bool // in the slots that move
-	// overCounts: a refused hit is counted too (a fixed window at its
-	// full limit, as envoyproxy/ratelimit counts it)
-	overCounts bool
-
-	allowed, refused, failed atomic.Int64
-	mu                       sync.Mutex
-	seen                     []uint64 // usage before each counted hit (Result.Used - Hits)
-}
-
-// findReshardKey is a check named after name under l whose Redis key
-// hashes to a slot that in accepts.
-func findReshardKey(st *Redis, name string, l Limit, in func(uint16) bool) *reshardKey {
-	for i := 0; ; i++ {
-		c := Check{Key: fmt.Sprintf("rs_%s_%d_", name, i), Limit: l, Cap: l.Capacity(), Hits: 1}
-		key, _ := st.encode(nil, t0, c)
-		if s := hashSlot(key); in(s) {
-			return &reshardKey{check: c, key: key, slot: s, overCounts: l.Algorithm == FixedWindow}
-		}
-	}
-}
-
-// reshardLayout places the keys: big holds 6 keys on one moving slot
-// (more than one MIGRATE moves), small 2 keys on each of 3 other moving
-// slots, stable 2 keys on other slots of each master (the moving slots'
-// source and destinations included). Every algorithm that keeps a count
-// is there, with a limit never reached and one the load reaches.
-func reshardLayout(st *Redis, moving []uint16, masters []string, owner func(uint16) string) (big, small, stable []*reshardKey) {
-	fixed := Limit{Algorithm: FixedWindow, Requests: reshardLarge, Unit: Hour}
-	tight := Limit{Algorithm: FixedWindow, Requests: reshardTight, Unit: Hour}
-	sliding := Limit{Algorithm: SlidingWindow, Requests: reshardLarge, Unit: Hour}
-	// a token a second: with the clock fixed at t0, the TAT is t0 + tokens
-	bucket := Limit{Algorithm: TokenBucket, Requests: 3600, Unit: Hour, Burst: reshardLarge}
-	tightBucket := Limit{Algorithm: TokenBucket, Requests: 3600, Unit: Hour, Burst: reshardTight}
-	bigSlot := moving[len(moving)/2]
-	for i, l := range []Limit{fixed, fixed, fixed, tight, bucket, sliding} {
-		big = append(big, findReshardKey(st, "big"+strconv.Itoa(i), l, func(s uint16) bool { return s == bigSlot }))
-	}
-	used := map[uint16]bool{bigSlot: true}
-	for i, pair := range [][2]Limit{{fixed, tight}, {fixed, tightBucket}, {sliding, bucket}} {
-		first := findReshardKey(st, "small"+strconv.Itoa(i), pair[0], func(s uint16) bool {
-			return !used[s] && slices.Contains(moving, s)
-		})
-		used[first.slot] = true
-		second := findReshardKey(st, "small"+strconv.Itoa(i)+"b", pair[1], func(s uint16) bool { return s == first.slot })
-		small = append(small, first, second)
-	}
-	for _, k := range slices.Concat(big, small) {
-		k.moving = true
-	}
-	for i, m := range masters {
-		for j, l := range []Limit{fixed, []Limit{tight, bucket, sliding}[i%3]} {
-			stable = append(stable, findReshardKey(st, fmt.Sprintf("stable%d_%d", i, j), l, func(s uint16) bool {
-				return owner(s) == m && !slices.Contains(moving, s)
-			}))
-		}
-	}
-	return big, small, stable
-}
-
-// reshardEvent is one Decide call of the load.
-type reshardEvent struct {
-	start, end int64 // unix ns
-	failed     bool
-	checks     int
-}
-
-// reshardLoad decides calls of the given shapes (each a list of keys,
-// decided together in one Decide call) with reshardWorkers goroutines.
-type reshardLoad struct {
-	st     *Redis
-	shapes [][]*reshardKey
-	checks [][]Check
-	calls  atomic.Int64
-
-	mu     sync.Mutex
-	events []reshardEvent
-	errs   map[string]int // failed calls by error (digits as N)
-}
-
-func newReshardLoad(st *Redis, shapes ...[]*reshardKey) *reshardLoad {
-	l := &reshardLoad{st: st, shapes: shapes, errs: map[string]int{}}
-	for _, keys := range shapes {
-		var checks []Check
-		for _, k := range keys {
-			checks = append(checks, k.check)
-		}
-		l.checks = append(l.checks, checks)
-	}
-	return l
-}
-
-// run starts the workers; stop ends them, wait waits for them.
-func (l *reshardLoad) run(stop <-chan struct{}) (wait func()) {
-	var wg sync.WaitGroup
-	for w := range reshardWorkers {
-		wg.Go(func() {
-			var events []reshardEvent
-			for i := w; ; i++ {
-				select {
-				case <-stop:
-					l.mu.Lock()
-					l.events = append(l.events, events...)
-					l.mu.Unlock()
-					return
-				default:
-				}
-				events = append(events, l.decide(l.shapes[i%len(l.shapes)], l.checks[i%len(l.shapes)]))
-				l.calls.Add(1)
-			}
-		})
-	}
-	return wg.Wait
-}
-
-var digits = regexp.MustCompile(`[0-9]+`)
-
-// decide makes one call of checks (those of keys) and records what it
-// was told.
-func (l *reshardLoad) decide(keys []*reshardKey, checks []Check) reshardEvent {
-	start := time.Now().UnixNano()
-	res, err := l.st.Decide(context.Background(), t0, checks)
-	ev := reshardEvent{start: start, end: time.Now().UnixNano(), failed: err != nil, checks: len(checks)}
-	if err != nil {
-		for _, k := range keys {
-			k.failed.Add(1)
-		}
-		l.mu.Lock()
-		l.errs[digits.ReplaceAllString(err.Error(), "N")]++
-		l.mu.Unlock()
-		return ev
-	}
-	for i, k := range keys {
-		if res[i].Allowed {
-			k.allowed.Add(1)
-		} else if k.refused.Add(1); !k.overCounts {
-			continue
-		}
-		k.mu.Lock()
-		k.seen = append(k.seen, res[i].Used-uint64(checks[i].Hits))
-		k.mu.Unlock()
-	}
-	return ev
-}
-
-// redirects counts the MOVED, ASK and TRYAGAIN replies the store's node
-// clients read (go-redis follows the first two).
-type redirects struct{ moved, ask, tryAgain atomic.Int64 }
-
-func (r *redirects) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (r *redirects) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		r.count(cmd)
-		return err
-	}
-}
-
-func (r *redirects) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			r.count(cmd)
-		}
-		return err
-	}
-}
-
-func (r *redirects) count(cmd redis.Cmder) {
-	switch err := cmd.Err(); {
-	case err == nil:
-	case redis.HasErrorPrefix(err, "MOVED"):
-		r.moved.Add(1)
-	case redis.HasErrorPrefix(err, "ASK"):
-		r.ask.Add(1)
-	case redis.HasErrorPrefix(err, "TRYAGAIN"):
-		r.tryAgain.Add(1)
-	}
-}
-
 // A rule's counters stay exact while its slot moves to another master
 // under load: redis-cli --cluster reshard moves the lowest slots of a
 // master (holding the rules' keys) to a second master, then on to the
 // third, while workers decide calls that mix keys of the moving slots
-// (one of them split between two masters for a while: more keys than a
-// MIGRATE moves) with keys on other slots of every master. Afterwards,
+// (each split between two masters for a while: its rules' keys go in
+// different MIGRATEs) with keys on other slots of every master. Afterwards,
 // read on the master that now serves it, each counter is the hits the
 // load was told were allowed, plus at most the failed calls' (a call
 // fails when one of its slots' runs fails; its other slots have run),
@@ -262,6 +74,31 @@ func TestRedisClusterReshard(t *testing.T) {
 	big, small, stable := reshardLayout(st, moving, path, func(s uint16) string { return owners[s] })
 	load := newReshardLoad(st, slices.Concat(small, stable), slices.Concat(big, stable))
 	fill(t, nodes[path[0]], load, slices.Concat(big, small))
+	windows := moveUnderLoad(t, c, load, path, func(dst string) {
+		checkPlacement(t, nodes, owners, moving, slices.Concat(big, small), dst)
+	})
+	var extra int64
+	for _, k := range slices.Concat(big, small, stable) {
+		at := owners[k.slot]
+		if k.moving {
+			at = path[len(path)-1]
+		}
+		extra += checkReshardKey(t, k, readReshardCounter(t, nodes[at], k))
+	}
+	reshardReport(t, load, windows, extra)
+	t.Logf("go-redis read MOVED %d, ASK %d, TRYAGAIN %d; the store's slot runs failed %d, calls failed %d",
+		red.moved.Load(), red.ask.Load(), red.tryAgain.Load(), st.batch.stats.groupsFailed.Load(), st.batch.stats.callsFailed.Load())
+	if red.moved.Load() == 0 {
+		t.Error("no MOVED: the store never used a moved slot's old master")
+	}
+}
+
+// moveUnderLoad runs load while the moving slots go from path[0] to each
+// next master in turn (reshardCalls calls before, between and after the
+// moves), calling placed after each; it returns the moves' windows (unix
+// ns) once the load has stopped.
+func moveUnderLoad(t *testing.T, c *harness.RedisClusterServers, load *reshardLoad, path []string, placed func(dst string)) [][2]int64 {
+	t.Helper()
 	stop := make(chan struct{})
 	wait := load.run(stop)
 	var once sync.Once
@@ -281,50 +118,11 @@ func TestRedisClusterReshard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkPlacement(t, nodes, owners, moving, slices.Concat(big, small), path[i])
+		placed(path[i])
 		more(fmt.Sprintf("calls after reshard %d", i))
 	}
 	halt()
-	var extra int64
-	for _, k := range slices.Concat(big, small, stable) {
-		at := owners[k.slot]
-		if k.moving {
-			at = path[len(path)-1]
-		}
-		extra += checkReshardKey(t, k, readReshardCounter(t, nodes[at], k))
-	}
-	reshardReport(t, load, windows, extra)
-	t.Logf("go-redis read MOVED %d, ASK %d, TRYAGAIN %d; the store's slot runs failed %d, calls failed %d",
-		red.moved.Load(), red.ask.Load(), red.tryAgain.Load(), st.batch.stats.groupsFailed.Load(), st.batch.stats.callsFailed.Load())
-	if red.moved.Load() == 0 {
-		t.Error("no MOVED: the store never used a moved slot's old master")
-	}
-}
-
-// fill writes, through node (their master), reshardFiller keys of
-// reshardFillerSize bytes before each of keys' first hit: the keys of a
-// slot are listed (CLUSTER GETKEYSINSLOT, newest first) and so migrated
-// among the filler, each in its own MIGRATE, and the filler makes those
-// take a while.
-func fill(t *testing.T, node *redis.Client, load *reshardLoad, keys []*reshardKey) {
-	t.Helper()
-	value := strings.Repeat("x", reshardFillerSize)
-	for i, k := range keys {
-		tag := 0
-		for hashSlot(strconv.Itoa(tag)) != k.slot {
-			tag++
-		}
-		pipe := node.Pipeline()
-		for j := range reshardFiller {
-			pipe.Set(context.Background(), fmt.Sprintf("rs:filler:{%d}:%d:%d", tag, i, j), value, time.Hour)
-		}
-		if _, err := pipe.Exec(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if ev := load.decide([]*reshardKey{k}, []Check{k.check}); ev.failed {
-			t.Fatalf("first hit on %s: %v", k.key, load.errs)
-		}
-	}
+	return windows
 }
 
 // reshardNodes are plain clients of each node (no redirections followed).
@@ -482,15 +280,7 @@ func reshardReport(t *testing.T, load *reshardLoad, windows [][2]int64, extra in
 		}
 	}
 	for i, w := range windows {
-		var in, inChecks, inFailed int
-		for _, ev := range load.events {
-			if ev.start <= w[1] && ev.end >= w[0] {
-				in, inChecks = in+1, inChecks+ev.checks
-				if ev.failed {
-					inFailed++
-				}
-			}
-		}
+		in, inChecks, inFailed := callsDuring(load.events, w)
 		t.Logf("reshard %d: %v (redis-cli, cluster checks included); %d calls (%d decisions) in flight, %d failed",
 			i+1, time.Duration(w[1]-w[0]).Round(time.Millisecond), in, inChecks, inFailed)
 		if in < 2*reshardWorkers {
@@ -510,4 +300,18 @@ func reshardReport(t *testing.T, load *reshardLoad, windows [][2]int64, extra in
 			t.Errorf("calls failed with %q", msg)
 		}
 	}
+}
+
+// callsDuring counts the calls in flight during window w, their checks
+// and the calls that failed.
+func callsDuring(events []reshardEvent, w [2]int64) (calls, checks, failed int) {
+	for _, ev := range events {
+		if ev.start <= w[1] && ev.end >= w[0] {
+			calls, checks = calls+1, checks+ev.checks
+			if ev.failed {
+				failed++
+			}
+		}
+	}
+	return calls, checks, failed
 }
