@@ -86,6 +86,7 @@ func reshardLayout(st *Redis, moving []uint16, masters []string, owner func(uint
 type reshardEvent struct {
 	start, end int64 // unix ns
 	failed     bool
+	moving     bool // a check on a moving slot
 	checks     int
 }
 
@@ -99,7 +100,7 @@ type reshardLoad struct {
 
 	mu     sync.Mutex
 	events []reshardEvent
-	errs   map[string]int // failed calls by error (reshardDigits as N)
+	errs   map[string]int // failed calls by error (digits as N)
 }
 
 func newReshardLoad(st *Redis, shapes ...[]*reshardKey) *reshardLoad {
@@ -144,7 +145,8 @@ var reshardDigits = regexp.MustCompile(`[0-9]+`)
 func (l *reshardLoad) decide(keys []*reshardKey, checks []Check) reshardEvent {
 	start := time.Now().UnixNano()
 	res, err := l.st.Decide(context.Background(), t0, checks)
-	ev := reshardEvent{start: start, end: time.Now().UnixNano(), failed: err != nil, checks: len(checks)}
+	ev := reshardEvent{start: start, end: time.Now().UnixNano(), failed: err != nil, checks: len(checks),
+		moving: slices.ContainsFunc(keys, func(k *reshardKey) bool { return k.moving })}
 	if err != nil {
 		for _, k := range keys {
 			k.failed.Add(1)
@@ -204,20 +206,28 @@ func (r *redirects) count(cmd redis.Cmder) {
 }
 
 // fill writes, through node (their master), reshardFiller keys of
-// reshardFillerSize bytes before each of keys' first hit: the keys of a
-// slot are listed (CLUSTER GETKEYSINSLOT, newest first) and so migrated
-// among the filler, each in its own MIGRATE, and the filler makes those
-// take a while.
+// reshardFillerSize bytes before each of keys' first hit (three times
+// as many before the first key of a slot): the keys of a slot are listed
+// (CLUSTER GETKEYSINSLOT, newest first) and so migrated among the
+// filler, each rule's key in its own MIGRATE, the slot's oldest filler
+// last; the filler makes those MIGRATEs take a while. So a slot is
+// split (TRYAGAIN for a script over keys on both sides), then has all
+// its rules' keys on the destination while it still migrates (ASK).
 func fill(t *testing.T, node *redis.Client, load *reshardLoad, keys []*reshardKey) {
 	t.Helper()
 	value := strings.Repeat("x", reshardFillerSize)
+	first := map[uint16]bool{}
 	for i, k := range keys {
 		tag := 0
 		for hashSlot(strconv.Itoa(tag)) != k.slot {
 			tag++
 		}
+		n := reshardFiller
+		if !first[k.slot] {
+			first[k.slot], n = true, 3*reshardFiller
+		}
 		pipe := node.Pipeline()
-		for j := range reshardFiller {
+		for j := range n {
 			pipe.Set(context.Background(), fmt.Sprintf("rs:filler:{%d}:%d:%d", tag, i, j), value, time.Hour)
 		}
 		if _, err := pipe.Exec(context.Background()); err != nil {

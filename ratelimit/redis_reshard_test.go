@@ -42,13 +42,14 @@ const (
 // master (holding the rules' keys) to a second master, then on to the
 // third, while workers decide calls that mix keys of the moving slots
 // (each split between two masters for a while: its rules' keys go in
-// different MIGRATEs) with keys on other slots of every master. Afterwards,
-// read on the master that now serves it, each counter is the hits the
-// load was told were allowed, plus at most the failed calls' (a call
-// fails when one of its slots' runs fails; its other slots have run),
-// no allowed hit was told a usage another one was (nothing lost), the
-// limits held, the failed calls were few and all during a reshard, and
-// the keys live on the destination.
+// different MIGRATEs) with keys on other slots of every master, and
+// calls with only the latter. Afterwards, read on the master that now
+// serves it, each counter is the hits the load was told were counted,
+// plus at most the failed calls' (a call fails when one of its slots'
+// runs fails; its other slots have run); no hit was told a usage another
+// one was (nothing lost); the limits held; calls failed only during a
+// reshard, only with a key on a moving slot, and at most half of those
+// in flight; the keys live on the destination.
 func TestRedisClusterReshard(t *testing.T) {
 	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
 	st := newRedisStore(t, nil, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "rs:", Timeout: 2 * time.Second})
@@ -72,7 +73,7 @@ func TestRedisClusterReshard(t *testing.T) {
 		}
 	}
 	big, small, stable := reshardLayout(st, moving, path, func(s uint16) string { return owners[s] })
-	load := newReshardLoad(st, slices.Concat(small, stable), slices.Concat(big, stable))
+	load := newReshardLoad(st, slices.Concat(small, stable), slices.Concat(big, stable), stable)
 	fill(t, nodes[path[0]], load, slices.Concat(big, small))
 	windows := moveUnderLoad(t, c, load, path, func(dst string) {
 		checkPlacement(t, nodes, owners, moving, slices.Concat(big, small), dst)
@@ -90,6 +91,9 @@ func TestRedisClusterReshard(t *testing.T) {
 		red.moved.Load(), red.ask.Load(), red.tryAgain.Load(), st.batch.stats.groupsFailed.Load(), st.batch.stats.callsFailed.Load())
 	if red.moved.Load() == 0 {
 		t.Error("no MOVED: the store never used a moved slot's old master")
+	}
+	if red.ask.Load()+red.tryAgain.Load() == 0 {
+		t.Error("no ASK nor TRYAGAIN: the load never met a slot while it migrated")
 	}
 }
 
@@ -173,6 +177,9 @@ func checkPlacement(t *testing.T, nodes map[string]*redis.Client, owners []strin
 	}
 	perSlot := map[uint16]int64{}
 	for _, k := range keys {
+		if perSlot[k.slot] == 0 {
+			perSlot[k.slot] = 2 * reshardFiller // more filler before a slot's first key (see fill)
+		}
 		perSlot[k.slot] += 1 + reshardFiller // the key and the filler before it
 	}
 	for s, n := range perSlot {
@@ -256,25 +263,30 @@ func checkReshardKey(t *testing.T, k *reshardKey, counter uint64) (extra int64) 
 	if refused > 0 && allowed+failed < int64(capacity) {
 		t.Errorf("%s: %d hits refused after %d allowed and %d failed, below the limit %d", name, refused, allowed, failed, capacity)
 	}
-	if allowed == 0 {
-		t.Errorf("%s: no hit allowed", name)
+	if allowed == 0 || capacity == reshardTight && refused == 0 {
+		t.Errorf("%s: %d hits allowed, %d refused: the load never reached the limit or never passed", name, allowed, refused)
 	}
 	return extra
 }
 
 // reshardReport logs each reshard's window with the calls in flight
 // during it and those that failed, and checks the load ran during each
-// and failed only then, rarely, and only where Redis refused a script
-// over keys on both sides of a split slot (TRYAGAIN).
+// and failed only then, only in calls with a key on a moving slot (the
+// other slots, of the same masters too, keep deciding), only where
+// Redis refused a script over keys on both sides of a split slot
+// (TRYAGAIN), and for at most half of the calls in flight.
 func reshardReport(t *testing.T, load *reshardLoad, windows [][2]int64, extra int64) {
 	t.Helper()
-	var calls, checks, failed, outside int
+	var calls, checks, failed, outside, still int
 	for _, ev := range load.events {
 		calls, checks = calls+1, checks+ev.checks
 		if !ev.failed {
 			continue
 		}
 		failed++
+		if !ev.moving {
+			still++
+		}
 		if !slices.ContainsFunc(windows, func(w [2]int64) bool { return ev.start <= w[1] && ev.end >= w[0] }) {
 			outside++
 		}
@@ -286,14 +298,14 @@ func reshardReport(t *testing.T, load *reshardLoad, windows [][2]int64, extra in
 		if in < 2*reshardWorkers {
 			t.Errorf("reshard %d: only %d calls during it: the load did not run", i+1, in)
 		}
-		if inFailed*4 > in {
-			t.Errorf("reshard %d: %d of %d calls failed, want at most a quarter", i+1, inFailed, in)
+		if inFailed*2 > in {
+			t.Errorf("reshard %d: %d of %d calls failed, want at most half", i+1, inFailed, in)
 		}
 	}
-	t.Logf("in all: %d calls (%d decisions), %d failed (%d outside a reshard); increments of failed calls counted: %d; errors: %v",
-		calls, checks, failed, outside, extra, load.errs)
-	if outside > 0 {
-		t.Errorf("%d calls failed outside a reshard", outside)
+	t.Logf("in all: %d calls (%d decisions), %d failed (%d outside a reshard, %d without a key on a moving slot); increments of failed calls counted: %d; errors: %v",
+		calls, checks, failed, outside, still, extra, load.errs)
+	if outside > 0 || still > 0 {
+		t.Errorf("%d calls failed outside a reshard, %d without a key on a moving slot", outside, still)
 	}
 	for msg := range load.errs { // MOVED and ASK are followed; TRYAGAIN: the script did not run
 		if !strings.Contains(msg, "TRYAGAIN") {
