@@ -17,14 +17,15 @@ import (
 
 // The load of TestRedisClusterReshard: rules' keys placed on chosen
 // slots, workers deciding calls over them, and what they were told.
+
 // reshardKey is one rule's key under the load, and what the load was told.
 type reshardKey struct {
 	check  Check
 	key    string // the store's key (prefix included)
 	slot   uint16
 	moving bool // in the slots that move
-	// overCounts: a refused hit is counted too (a fixed window at its
-	// full limit, as envoyproxy/ratelimit counts it)
+	// overCounts: a refused hit is counted too (a fixed window checked
+	// with the full limit as its cap, as envoyproxy/ratelimit counts it)
 	overCounts bool
 
 	allowed, refused, failed atomic.Int64
@@ -44,8 +45,8 @@ func findReshardKey(st *Redis, name string, l Limit, in func(uint16) bool) *resh
 	}
 }
 
-// reshardLayout places the keys: big holds 6 keys on one moving slot
-// (more than one MIGRATE moves), small 2 keys on each of 3 other moving
+// reshardLayout places the keys: big holds 6 keys on one moving slot,
+// small 2 keys on each of 3 other moving
 // slots, stable 2 keys on other slots of each master (the moving slots'
 // source and destinations included). Every algorithm that keeps a count
 // is there, with a limit never reached and one the load reaches.
