@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -22,6 +23,9 @@ type RedisClusterServers struct {
 	// Nodes are the servers in the order given to redis-cli --cluster
 	// create: the masters first, then the replicas.
 	Nodes []*RedisServer
+
+	cli      string // redis-cli
+	password string // every node's ("": none)
 }
 
 // Addrs are the host:port of every node (seed nodes for a client).
@@ -60,7 +64,7 @@ func RedisCluster(t testing.TB, opts RedisClusterOptions) *RedisClusterServers {
 	t.Helper()
 	cli := redisCLI(t)
 	masters, replicas := cmp.Or(opts.Masters, 3), max(cmp.Or(opts.Replicas, 1), 0)
-	c := &RedisClusterServers{}
+	c := &RedisClusterServers{cli: cli, password: opts.Password}
 	n := masters * (1 + replicas)
 	node := RedisOptions{Password: opts.Password, Args: []string{"--cluster-enabled", "yes",
 		"--cluster-config-file", "nodes.conf",
@@ -217,6 +221,86 @@ func waitRedisCLI(t testing.TB, cli string, port int, args []string, ok func(str
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("harness: redis-cli %s: not ready within %v: %v\n%s", strings.Join(a, " "), redisClusterReadyTimeout, err, out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a state redis-cli reports: no event to await
+	}
+}
+
+// ReshardOptions configures RedisClusterServers.Reshard.
+type ReshardOptions struct {
+	// From and To are the host:port of the source and destination masters.
+	From, To string
+	// Slots is how many slots move: the lowest-numbered Slots slots that
+	// From serves (redis-cli takes a source's slots in ascending order).
+	Slots int
+	// Pipeline is how many keys each MIGRATE moves (--cluster-pipeline);
+	// redis-cli's 10 when zero. A slot with more keys than that is, for
+	// a while, split between both masters (clients get TRYAGAIN for
+	// commands over keys on both sides).
+	Pipeline int
+}
+
+// Reshard moves slots with their keys from one master to another as an
+// operator does, with redis-cli --cluster reshard --cluster-yes: for each
+// slot, CLUSTER SETSLOT IMPORTING on the destination and MIGRATING on
+// the source, MIGRATE of its keys in batches, then CLUSTER SETSLOT NODE.
+// It waits (up to a minute) for every node to agree on the slots before
+// (redis-cli refuses to reshard otherwise) and after, so that when it
+// returns every node names the destination. It reports an error rather
+// than failing the test: it may run beside the test's own goroutines.
+func (c *RedisClusterServers) Reshard(opts ReshardOptions) error {
+	from, err := c.nodeID(opts.From)
+	if err != nil {
+		return err
+	}
+	to, err := c.nodeID(opts.To)
+	if err != nil {
+		return err
+	}
+	if err := c.waitAgreed(); err != nil {
+		return err
+	}
+	args := append(cliAuth(c.password), "--cluster", "reshard", opts.From, "--cluster-from", from,
+		"--cluster-to", to, "--cluster-slots", strconv.Itoa(opts.Slots), "--cluster-yes")
+	if opts.Pipeline > 0 {
+		args = append(args, "--cluster-pipeline", strconv.Itoa(opts.Pipeline))
+	}
+	if out, err := exec.Command(c.cli, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("harness: redis-cli --cluster reshard: %w\n%s", err, out)
+	}
+	return c.waitAgreed()
+}
+
+// nodeID is the cluster node id of the node at addr (CLUSTER MYID).
+func (c *RedisClusterServers) nodeID(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("harness: node %q: %w", addr, err)
+	}
+	args := append(cliAuth(c.password), "-h", host, "-p", port, "cluster", "myid")
+	out, err := exec.Command(c.cli, args...).CombinedOutput()
+	id := strings.TrimSpace(string(out))
+	if err != nil || len(id) != 40 {
+		return "", fmt.Errorf("harness: cluster myid of %s: %v: %q", addr, err, out)
+	}
+	return id, nil
+}
+
+// waitAgreed polls redis-cli --cluster check until every node agrees on
+// the slots, all are covered and none is open (importing or migrating),
+// for at most redisClusterReadyTimeout.
+func (c *RedisClusterServers) waitAgreed() error {
+	deadline := time.Now().Add(redisClusterReadyTimeout)
+	args := append(cliAuth(c.password), "--cluster", "check", c.Nodes[0].Addr())
+	for {
+		out, err := exec.Command(c.cli, args...).CombinedOutput()
+		s := string(out)
+		if err == nil && strings.Contains(s, "[OK] All nodes agree about slots configuration.") &&
+			strings.Contains(s, "[OK] All 16384 slots covered.") && !strings.Contains(s, "[WARNING]") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("harness: redis-cli --cluster check: the nodes did not agree within %v: %v\n%s", redisClusterReadyTimeout, err, out)
 		}
 		time.Sleep(50 * time.Millisecond) // polling a state redis-cli reports: no event to await
 	}
