@@ -160,7 +160,7 @@ func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 		}
 		return false
 	}
-	if w.ads && routing(w.kind) && len(resp.items) > 0 && !clustersInPlace(st, c.fullState) {
+	if w.ads && routing(w.kind) && len(resp.names) > 0 && !clustersInPlace(st, c.fullState) {
 		st.held = true // cache_order.go
 		return false
 	}

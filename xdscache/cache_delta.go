@@ -35,6 +35,8 @@ func deltaAnswer(w *deltaWatch, snap *cache.Snapshot, sent *sentMaps, epoch uint
 	case wildcard && whole && has.shared:
 		d := diffOf(has.m, t.hashes) // the same for the whole group (cache_memo.go)
 		send, removed = d.changed, d.removed
+	case wildcard && has.len() == 0:
+		send = t.all() // shared: its resources are encoded once for every new stream
 	case wildcard:
 		send = t.changed(true, nil, has)
 		for name := range has.m {
@@ -140,24 +142,31 @@ var _ cache.DeltaResponse = (*deltaResponse)(nil)
 // GetDeltaDiscoveryResponse builds the response once (the stream server
 // calls it once, then sets its nonce). Each resource is a wire
 // resource's shared discovery Resource when it has one for this name and
-// hash.
+// hash, in a slice shared by the responses that carry the same resources
+// (cache_memo.go), so that the codec encodes them once for all of them.
 func (r *deltaResponse) GetDeltaDiscoveryResponse() (*discoverygrpc.DeltaDiscoveryResponse, error) {
 	if r.out != nil {
 		return r.out, nil
 	}
 	url := r.req.GetTypeUrl()
-	res := make([]*discoverygrpc.Resource, len(r.send))
-	for i, name := range r.send {
-		item, hash := r.t.items[name].Resource, r.t.hash(name)
-		if w, ok := item.(*wire); ok && w.delta.GetName() == name && w.delta.GetVersion() == hash && w.any.GetTypeUrl() == url {
-			res[i] = w.delta
-			continue
+	res, err := resourceSlices.of(r.send, r.t.items, url, func() ([]*discoverygrpc.Resource, error) {
+		res := make([]*discoverygrpc.Resource, len(r.send))
+		for i, name := range r.send {
+			item, hash := r.t.items[name].Resource, r.t.hash(name)
+			if w, ok := item.(*wire); ok && w.delta.GetName() == name && w.delta.GetVersion() == hash && w.any.GetTypeUrl() == url {
+				res[i] = w.delta
+				continue
+			}
+			a, err := anyOf(item, url)
+			if err != nil {
+				return nil, err
+			}
+			res[i] = &discoverygrpc.Resource{Name: name, Version: hash, Resource: a}
 		}
-		a, err := anyOf(item, url)
-		if err != nil {
-			return nil, err
-		}
-		res[i] = &discoverygrpc.Resource{Name: name, Version: hash, Resource: a}
+		return res, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	r.out = &discoverygrpc.DeltaDiscoveryResponse{Resources: res, RemovedResources: r.removed, TypeUrl: url,
 		SystemVersionInfo: r.version}

@@ -4,12 +4,14 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"unsafe"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/server/stream/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // deltaStream is one delta stream of node "d" for load assignments, as
@@ -154,5 +156,45 @@ func TestCacheDeltaUnknownTag(t *testing.T) {
 	req := &discoverygrpc.DeltaDiscoveryRequest{Node: &core.Node{Id: "d"}, TypeUrl: resource.EndpointType, ResponseNonce: "n"}
 	if _, err := c.CreateDeltaWatch(req, sub, make(chan cache.DeltaResponse, 1)); err == nil {
 		t.Fatal("a stream holding an unknown tag was answered")
+	}
+}
+
+// TestCacheResponsesShareResources: the nodes of a group sent the same
+// resources get one shared slice of them (the codec encodes it once).
+func TestCacheResponsesShareResources(t *testing.T) {
+	c := New(false)
+	snap := testSnapshot(t, 3)
+	for _, id := range []string{"a", "b"} {
+		if err := c.SetSnapshot(id, snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var delta []*discoverygrpc.Resource
+	var sotw []*anypb.Any
+	for _, id := range []string{"a", "b"} {
+		dout := make(chan cache.DeltaResponse, 1)
+		dreq := &discoverygrpc.DeltaDiscoveryRequest{Node: &core.Node{Id: id}, TypeUrl: resource.EndpointType}
+		if _, err := c.CreateDeltaWatch(dreq, stream.NewDeltaSubscription(nil, nil, nil, true), dout); err != nil {
+			t.Fatal(err)
+		}
+		d, err := (<-dout).GetDeltaDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sout := make(chan cache.Response, 1)
+		if _, err := c.CreateWatch(sotwRequest(id, "grpc-go", resource.EndpointType), stream.NewSotwSubscription(nil, true), sout); err != nil {
+			t.Fatal(err)
+		}
+		s, err := (<-sout).GetDiscoveryResponse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.GetResources()) != 3 || len(s.GetResources()) != 3 {
+			t.Fatalf("%s: %d delta and %d SotW resources, want 3", id, len(d.GetResources()), len(s.GetResources()))
+		}
+		if delta != nil && (unsafe.SliceData(delta) != unsafe.SliceData(d.Resources) || unsafe.SliceData(sotw) != unsafe.SliceData(s.Resources)) {
+			t.Error("two nodes sent the same resources got slices of their own")
+		}
+		delta, sotw = d.Resources, s.Resources
 	}
 }
