@@ -30,7 +30,7 @@ func mapID(m map[string]string) unsafe.Pointer {
 // maps, by the maps' identities. An entry holds its maps, so that their
 // identities stay theirs while it is kept.
 type recent[V any] struct {
-	slots [4]atomic.Pointer[recentEntry[V]]
+	slots [8]atomic.Pointer[recentEntry[V]]
 	next  atomic.Uint32
 }
 
