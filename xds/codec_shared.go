@@ -104,7 +104,7 @@ func (hs *heads) marshal(m proto.Message, pool func(size int) mem.BufferPool) (b
 	if buf == nil {
 		return nil, false, nil
 	}
-	tail, err := proto.MarshalOptions{}.Marshal(part(m, false))
+	tail, err := proto.MarshalOptions{}.Marshal(tailOf(m))
 	if err != nil {
 		buf.Free()
 		return nil, true, fmt.Errorf("xds: encoding %T: %w", m, err)
@@ -217,6 +217,23 @@ func (hs *heads) build(h *head, m proto.Message, pool func(size int) mem.BufferP
 	hs.mu.Unlock()
 	close(h.ready)
 	return buf, err
+}
+
+// tailOf is m's tail (its fields after headFields): a new message
+// sharing m's field values, built field by field for the two responses
+// (TestCodecTailHasEveryField keeps the lists whole), else by reflection.
+func tailOf(m proto.Message) proto.Message {
+	if len(m.ProtoReflect().GetUnknown()) == 0 {
+		switch r := m.(type) {
+		case *discoverygrpc.DiscoveryResponse:
+			return &discoverygrpc.DiscoveryResponse{Canary: r.Canary, TypeUrl: r.TypeUrl, Nonce: r.Nonce, ControlPlane: r.ControlPlane,
+				ResourceErrors: r.ResourceErrors}
+		case *discoverygrpc.DeltaDiscoveryResponse:
+			return &discoverygrpc.DeltaDiscoveryResponse{TypeUrl: r.TypeUrl, Nonce: r.Nonce, RemovedResources: r.RemovedResources,
+				RemovedResourceNames: r.RemovedResourceNames, ControlPlane: r.ControlPlane, ResourceErrors: r.ResourceErrors}
+		}
+	}
+	return part(m, false)
 }
 
 // part is m's head (fields up to headFields) or its tail (the others,

@@ -9,6 +9,7 @@ import (
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -71,5 +72,49 @@ func TestCodecSharesHeads(t *testing.T) {
 	}
 	if &heads[1][0] != &heads[2][0] {
 		t.Error("two responses with the same resources do not share their head")
+	}
+}
+
+// TestCodecTailHasEveryField: a response with every field set encodes,
+// head and tail, as protobuf encodes it whole; a field added to the
+// responses and missing from tailOf's lists fails it.
+func TestCodecTailHasEveryField(t *testing.T) {
+	for _, m := range []proto.Message{&discoverygrpc.DiscoveryResponse{}, &discoverygrpc.DeltaDiscoveryResponse{}} {
+		r := m.ProtoReflect()
+		fields := r.Descriptor().Fields()
+		for i := range fields.Len() {
+			fill(r, fields.Get(i))
+		}
+		want, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, err := proto.Marshal(part(m, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tail, err := proto.Marshal(tailOf(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := append(head, tail...); !bytes.Equal(got, want) {
+			t.Errorf("%T: head and tail are %d bytes, protobuf's whole message %d", m, len(got), len(want))
+		}
+	}
+}
+
+// fill sets field fd of r to a value that is not its default.
+func fill(r protoreflect.Message, fd protoreflect.FieldDescriptor) {
+	switch {
+	case fd.IsList() && fd.Message() != nil:
+		r.Mutable(fd).List().Append(protoreflect.ValueOfMessage(r.Mutable(fd).List().NewElement().Message()))
+	case fd.IsList():
+		r.Mutable(fd).List().Append(protoreflect.ValueOfString("x"))
+	case fd.Message() != nil:
+		r.Mutable(fd)
+	case fd.Kind() == protoreflect.BoolKind:
+		r.Set(fd, protoreflect.ValueOfBool(true))
+	default:
+		r.Set(fd, protoreflect.ValueOfString(string(fd.Name())))
 	}
 }
