@@ -27,9 +27,11 @@ import (
 const floodWindow = 64 << 10
 
 // TestPendingBytesAreBounded floods the server with nodes that do not read:
-// their EDS responses (about 75 KiB each, more than their streams' windows)
-// cannot be written, so the first one holds the budget (128 KiB: one
-// response) and the others wait for it, holding no buffer. Once the nodes
+// their EDS responses (about 71 KiB each, more than their streams' windows;
+// each node names every load assignment but its own one, so that no two
+// responses carry the same resources, see TestPendingBytesShared) cannot
+// be written, so the first one holds the budget (128 KiB: one response)
+// and the others wait for it, holding no buffer. Once the nodes
 // read, every one gets its response, the waiting ones in turn, each counted
 // as a wait that ended by a write (none timed out), and the pending bytes go
 // back to zero (nothing leaks).
@@ -38,7 +40,7 @@ func TestPendingBytesAreBounded(t *testing.T) {
 	f := startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxPendingBytes: limit})
 	f.srv.Update(testWorld(20, 50))
 	f.srv.Reconcile()
-	_, streams := floodStreams(t, f, "flood", nodes)
+	_, streams := floodStreams(t, f, "flood", nodes, allBut(20))
 	// Nobody reads: one response is pending, the others wait for the budget.
 	var pending float64
 	eventually(t, func() bool {
@@ -52,8 +54,8 @@ func TestPendingBytesAreBounded(t *testing.T) {
 			switch {
 			case err != nil:
 				t.Errorf("node %d: %v", i, err)
-			case r.GetTypeUrl() != resource.EndpointType || len(r.GetResources()) != 20:
-				t.Errorf("node %d: %s with %d resources, want 20 load assignments", i, r.GetTypeUrl(), len(r.GetResources()))
+			case r.GetTypeUrl() != resource.EndpointType || len(r.GetResources()) != 19:
+				t.Errorf("node %d: %s with %d resources, want 19 load assignments", i, r.GetTypeUrl(), len(r.GetResources()))
 			}
 			sizes <- proto.Size(r)
 		}()
@@ -88,9 +90,9 @@ func TestPendingBytesOfClosedConnectionsAreReleased(t *testing.T) {
 	f := startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxPendingBytes: 2 * floodWindow})
 	f.srv.Update(testWorld(20, 50))
 	f.srv.Reconcile()
-	stalled, _ := floodStreams(t, f, "stalled", 1)
+	stalled, _ := floodStreams(t, f, "stalled", 1, allBut(20))
 	eventually(t, func() bool { return metric(t, f, "xds_pending_response_bytes") > 0 })
-	_, readers := floodStreams(t, f, "reader", 2)
+	_, readers := floodStreams(t, f, "reader", 2, func(i int) []string { return allBut(20)(i + 1) })
 	delivered := make(chan error, len(readers))
 	for _, st := range readers {
 		go func() {
@@ -120,8 +122,9 @@ func TestPendingBytesOfClosedConnectionsAreReleased(t *testing.T) {
 
 // floodStreams opens n EDS streams, one node each (ids prefix-0 on), on a
 // connection of its own with fixed floodWindow windows, and sends their
-// first requests.
-func floodStreams(t *testing.T, f *fixture, prefix string, n int) (*grpc.ClientConn, []discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient) {
+// first requests: for the names names(i) returns (nil: every load
+// assignment).
+func floodStreams(t *testing.T, f *fixture, prefix string, n int, names func(i int) []string) (*grpc.ClientConn, []discoverygrpc.AggregatedDiscoveryService_StreamAggregatedResourcesClient) {
 	t.Helper()
 	conn, err := grpc.NewClient(f.conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithStaticStreamWindowSize(floodWindow), grpc.WithStaticConnWindowSize(1<<20))
@@ -138,12 +141,66 @@ func floodStreams(t *testing.T, f *fixture, prefix string, n int) (*grpc.ClientC
 			t.Fatal(err)
 		}
 		req := &discoverygrpc.DiscoveryRequest{Node: &core.Node{Id: fmt.Sprint(prefix, "-", i), Cluster: "flood"}, TypeUrl: resource.EndpointType}
+		if names != nil {
+			req.ResourceNames = names(i)
+		}
 		if err := st.Send(req); err != nil {
 			t.Fatal(err)
 		}
 		streams[i] = st
 	}
 	return conn, streams
+}
+
+// allBut returns, for node i, the names of the load assignments of
+// testWorld(services, ...) but svc-i's.
+func allBut(services int) func(i int) []string {
+	return func(i int) []string {
+		var names []string
+		for j := range services {
+			if j != i%services {
+				names = append(names, fmt.Sprint("svc-", j))
+			}
+		}
+		return names
+	}
+}
+
+// TestPendingBytesShared: nodes that do not read are sent the same
+// response. The first one's is encoded whole; from the second on its head
+// (its resources, most of its bytes) is encoded once and shared, so the
+// pending bytes are two responses' (the budget holds three), and no node
+// waits for the budget. Once the nodes read, each gets every load
+// assignment, and once the shared head is dropped nothing is pending.
+func TestPendingBytesShared(t *testing.T) {
+	const nodes, limit = 12, 3 * floodWindow
+	f := startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxPendingBytes: limit})
+	f.srv.Update(testWorld(20, 50))
+	f.srv.Reconcile()
+	_, streams := floodStreams(t, f, "shared", nodes, nil)
+	eventually(t, func() bool { return metric(t, f, "xds_pending_response_bytes") > 2*floodWindow })
+	if n := waitingForBudget(); n != 0 {
+		t.Errorf("%d responses wait for the budget, want none", n)
+	}
+	got := make(chan error, nodes)
+	for _, st := range streams {
+		go func() {
+			r, err := st.Recv()
+			if err == nil && len(r.GetResources()) != 20 {
+				err = fmt.Errorf("%d resources, want 20", len(r.GetResources()))
+			}
+			got <- err
+		}()
+	}
+	for range nodes {
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := waits(t, f, "written") + waits(t, f, "timeout"); n != 0 {
+		t.Errorf("%.0f responses waited for the budget, want none: they share one head", n)
+	}
+	eventually(t, func() bool { return metric(t, f, "xds_pending_response_bytes") == 0 })
 }
 
 // waitingForBudget counts the goroutines blocked waiting for the pending

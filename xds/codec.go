@@ -8,8 +8,13 @@ import (
 )
 
 // codec is grpc-go's protobuf codec ("proto") over buffers; the encoded
-// messages it pools are bounded by budget (nil: not bounded).
-type codec struct{ budget *sendBudget }
+// messages it pools are bounded by budget (nil: not bounded). Responses'
+// heads are shared between nodes through heads (nil: not shared; see
+// codec_shared.go).
+type codec struct {
+	budget *sendBudget
+	heads  *heads
+}
 
 func (codec) Name() string { return "proto" }
 
@@ -17,6 +22,11 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("xds: cannot encode %T: not a protobuf message", v)
+	}
+	if c.heads != nil {
+		if bs, ok, err := c.heads.marshal(m, c.pool); ok {
+			return bs, err
+		}
 	}
 	size := proto.Size(m)
 	if mem.IsBelowBufferPoolingThreshold(size) {
@@ -26,16 +36,22 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 		}
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
-	var pool mem.BufferPool = buffers
-	if c.budget != nil {
-		pool = c.budget.hold(size) // before the buffer exists: waiting costs no memory
-	}
+	pool := c.pool(size)
 	buf := pool.Get(size)
 	if _, err := (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend((*buf)[:0], m); err != nil {
 		pool.Put(buf)
 		return nil, fmt.Errorf("xds: encoding %T: %w", v, err)
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
+
+// pool is the pool of a buffer of size bytes about to be encoded: it
+// waits for the budget, before the buffer exists (waiting costs no memory).
+func (c codec) pool(size int) mem.BufferPool {
+	if c.budget != nil {
+		return c.budget.hold(size)
+	}
+	return buffers
 }
 
 func (codec) Unmarshal(data mem.BufferSlice, v any) error {

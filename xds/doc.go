@@ -62,7 +62,10 @@
 // Memory per node is kept low on the gRPC side too (server.go, codec.go):
 // no read buffer, a write buffer shared between writes, and encoded
 // responses in pooled buffers of at most twice their size (rather than
-// grpc-go's 1 MiB ones), which the nodes of a push share.
+// grpc-go's 1 MiB ones), which the nodes of a push share. Responses that
+// carry the same resources (a group's nodes, or new streams) share one
+// encoding of them, each node's nonce apart (codec_shared.go): a push or
+// a connect storm holds one copy of a response, not one per node.
 //
 // xds must not import cmd, config, weights or viper: the weights pipeline
 // is fed the node subsets (SubsetsView, through Config.OnSubsets) and

@@ -238,7 +238,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(cfg.Buffers.Read),
 		grpc.WriteBufferSize(cfg.Buffers.Write),
-		grpc.ForceServerCodecV2(codec{budget: newSendBudget(cfg.MaxPendingBytes, cfg.Registerer)}), // pooled, bounded buffers
+		grpc.ForceServerCodecV2(codec{budget: newSendBudget(cfg.MaxPendingBytes, cfg.Registerer), heads: &heads{}}), // pooled, bounded, shared buffers
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: cfg.Keepalive.Time, Timeout: cfg.Keepalive.Timeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: cfg.Keepalive.MinTime, PermitWithoutStream: true}),
 	}

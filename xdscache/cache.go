@@ -119,10 +119,11 @@ func (c *Cache) CreateDeltaWatch(req *cache.DeltaRequest, sub cache.Subscription
 	}
 	st := c.lock(id)
 	defer st.mu.Unlock()
-	st.noteRequest(w.kind, req.GetResponseNonce(), req.GetErrorDetail() != nil)
-	if s := st.syncOf(w.kind); s != nil && len(req.GetResourceNamesSubscribe())+len(req.GetResourceNamesUnsubscribe()) > 0 {
-		*s = deltaSync{} // the server has just changed the stream's map
+	var err error
+	if w.has, err = deltaHas(req, sub.ReturnedResources(), st.sentOf(w.kind)); err != nil {
+		return nil, err
 	}
+	st.noteRequest(w.kind, req.GetResponseNonce(), req.GetErrorDetail() != nil)
 	if st.snap != nil && c.answerDelta(id, w, st) {
 		return func() {}, nil
 	}
@@ -159,7 +160,7 @@ func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 		}
 		return false
 	}
-	if w.ads && routing(w.kind) && len(resp.items) > 0 && !clustersInPlace(st, c.fullState) {
+	if w.ads && routing(w.kind) && len(resp.names) > 0 && !clustersInPlace(st, c.fullState) {
 		st.held = true // cache_order.go
 		return false
 	}
@@ -172,7 +173,7 @@ func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 
 // answerDelta is answerSotW for a delta watch.
 func (c *Cache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
-	resp := deltaAnswer(w, st.snap, st.syncOf(w.kind))
+	resp := deltaAnswer(w, st.snap, st.sentOf(w.kind), st.epoch)
 	if resp == nil {
 		if c.UpToDate != nil {
 			c.UpToDate(id, w.req.GetTypeUrl(), st.snap)

@@ -6,6 +6,10 @@ import (
 	"slices"
 	"sync/atomic"
 	"unsafe"
+
+	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // The nodes of a group move together from one shared snapshot to the
@@ -26,7 +30,7 @@ func mapID(m map[string]string) unsafe.Pointer {
 // maps, by the maps' identities. An entry holds its maps, so that their
 // identities stay theirs while it is kept.
 type recent[V any] struct {
-	slots [4]atomic.Pointer[recentEntry[V]]
+	slots [8]atomic.Pointer[recentEntry[V]]
 	next  atomic.Uint32
 }
 
@@ -87,4 +91,52 @@ func diffOf(from, to map[string]string) *wildcardDiff {
 // namesOf returns the sorted keys of m (read only).
 func namesOf(m map[string]string) []string {
 	return sortedKeys.of(m, nil, func(m, _ map[string]string) []string { return slices.Sorted(maps.Keys(m)) })
+}
+
+// Responses that carry the same resources (a group's nodes moving to the
+// same snapshot, or new streams sent every resource of a type) carry one
+// shared slice of them, so that the codec, which keys on the slice's
+// identity, encodes them once for all those nodes rather than once per
+// node (xds/codec.go). The resources are those of one snapshot type's
+// items (immutable) under the given names (a shared, read-only slice):
+// identities stand for their content, as above.
+var (
+	anySlices      resourceMemo[*anypb.Any]
+	resourceSlices resourceMemo[*discoverygrpc.Resource]
+)
+
+// resourceMemo keeps the last few resource slices built, by the identities of
+// their names and items and their type URL. An entry holds its names and
+// items, so that their identities stay theirs while it is kept.
+type resourceMemo[R any] struct {
+	slots [8]atomic.Pointer[resourceMemoEntry[R]]
+	next  atomic.Uint32
+}
+
+type resourceMemoEntry[R any] struct {
+	names []string
+	items map[string]types.ResourceWithTTL
+	url   string
+	v     []R
+}
+
+// of returns the slice kept for (names, items, url), else build's, kept.
+// A slice of no resources is not kept.
+func (s *resourceMemo[R]) of(names []string, items map[string]types.ResourceWithTTL, url string, build func() ([]R, error)) ([]R, error) {
+	if len(names) == 0 {
+		return build()
+	}
+	in, ii := unsafe.SliceData(names), reflect.ValueOf(items).UnsafePointer()
+	for i := range s.slots {
+		if e := s.slots[i].Load(); e != nil && unsafe.SliceData(e.names) == in && len(e.names) == len(names) &&
+			reflect.ValueOf(e.items).UnsafePointer() == ii && e.url == url {
+			return e.v, nil
+		}
+	}
+	v, err := build()
+	if err != nil {
+		return nil, err
+	}
+	s.slots[s.next.Add(1)%uint32(len(s.slots))].Store(&resourceMemoEntry[R]{names: names, items: items, url: url, v: v})
+	return v, nil
 }

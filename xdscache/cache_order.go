@@ -71,12 +71,12 @@ func streamHas(st *nodeState, kind types.ResponseType, t snapType, fullState boo
 	}
 	for _, w := range st.delta {
 		if w.kind == kind {
-			has, subscribed := w.sub.ReturnedResources(), w.sub.SubscribedResources()
+			subscribed := w.sub.SubscribedResources()
 			for name := range t.items {
 				if _, asked := subscribed[name]; lax && !asked {
 					continue
 				}
-				if v, ok := has[name]; !ok || v != t.hash(name) {
+				if v, ok := w.has.get(name); !ok || v != t.hash(name) {
 					return false
 				}
 			}

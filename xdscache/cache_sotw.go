@@ -4,7 +4,6 @@ import (
 	"context"
 
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -172,7 +171,8 @@ func sotwPartial(w *sotwWatch, t snapType, h history, has hasView, changed []str
 type sotwResponse struct {
 	req      *cache.Request
 	version  string
-	items    []types.Resource
+	t        snapType
+	names    []string          // the resources it carries, sorted (read only: may be shared)
 	returned map[string]string // every resource the client has once it got this one
 	out      *discoverygrpc.DiscoveryResponse
 }
@@ -180,27 +180,31 @@ type sotwResponse struct {
 var _ cache.Response = (*sotwResponse)(nil)
 
 func (t snapType) sotwResponse(req *cache.Request, names []string, returned map[string]string) *sotwResponse {
-	items := make([]types.Resource, len(names))
-	for i, n := range names {
-		items[i] = t.items[n].Resource
-	}
-	return &sotwResponse{req: req, version: t.version, items: items, returned: returned}
+	return &sotwResponse{req: req, version: t.version, t: t, names: names, returned: returned}
 }
 
 // GetDiscoveryResponse builds the response once (the stream server calls
-// it once, then sets its nonce).
+// it once, then sets its nonce). Its resources are a slice shared by the
+// responses that carry the same resources (cache_memo.go), so that the
+// codec encodes them once for all of them.
 func (r *sotwResponse) GetDiscoveryResponse() (*discoverygrpc.DiscoveryResponse, error) {
 	if r.out != nil {
 		return r.out, nil
 	}
 	url := r.req.GetTypeUrl()
-	anys := make([]*anypb.Any, len(r.items))
-	for i, res := range r.items {
-		a, err := anyOf(res, url)
-		if err != nil {
-			return nil, err
+	anys, err := anySlices.of(r.names, r.t.items, url, func() ([]*anypb.Any, error) {
+		anys := make([]*anypb.Any, len(r.names))
+		for i, n := range r.names {
+			a, err := anyOf(r.t.items[n].Resource, url)
+			if err != nil {
+				return nil, err
+			}
+			anys[i] = a
 		}
-		anys[i] = a
+		return anys, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	r.out = &discoverygrpc.DiscoveryResponse{VersionInfo: r.version, Resources: anys, TypeUrl: url}
 	return r.out, nil

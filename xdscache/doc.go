@@ -18,6 +18,9 @@
 // what changed (cache_sotw.go), delta responses only what changed
 // (cache_delta.go, cache_memo.go), and a node that reconnects with the
 // versions it has is sent nothing unless something differs (resume.go).
+// A wildcard stream, SotW or delta, is reported to hold one entry standing
+// for its type's version map (versionKey), not a copy of it: what a node
+// costs does not grow with the resources it has.
 //
 // xdscache must not import xds or translate (nor cmd or config): it
 // serves whatever resources it is given.

@@ -70,8 +70,10 @@ func (t snapType) whole(epoch uint64) map[string]string {
 // entry, not a copy of the type's version map (the same for every node of
 // a group); the version map itself is found in the node's current or
 // previous snapshot (holding). Its value is "version@epoch", epoch being
-// the node's snapshot count when the response was made. The server never
-// adds to the map of a SotW stream; if it drops the key (a subscription
+// the node's snapshot count when the response was made. A wildcard delta
+// stream's map is the same, resolved by the node's record of what it
+// reported (sentMaps, deltaHas). The server never adds to the map of a
+// SotW stream; if it drops the key (a subscription
 // turned named), the stream is taken to have nothing, and is sent what it
 // asks for. No resource name starts with a NUL.
 const versionKey = "\x00version"

@@ -30,30 +30,52 @@ type nodeState struct {
 	// stale: per referrer kind, the first request of the node's latest
 	// SotW stream named another version than the snapshot's (resume.go).
 	stale [len(Kinds)]bool
-	// dsync is, per kind, the version map a wildcard delta stream was last
-	// sent in full (see deltaSync).
-	dsync [len(Kinds)]deltaSync
+	// sent is, per kind, the version maps last reported to wildcard delta
+	// streams by tag (see deltaTag).
+	sent [len(Kinds)]sentMaps
 }
 
-// deltaSync records that the delta stream whose returned-resources map is
-// has (the next map of the response that made it, by identity, holding n
-// entries) holds exactly the version map from. While the stream keeps
-// that map untouched (go-control-plane changes it only on a request that
-// subscribes or unsubscribes, which clears this record), its next answer
-// is the group's shared diff from -> to (cache_memo.go), not a walk over
-// its map.
-type deltaSync struct {
-	has  map[string]string
-	n    int
-	from map[string]string
+// sentMaps are the version maps last reported to a node's wildcard delta
+// streams of one kind, each by the tag its stream holds under versionKey
+// (a stream holds a map of one entry, not a copy of the type's version
+// map, the same for every node of a group). A stream holds the tag of the
+// last response made for it, so a node with up to len(sentMaps) streams
+// of a kind at once (a reconnect overlapping the old stream) finds each
+// stream's map here.
+type sentMaps [2]struct {
+	tag    string
+	hashes map[string]string // a snapshot's version map: shared, read only
 }
 
-// syncOf is the deltaSync of kind, nil for a kind not ours.
-func (st *nodeState) syncOf(kind types.ResponseType) *deltaSync {
-	if kind < 0 || int(kind) >= len(st.dsync) {
+// add records that tag stands for hashes, evicting the oldest record.
+func (s *sentMaps) add(tag string, hashes map[string]string) {
+	switch tag {
+	case s[0].tag:
+		return
+	case s[1].tag:
+		s[0], s[1] = s[1], s[0]
+		return
+	}
+	s[1] = s[0]
+	s[0].tag, s[0].hashes = tag, hashes
+}
+
+// find returns the version map tag stands for.
+func (s *sentMaps) find(tag string) (map[string]string, bool) {
+	for _, e := range s {
+		if e.tag == tag && tag != "" {
+			return e.hashes, true
+		}
+	}
+	return nil, false
+}
+
+// sentOf is the sentMaps of kind, nil for a kind not ours.
+func (st *nodeState) sentOf(kind types.ResponseType) *sentMaps {
+	if kind < 0 || int(kind) >= len(st.sent) {
 		return nil
 	}
-	return &st.dsync[kind]
+	return &st.sent[kind]
 }
 
 // history is past for a kind, if one of ours.

@@ -27,4 +27,7 @@ type deltaWatch struct {
 	sub  cache.Subscription
 	out  chan cache.DeltaResponse
 	kind types.ResponseType
+	// has is what the stream has, resolved when the watch opens (see
+	// deltaHas); the stream's map does not change while the watch is open.
+	has hasView
 }
