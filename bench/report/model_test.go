@@ -187,3 +187,27 @@ func TestModelRefusesTypedInputs(t *testing.T) {
 		t.Errorf("empty question: %v, want every field error", err)
 	}
 }
+
+// TestRunModelRewritesOnlyItsSection: -model rewrites its section alone,
+// and the full report's rewrite keeps it.
+func TestRunModelRewritesOnlyItsSection(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	before := "# Benchmarks\n\nfleet figures\n\n<!-- scale:begin -->\nS\n<!-- scale:end -->\n"
+	if err := os.WriteFile(out, []byte(before), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runModel(fixture, "", out, question); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if !strings.HasPrefix(doc, before+"\n<!-- model:begin -->\n## Cost model to 100000 nodes") || !strings.HasSuffix(doc, "<!-- model:end -->\n") {
+		t.Fatalf("file after -model:\n%s", doc)
+	}
+	if kept := markedBlocks(doc); !strings.Contains(kept, "<!-- model:begin -->") || !strings.Contains(kept, "**Answer**") {
+		t.Errorf("the full report would drop the model section; it keeps:\n%s", kept)
+	}
+}
