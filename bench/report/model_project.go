@@ -137,13 +137,13 @@ func (m costModel) assumptions(q modelQuestion, s sizing) []assumption {
 	out := []assumption{
 		{fmt.Sprintf("CPU, bytes and memory per node stay linear in nodes (fitted up to %.0f nodes, used at %d per replica)", maxNodes, s.nodes),
 			float64(s.nodes) / maxNodes},
-		{fmt.Sprintf("a change's fan-out spreads over %d cores per replica with the efficiency measured on %.0f shared cores "+
+		{fmt.Sprintf("the fan-out of a change or a full push spreads over %d cores per replica with the efficiency measured on %.0f shared cores "+
 			"(no serial section: the node registry's fleet-wide mutex and the one reconcile loop would cap it)", s.cores, m.machine),
 			float64(s.cores) / m.machine},
 		{fmt.Sprintf("one Consul serves %d replicas' blocking queries as it serves one (measured with one replica)", s.replicas),
 			float64(s.replicas)},
-		{fmt.Sprintf("the fixed part of a change (Consul's blocking query, debounce, translate: %s of the %s budget) does not grow with nodes",
-			secs(m.changeP99.a), secs(q.P99)), 1},
+		{fmt.Sprintf("the fixed part (Consul's blocking query, debounce, translate: %s of a change's %s budget, %s of a full push's %s) does not grow with nodes",
+			secs(m.changeP99.a), secs(q.P99), secs(m.pushP99.a), secs(q.PushP99)), 1},
 	}
 	slices.SortStableFunc(out, func(a, b assumption) int { return cmp.Compare(b.stretch, a.stretch) })
 	return out

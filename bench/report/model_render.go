@@ -51,7 +51,8 @@ func renderModelRuns(runs []bench.Run, src modelSource, q modelQuestion, cores f
 		at.Format("2006-01-02 15:04 MST"), src.runs, src.digest)
 	p("on %.0f cores shared with the load generator and Consul. Every input below is read from that file; nothing is typed in.", cores)
 	p("Each cost is a least-squares line over the fleet size n (nodes on the replica); its error is the largest")
-	p("relative residual over the measured runs and R². A single run per size on a shared machine: the fits are a first cut.")
+	p("relative residual over the measured runs and R². With one run per size the fits are a first cut: more runs")
+	p("(`BENCH_MODEL_RUNS`) narrow them.")
 	fitted := 0
 	var skipped []string
 	for _, g := range groupScale(runs) {
@@ -148,6 +149,12 @@ func renderModelAnswer(p func(string, ...any), m costModel, q modelQuestion) {
 	}
 	p("**Answer**: %d replicas x %d cores (%d cores in all), %d nodes and %s peak RSS each; change p99 %s, full push p99 %s.",
 		a.replicas, a.cores, a.replicas*a.cores, a.nodes, bytesFmt(a.peak), secs(a.changeAtMax), secs(a.pushAtMax))
+	changes := q
+	changes.PushP99 = math.Inf(1)
+	if c, ok := answer(m.project(changes, replicaCounts(q.MinReplicas))); ok {
+		p("For a change's p99 alone (full pushes unbounded): %d replicas x %d cores (%d cores in all), change p99 %s, full push p99 %s.",
+			c.replicas, c.cores, c.replicas*c.cores, secs(c.changeAtMax), secs(c.pushAtMax))
+	}
 	p("Assumptions, the most stretched past what was measured first (the first is the one that breaks first):")
 	p("")
 	for i, as := range m.assumptions(q, a) {

@@ -105,7 +105,7 @@ func TestProjectAndAnswer(t *testing.T) {
 		t.Fatalf("answer %+v (%v), want 3 x 9 cores (27 in all, fewer than 4 x 7, 5 x 6, 10 x 3)", a, ok)
 	}
 	as := m.assumptions(question, a)
-	if !strings.Contains(as[0].text, "fan-out spreads over 9 cores") || as[0].stretch != 4.5 {
+	if !strings.Contains(as[0].text, "full push spreads over 9 cores") || as[0].stretch != 4.5 {
 		t.Errorf("first assumption to break %+v, want the fan-out over 9 cores measured on 2 (x4.5)", as[0])
 	}
 	small := question
@@ -142,7 +142,9 @@ func TestRenderModelFromResultsFile(t *testing.T) {
 		"| 10000 | 300 ms | 300 ms | 1.20 s | 1.20 s | 60.5 KiB | 22.00 CPU-µs |",
 		"| 3 | 33334 | 1.18 | 8.75 | 9 | 261 ms | 978 ms | 1.97 GiB | 3.24 GiB | 3.0 | yes |",
 		"**Answer**: 3 replicas x 9 cores (27 cores in all), 33334 nodes and 3.24 GiB peak RSS each; change p99 261 ms, full push p99 978 ms.",
-		"1. a change's fan-out spreads over 9 cores per replica",
+		"1. the fan-out of a change or a full push spreads over 9 cores per replica",
+		// A change alone: 33334 x 20 CPU-µs / (2/3) / 850 ms = 1.18 -> 2 cores (6 in all; 4 x 1 is 4).
+		"For a change's p99 alone (full pushes unbounded): 4 replicas x 1 cores (4 cores in all)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
