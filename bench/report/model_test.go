@@ -131,6 +131,8 @@ func TestRenderModelFromResultsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each in this order.
+	rest := got
 	for _, want := range []string{
 		"## Cost model to 100000 nodes (issue 29)",
 		"from 4 BenchmarkConsulFleet runs (results file sha256 `",
@@ -142,13 +144,15 @@ func TestRenderModelFromResultsFile(t *testing.T) {
 		"| 10000 | 300 ms | 300 ms | 1.20 s | 1.20 s | 60.5 KiB | 22.00 CPU-µs |",
 		"| 3 | 33334 | 1.18 | 8.75 | 9 | 261 ms | 978 ms | 1.97 GiB | 3.24 GiB | 3.0 | yes |",
 		"**Answer**: 3 replicas x 9 cores (27 cores in all), 33334 nodes and 3.24 GiB peak RSS each; change p99 261 ms, full push p99 978 ms.",
-		"1. the fan-out of a change or a full push spreads over 9 cores per replica",
 		// A change alone: 33334 x 20 CPU-µs / (2/3) / 850 ms = 1.18 -> 2 cores (6 in all; 4 x 1 is 4).
 		"For a change's p99 alone (full pushes unbounded): 4 replicas x 1 cores (4 cores in all)",
+		"1. the fan-out of a change or a full push spreads over 9 cores per replica",
 	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %q in\n%s", want, got)
+		i := strings.Index(rest, want)
+		if i < 0 {
+			t.Fatalf("missing %q (after the lines before it) in\n%s", want, got)
 		}
+		rest = rest[i+len(want):]
 	}
 }
 
