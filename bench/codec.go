@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -41,6 +42,7 @@ type table struct {
 	mu    sync.Mutex
 	sotw  map[[2]string]*entry
 	delta map[[2]string]*entry
+	bytes atomic.Int64 // encoded responses of every type received, in bytes
 }
 
 func newTable() *table {
@@ -118,8 +120,10 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	b := buf.ReadOnlyData()
 	switch m := v.(type) {
 	case *sotwResponse:
+		c.t.bytes.Add(int64(len(b)))
 		return c.t.parseSotW(b, m)
 	case *deltaResponse:
+		c.t.bytes.Add(int64(len(b)))
 		return c.t.parseDelta(b, m)
 	case proto.Message:
 		return proto.Unmarshal(b, m)

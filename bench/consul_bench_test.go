@@ -167,6 +167,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		go func() { changeProf <- fetchTo(ctx, url, *flagChangeProfile) }()
 		sleep(ctx, 100*time.Millisecond) // the profile starts before the first change
 	}
+	c0, bytes0 := scrapeOr(b, metrics), fleet.RecvBytes()
 	for k := range *flagChanges {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
 		w := fleet.Install([]Want{flip.Next(s, e)})
@@ -184,6 +185,9 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		r.Changes++
 		sleep(ctx, *flagGap)
 	}
+	c1 := scrapeOr(b, metrics)
+	r.ChangeCPUSeconds, r.ChangeBytes = c1[MetricCPU]-c0[MetricCPU], float64(fleet.RecvBytes()-bytes0)
+	r.ChangeConsulReads = Sum(c1, MetricConsulReads) - Sum(c0, MetricConsulReads)
 	if changeProf != nil {
 		if err := <-changeProf; err != nil {
 			b.Fatal(err)
@@ -201,6 +205,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	if err != nil {
 		b.Fatal(err)
 	}
+	r.ConsulWrites = Sum(end, MetricConsulWrites)
 	if r.Refused = Refused(end); r.Refused != 0 {
 		b.Errorf("the server refused %v nodes or connections", r.Refused)
 	}
@@ -267,7 +272,7 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		go func() { prof <- fetchTo(ctx, url, *flagCPUProfile) }()
 		sleep(ctx, 100*time.Millisecond) // the profile starts before the flips
 	}
-	cpu0 := SelfCPU()
+	cpu0, bytes0 := SelfCPU(), fleet.RecvBytes()
 	w := fleet.Install(wants)
 	var wg sync.WaitGroup
 	errs := make([]error, cat.Services)
@@ -303,6 +308,7 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		EDSPerNode: float64(w.EDSResponses()) / float64(fleet.cfg.Nodes),
 		Reconciles: m1[MetricReconciles] - m0[MetricReconciles], EDSPushes: m1[MetricEDSPushes] - m0[MetricEDSPushes],
 		LoadGenCPU: SelfCPU() - cpu0, Sampled: w.Sampled(),
+		Bytes: float64(fleet.RecvBytes() - bytes0), ConsulReads: Sum(m1, MetricConsulReads) - Sum(m0, MetricConsulReads),
 	}
 }
 
@@ -328,6 +334,15 @@ func awaitCatalog(ctx context.Context, url string, want int) error {
 		sleep(ctx, 100*time.Millisecond)
 	}
 	return fmt.Errorf("server counts %v healthy endpoints after %v, want %d", got, catalogTimeout, want)
+}
+
+// scrapeOr scrapes the metrics now, failing the benchmark on an error.
+func scrapeOr(b *testing.B, url string) Metrics {
+	m, err := Scrape(b.Context(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }
 
 // settled scrapes the metrics after a quiet moment.

@@ -64,6 +64,17 @@ type Run struct {
 	// response showing the endpoint DRAINING.
 	DrainLatencies []float64 `json:"drain_latencies,omitempty"`
 	Drains         int       `json:"drains,omitempty"`
+
+	// Change phase (every single-endpoint change, gaps included), read by
+	// the cost model: the server's CPU in seconds, the bytes of every
+	// response the nodes received, and the server's Consul blocking
+	// queries (xds_discovery_consul_queries_total).
+	ChangeCPUSeconds  float64 `json:"change_cpu_seconds,omitempty"`
+	ChangeBytes       float64 `json:"change_bytes,omitempty"`
+	ChangeConsulReads float64 `json:"change_consul_reads,omitempty"`
+	// ConsulWrites are the server's Consul KV writes over the run
+	// (xds_ha_consul_writes_total; 0 without ha.enabled).
+	ConsulWrites float64 `json:"consul_writes"`
 }
 
 // Push is one full push: one endpoint of every service flipped at once.
@@ -76,6 +87,11 @@ type Push struct {
 	EDSPushes   float64 `json:"server_pushes"`       // EDS responses the server counted in that time
 	LoadGenCPU  float64 `json:"loadgen_cpu_seconds"` // the load generator's CPU in that time
 	Sampled     int     `json:"sampled"`             // nodes the push reached
+
+	// Bytes of every response the nodes received in that time, and the
+	// server's Consul blocking queries in that time (the cost model).
+	Bytes       float64 `json:"bytes,omitempty"`
+	ConsulReads float64 `json:"consul_reads,omitempty"`
 }
 
 // AppendRun appends r as one JSON line to the file at path.

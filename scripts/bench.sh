@@ -40,6 +40,16 @@
 # about 17 minutes; at 30 it takes about 10), BENCH_ENVOY_CHANGES
 # (single-endpoint changes per run, 15), BENCH_ENVOY_MODES
 # (sotw,delta,consul).
+# The cost model (issue 29: BenchmarkConsulFleet at several fleet sizes,
+# every node connecting at once, fitted by bench/report -model and
+# projected to 100,000 nodes) runs last and rewrites only its own section:
+# BENCH_ONLY=model runs it alone; BENCH_MODEL=0 skips it. Its knobs:
+# BENCH_MODEL_SIZES (nodes, comma-separated, at least 4 distinct:
+# 1000,2500,5000,10000), BENCH_MODEL_RUNS (runs per size, 1),
+# BENCH_MODEL_MODES (sotw), BENCH_MODEL_CHANGES (5), BENCH_MODEL_PUSHES
+# (2), BENCH_MODEL_DRAINS (2), BENCH_MODEL_RESULTS (write the runs' JSON
+# lines to this file and keep it), BENCH_MODEL_ARGS (more bench/report
+# flags, e.g. "-model-nodes 100000 -model-p99 1s -model-max-cores 16").
 set -euo pipefail
 export GOTOOLCHAIN=local
 cd "$(dirname "$0")/.."
@@ -75,10 +85,18 @@ envoy_runs=${BENCH_ENVOY_RUNS:-$runs}
 envoys=${BENCH_ENVOYS:-30}
 envoy_changes=${BENCH_ENVOY_CHANGES:-15}
 envoy_modes=${BENCH_ENVOY_MODES:-sotw,delta,consul}
+with_model=${BENCH_MODEL:-1}
+model_sizes=${BENCH_MODEL_SIZES:-1000,2500,5000,10000}
+model_runs=${BENCH_MODEL_RUNS:-1}
+model_modes=${BENCH_MODEL_MODES:-sotw}
+model_changes=${BENCH_MODEL_CHANGES:-5}
+model_pushes=${BENCH_MODEL_PUSHES:-2}
+model_drains=${BENCH_MODEL_DRAINS:-2}
+model_args=${BENCH_MODEL_ARGS:-}
 case "$only" in
-"" | ha | scale | envoy) ;;
+"" | ha | scale | envoy | model) ;;
 *)
-	echo "bench: BENCH_ONLY=$only: want ha, scale or envoy (or unset for everything)" >&2
+	echo "bench: BENCH_ONLY=$only: want ha, scale, envoy or model (or unset for everything)" >&2
 	exit 1
 	;;
 esac
@@ -100,6 +118,13 @@ fi
 # is another process, with its own limit).
 if [ "$with_scale" = 1 ] || [ "$only" = scale ]; then
 	want_files=$((want_files > scale_nodes + 1024 ? want_files : scale_nodes + 1024))
+fi
+# The cost model's load generator holds one connection per node of its
+# largest size.
+if [ "$with_model" = 1 ] || [ "$only" = model ]; then
+	for n in ${model_sizes//,/ }; do
+		want_files=$((want_files > n + 1024 ? want_files : n + 1024))
+	done
 fi
 if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$want_files" ]; then
 	ulimit -n "$want_files" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
@@ -215,6 +240,44 @@ run_envoy() {
 	go run ./bench/report -envoy "$results" -commands "$tmp/envoy-commands.txt" -wall "$((SECONDS - t0))s" -out "$out"
 }
 
+# run_model runs BenchmarkConsulFleet at each of the model's sizes (every
+# node connecting at once) and rewrites the cost model's section of $out.
+run_model() {
+	local results=${BENCH_MODEL_RESULTS:-$tmp/model-runs.jsonl}
+	rm -f "$results"
+	{
+		echo "BENCH_ONLY=model make bench   # = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=model bash scripts/bench.sh, which runs:"
+		echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
+		echo "for n in ${model_sizes//,/ }; do"
+		echo "  XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' -test.benchtime 1x \\"
+		echo "    -test.count $model_runs -modes $model_modes -nodes \$n -services $services -endpoints $endpoints -openers 0 \\"
+		echo "    -changes $model_changes -pushes $model_pushes -drains $model_drains -results \$TMP/model-runs.jsonl"
+		echo "done"
+		echo "go run ./bench/report -model \$TMP/model-runs.jsonl ${model_args:+$model_args }-out $out   # rewrites only its marked section"
+	} >"$tmp/model-commands.txt"
+	for n in ${model_sizes//,/ }; do
+		echo "bench: cost model, $n nodes, $model_runs run(s) per protocol ($model_modes)" >&2
+		env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench.test" \
+			-test.run '^$' -test.bench '^BenchmarkConsulFleet$' -test.benchtime 1x -test.count "$model_runs" -test.timeout 60m \
+			-modes "$model_modes" -nodes "$n" -services "$services" -endpoints "$endpoints" -openers 0 \
+			-changes "$model_changes" -pushes "$model_pushes" -drains "$model_drains" -results "$results" \
+			2>&1 | tee "$tmp/model.txt" | grep -E '^(Benchmark|PASS|FAIL|ok|---|\s+\S+\.go:)' >&2 || true
+		if ! grep -q '^PASS' "$tmp/model.txt"; then
+			echo "bench: BenchmarkConsulFleet at $n nodes (cost model) failed; its output:" >&2
+			tail -n 80 "$tmp/model.txt" >&2
+			exit 1
+		fi
+	done
+	# shellcheck disable=SC2086 # BENCH_MODEL_ARGS is a list of flags
+	go run ./bench/report -model "$results" $model_args -commands "$tmp/model-commands.txt" -out "$out"
+}
+
+if [ "$only" = model ]; then
+	run_model
+	echo "bench: wrote the cost model's section of $out" >&2
+	exit 0
+fi
+
 if [ "$only" = envoy ]; then
 	run_envoy
 	echo "bench: wrote the real-Envoy section of $out" >&2
@@ -258,6 +321,9 @@ fi
 	fi
 	if [ "$with_ha" = 1 ]; then
 		echo "BENCH_ONLY=ha bash scripts/bench.sh   # HA replicas (BenchmarkHAFleet); rewrites only its marked section"
+	fi
+	if [ "$with_model" = 1 ]; then
+		echo "BENCH_ONLY=model bash scripts/bench.sh   # cost model (BenchmarkConsulFleet at $model_sizes nodes, bench/report -model); rewrites only its marked section"
 	fi
 } >"$tmp/commands.txt"
 
@@ -303,5 +369,8 @@ if [ "$with_envoy" = 1 ]; then
 fi
 if [ "$with_ha" = 1 ]; then
 	run_ha
+fi
+if [ "$with_model" = 1 ]; then
+	run_model
 fi
 echo "bench: wrote $out" >&2

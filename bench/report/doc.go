@@ -8,6 +8,10 @@
 // verbatim at the end of the file, like the other simulators' sections
 // and the HA section. With -ha it renders only that HA section (issue 15,
 // BenchmarkHAFleet's JSON lines) and leaves the rest of the file as is.
+// With -model it fits the cost model (issue 29) on BenchmarkConsulFleet's
+// JSON lines at 4 or more fleet sizes and renders only its section: every
+// input is read from that file (fewer sizes, or a run without the
+// measured inputs, refuse to render).
 //
 // report must not import cmd or e2e.
 package main

@@ -30,8 +30,16 @@ func main() {
 		wall      = flag.Duration("wall", 0, "wall time of the whole benchmark")
 		out       = flag.String("out", "BENCHMARKS.md", "file to write")
 	)
+	modelRuns, question := modelFlags(flag.CommandLine)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "bench.report")
+	if *modelRuns != "" {
+		if err := runModel(*modelRuns, *commands, *out, question()); err != nil {
+			log.Error("cost model report failed", "error", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *haRuns != "" {
 		if err := runHA(*haRuns, *commands, *out); err != nil {
 			log.Error("HA report failed", "error", err)

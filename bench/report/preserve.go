@@ -15,9 +15,10 @@ import (
 // bench/weightsim's, bench/rlsbench's, the HA benchmark's (this
 // command with -ha), the 10,000-node one's (this command with -scale) and
 // the load lab's (bench/lab: lab, and lab-envoy with --clients envoy) and
-// the real-Envoy one's (this command with -envoy). The report keeps them
+// the real-Envoy one's (this command with -envoy) and the cost model's
+// (this command with -model). The report keeps them
 // verbatim, markers included, when it rewrites the file.
-var preserved = markers("subsetting", "weightsim", "rlsbench", haSection, scaleSection, "lab", "lab-envoy", envoySection)
+var preserved = markers("subsetting", "weightsim", "rlsbench", haSection, scaleSection, "lab", "lab-envoy", envoySection, modelSection)
 
 func markers(names ...string) []struct{ begin, end string } {
 	out := make([]struct{ begin, end string }, len(names))
