@@ -64,6 +64,11 @@ type Run struct {
 	// response showing the endpoint DRAINING.
 	DrainLatencies []float64 `json:"drain_latencies,omitempty"`
 	Drains         int       `json:"drains,omitempty"`
+	// Stages and DrainStages are, per change (drain), where its time went:
+	// seconds per stage (StagesOf; keys in Stages), from the server's
+	// reconcile pass that took it.
+	Stages      []map[string]float64 `json:"stages,omitempty"`
+	DrainStages []map[string]float64 `json:"drain_stages,omitempty"`
 }
 
 // Push is one full push: one endpoint of every service flipped at once.

@@ -66,6 +66,8 @@ type reconciler struct {
 
 	pushes pushTimes // changes awaiting their push, for the latency metric
 
+	traces passTraces // the stages of each pass (stages.go)
+
 	views subsetViews // the node subsets published after each pass
 }
 
@@ -94,6 +96,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 		views:    subsetViews{publish: cfg.OnSubsets},
 	}
 	r.served = lis
+	r.traces.hist = m.stages
 	r.linger.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
@@ -112,6 +115,7 @@ func (r *reconciler) update(s discovery.Snapshot) {
 	}
 	r.input = &s
 	r.inMu.Unlock()
+	r.traces.updated(time.Now())
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -135,6 +139,7 @@ func (r *reconciler) redo(set func()) {
 		r.input = r.last
 	}
 	r.inMu.Unlock()
+	r.traces.updated(time.Now())
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -186,24 +191,31 @@ func (r *reconciler) reconcile() {
 	r.input, r.last = nil, in
 	r.inMu.Unlock()
 	start := time.Now()
+	pass := r.traces.start(start)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	exp := r.expand(r.lis.withRouted(*in), pols) // a routed service has a cluster, instances or not
 	items := r.translateAll(exp, weights)
 	shared, err := r.bases(items)
+	r.traces.translated(pass, time.Now())
 	if err != nil {
 		r.m.buildErrors.Inc()
 		r.log.Error("snapshot rejected; nodes keep their previous config", "error", err)
+		r.traces.seal(pass, time.Now(), 0)
 		return
 	}
 	r.ready = true
 	r.shared = shared
 	r.sub.local.spill, r.sub.local.spillVer = spill, spillVer
 	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW), r.locals(items))
+	set := 0
 	for _, id := range r.reg.ids() {
 		node, _ := r.reg.get(id)
-		r.setLocked(node, changedAt)
+		if r.setLocked(node, changedAt, pass) {
+			set++
+		}
 	}
+	r.traces.seal(pass, time.Now(), set)
 	r.sub.settle()
 	r.publishSubsetsLocked()
 	r.recordEndpoints(*in)
@@ -347,23 +359,26 @@ func (r *reconciler) locals(items []xdscache.ServiceItems) []localService {
 
 // setLocked gives node its snapshot (see snapshotFor), if its content
 // differs from what the node has. changedAt (zero for a first push) is
-// recorded per changed type for the push latency metric. r.mu must be held.
-func (r *reconciler) setLocked(node Node, changedAt time.Time) {
+// recorded per changed type for the push latency metric and, for the
+// stage metrics, in pass (nil: none). It reports whether the node was
+// given a new snapshot. r.mu must be held.
+func (r *reconciler) setLocked(node Node, changedAt time.Time, pass *passTrace) bool {
 	snap := r.sub.snapshotFor(node)
 	if snap == nil {
-		return
+		return false
 	}
 	old := r.nodeSnap[node.ID]
 	if xdscache.SameVersions(old, snap) {
-		return
+		return false
 	}
-	r.pushes.set(node.ID, old, snap, changedAt)
+	r.pushes.set(node.ID, old, snap, changedAt, pass)
 	r.nodeSnap[node.ID] = snap
 	if err := r.cache.SetSnapshot(node.ID, snap); err != nil {
 		r.log.Error("set snapshot", "node", node.ID, "error", err)
-		return
+		return false
 	}
 	r.m.snapshotSets.Inc()
+	return true
 }
 
 // connected gives a newly connected node its snapshot right away, before
@@ -376,7 +391,7 @@ func (r *reconciler) connected(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ready {
-		r.setLocked(node, time.Time{})
+		r.setLocked(node, time.Time{}, nil)
 		r.nodesChangedLocked()
 	}
 }
@@ -393,7 +408,7 @@ func (r *reconciler) forget(id string) {
 
 // pushed records the latency of a change reaching a node.
 func (r *reconciler) pushed(id, typeURL string) {
-	if t, ok := r.pushes.sent(id, typeURL); ok {
+	if t, ok := r.pushes.sent(id, typeURL, time.Now()); ok {
 		r.m.pushLatency.WithLabelValues(xdscache.TypeName(typeURL)).Observe(r.now().Sub(t).Seconds())
 	}
 }
