@@ -196,7 +196,8 @@ func (r *reconciler) reconcile() {
 	defer r.mu.Unlock()
 	exp := r.expand(r.lis.withRouted(*in), pols) // a routed service has a cluster, instances or not
 	items := r.translateAll(exp, weights)
-	shared, err := r.bases(items)
+	nodes := r.reg.all() // one lock for the fleet, not one per node
+	shared, err := r.bases(items, nodes)
 	r.traces.translated(pass, time.Now())
 	if err != nil {
 		r.m.buildErrors.Inc()
@@ -209,8 +210,7 @@ func (r *reconciler) reconcile() {
 	r.sub.local.spill, r.sub.local.spillVer = spill, spillVer
 	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW), r.locals(items))
 	set := 0
-	for _, id := range r.reg.ids() {
-		node, _ := r.reg.get(id)
+	for _, node := range nodes {
 		if r.setLocked(node, changedAt, pass) {
 			set++
 		}
@@ -230,13 +230,12 @@ func (r *reconciler) reconcile() {
 // bases builds the shared snapshot of every assembly key a registered
 // node has, and of the plain Envoy and proxyless keys. A node connecting
 // later with another key gets its base built then (see subsets.build).
-func (r *reconciler) bases(items []xdscache.ServiceItems) (map[string]*cache.Snapshot, error) {
+// nodes are the registered nodes (registry.all).
+func (r *reconciler) bases(items []xdscache.ServiceItems, nodes []Node) (map[string]*cache.Snapshot, error) {
 	keys := map[string]bool{keyProxyless: true, keyEnvoy: true}
 	if r.lis != nil {
-		for _, id := range r.reg.ids() {
-			if node, ok := r.reg.get(id); ok {
-				keys[r.lis.assemblyKey(node)] = true
-			}
+		for _, node := range nodes {
+			keys[r.lis.assemblyKey(node)] = true
 		}
 	}
 	shared := make(map[string]*cache.Snapshot, len(keys))

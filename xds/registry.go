@@ -51,12 +51,16 @@ const maxNACKErrorBytes = 4 << 10
 
 // registry tracks connected nodes by stream, and disconnected ones
 // until they expire or, past the cap on known nodes, are evicted (oldest
-// disconnected first). It is safe for concurrent use.
+// disconnected first). It is safe for concurrent use. What every response
+// and request of a bound stream reads (its node, its latest nonces) is
+// found without the registry's lock (bound, sent), so that 10,000
+// streams' responses and ACKs do not queue on one mutex.
 type registry struct {
 	mu      sync.Mutex
 	nodes   map[string]*Node
-	streams map[int64]string               // stream id -> node id, once the node is known
-	sent    map[int64]map[string]sentNonce // stream id -> type URL -> its latest response
+	streams map[int64]string // stream id -> node id, once the node is known
+	bound   sync.Map         // the same, for lookups without mu; written under mu
+	sent    sync.Map         // stream id -> *streamSent
 	// max bounds len(nodes); 0 means no bound.
 	max int
 	// idle holds the ids of disconnected nodes, oldest disconnect first;
@@ -66,7 +70,7 @@ type registry struct {
 }
 
 func newRegistry(maxNodes int) *registry {
-	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{}, sent: map[int64]map[string]sentNonce{},
+	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{},
 		max: maxNodes, idle: list.New(), idleAt: map[string]*list.Element{}}
 }
 
@@ -81,6 +85,9 @@ var errTooManyNodes = status.Error(codes.ResourceExhausted, "xds: too many nodes
 // longest (evicted, a copy; ID "" when none), or is refused with
 // errTooManyNodes if none is.
 func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool, evicted Node, err error) {
+	if id, ok := r.bound.Load(stream); ok {
+		return id.(string), false, Node{}, nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if id, ok := r.streams[stream]; ok {
@@ -104,6 +111,7 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 		r.nodes[id] = node
 	}
 	r.streams[stream] = id
+	r.bound.Store(stream, id)
 	fresh = node.Streams == 0
 	if fresh {
 		node.ConnectedAt, node.DisconnectedAt = now, time.Time{}
@@ -126,12 +134,13 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 func (r *registry) detach(stream int64, now time.Time) (id string, last bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.sent, stream)
+	r.sent.Delete(stream)
 	id, ok := r.streams[stream]
 	if !ok {
 		return "", false
 	}
 	delete(r.streams, stream)
+	r.bound.Delete(stream)
 	node := r.nodes[id]
 	node.Streams--
 	if node.Streams == 0 {
@@ -174,9 +183,10 @@ func (r *registry) setIndex(id, group string, index int, source string) {
 
 // nodeOf returns the node id bound to a stream.
 func (r *registry) nodeOf(stream int64) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.streams[stream]
+	if id, ok := r.bound.Load(stream); ok {
+		return id.(string)
+	}
+	return ""
 }
 
 // nack records a node's NACK, its error detail clipped.
@@ -195,30 +205,41 @@ type sentNonce struct {
 	nacked bool // a NACK of it was processed
 }
 
+// streamSent is the latest response of each type on one stream.
+type streamSent struct {
+	mu     sync.Mutex
+	byType map[string]sentNonce // type URL -> its latest response
+}
+
 // responded records the nonce of a response about to be sent on a stream.
 func (r *registry) responded(stream int64, typeURL, nonce string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	byType := r.sent[stream]
-	if byType == nil {
-		byType = map[string]sentNonce{}
-		r.sent[stream] = byType
+	v, ok := r.sent.Load(stream)
+	if !ok {
+		v, _ = r.sent.LoadOrStore(stream, &streamSent{byType: map[string]sentNonce{}})
 	}
-	byType[typeURL] = sentNonce{nonce: nonce}
+	s := v.(*streamSent)
+	s.mu.Lock()
+	s.byType[typeURL] = sentNonce{nonce: nonce}
+	s.mu.Unlock()
 }
 
 // freshNACK reports whether a NACK on a stream is to be processed: it names
 // the latest response of its type sent there, which was not NACKed
 // before. It marks that response NACKed.
 func (r *registry) freshNACK(stream int64, typeURL, nonce string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s, ok := r.sent[stream][typeURL]
+	v, ok := r.sent.Load(stream)
+	if !ok {
+		return false
+	}
+	st := v.(*streamSent)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.byType[typeURL]
 	if !ok || s.nonce != nonce || s.nacked {
 		return false
 	}
 	s.nacked = true
-	r.sent[stream][typeURL] = s
+	st.byType[typeURL] = s
 	return true
 }
 
@@ -227,12 +248,13 @@ func (r *registry) freshNACK(stream int64, typeURL, nonce string) bool {
 func (r *registry) refuse(stream int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.sent, stream)
+	r.sent.Delete(stream)
 	id, ok := r.streams[stream]
 	if !ok {
 		return
 	}
 	delete(r.streams, stream)
+	r.bound.Delete(stream)
 	node := r.nodes[id]
 	if node.Streams--; node.Streams > 0 {
 		return
@@ -309,6 +331,20 @@ func (r *registry) get(id string) (Node, bool) {
 		return Node{}, false
 	}
 	return *n, true
+}
+
+// all returns copies of all known nodes sorted by id, as get does (their
+// Versions maps shared), under one lock: a reconcile pass reads the
+// whole fleet while 10,000 streams' responses and ACKs take the lock.
+func (r *registry) all() []Node {
+	r.mu.Lock()
+	out := make([]Node, 0, len(r.nodes))
+	for _, n := range r.nodes {
+		out = append(out, *n)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }
 
 // ids returns the ids of all known nodes (connected or within grace).
