@@ -161,6 +161,30 @@ func TestDebounceCoalescesBursts(t *testing.T) {
 	}
 }
 
+// TestDebounceLeadingEdge: a change after a quiet time is rebuilt at
+// once, not after the debounce; the changes right after it wait for it.
+func TestDebounceLeadingEdge(t *testing.T) {
+	s := newTestServer(t, Config{Debounce: time.Minute, MaxDelay: 2 * time.Minute})
+	connect(s, 1, "n1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rebuilt := make(chan struct{}, 100)
+	s.rec.afterReconcile = func() { rebuilt <- struct{}{} }
+	go s.rec.run(ctx)
+	s.Update(world(1, 1))
+	select {
+	case <-rebuilt:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone change waited for the debounce (1m)")
+	}
+	s.Update(world(1, 2)) // within the debounce of that pass: coalesced, later
+	select {
+	case <-rebuilt:
+		t.Fatal("a change right after a pass was rebuilt without the debounce")
+	default:
+	}
+}
+
 func TestNodeExpiry(t *testing.T) {
 	now := time.Unix(1000, 0)
 	s := newTestServer(t, Config{NodeGrace: time.Minute, Now: func() time.Time { return now }})
