@@ -334,16 +334,19 @@ func (r *registry) get(id string) (Node, bool) {
 }
 
 // all returns copies of all known nodes sorted by id, as get does (their
-// Versions maps shared), under one lock: a reconcile pass reads the
-// whole fleet while 10,000 streams' responses and ACKs take the lock.
+// Versions maps shared), under two locks rather than one per node: a
+// reconcile pass reads the whole fleet while 10,000 streams' responses
+// and ACKs take the lock.
 func (r *registry) all() []Node {
+	ids := r.ids()
+	out := make([]Node, 0, len(ids))
 	r.mu.Lock()
-	out := make([]Node, 0, len(r.nodes))
-	for _, n := range r.nodes {
-		out = append(out, *n)
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if n, ok := r.nodes[id]; ok { // else gone since
+			out = append(out, *n)
+		}
 	}
-	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
