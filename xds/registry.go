@@ -53,14 +53,13 @@ const maxNACKErrorBytes = 4 << 10
 // until they expire or, past the cap on known nodes, are evicted (oldest
 // disconnected first). It is safe for concurrent use. What every response
 // and request of a bound stream reads (its node, its latest nonces) is
-// found without the registry's lock (bound, sent), so that 10,000
-// streams' responses and ACKs do not queue on one mutex.
+// found without the registry's lock, in one lookup (byStream), so that
+// 10,000 streams' responses and ACKs do not queue on one mutex.
 type registry struct {
-	mu      sync.Mutex
-	nodes   map[string]*Node
-	streams map[int64]string // stream id -> node id, once the node is known
-	bound   sync.Map         // the same, for lookups without mu; written under mu
-	sent    sync.Map         // stream id -> *streamSent
+	mu       sync.Mutex
+	nodes    map[string]*Node
+	streams  map[int64]string // stream id -> node id, once the node is known
+	byStream sync.Map         // stream id -> *streamState; its id set under mu
 	// max bounds len(nodes); 0 means no bound.
 	max int
 	// idle holds the ids of disconnected nodes, oldest disconnect first;
@@ -85,8 +84,8 @@ var errTooManyNodes = status.Error(codes.ResourceExhausted, "xds: too many nodes
 // longest (evicted, a copy; ID "" when none), or is refused with
 // errTooManyNodes if none is.
 func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool, evicted Node, err error) {
-	if id, ok := r.bound.Load(stream); ok {
-		return id.(string), false, Node{}, nil
+	if id := r.nodeOf(stream); id != "" {
+		return id, false, Node{}, nil
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -111,7 +110,10 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 		r.nodes[id] = node
 	}
 	r.streams[stream] = id
-	r.bound.Store(stream, id)
+	st := r.stream(stream)
+	st.mu.Lock()
+	st.id = id
+	st.mu.Unlock()
 	fresh = node.Streams == 0
 	if fresh {
 		node.ConnectedAt, node.DisconnectedAt = now, time.Time{}
@@ -134,13 +136,12 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 func (r *registry) detach(stream int64, now time.Time) (id string, last bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sent.Delete(stream)
+	r.byStream.Delete(stream)
 	id, ok := r.streams[stream]
 	if !ok {
 		return "", false
 	}
 	delete(r.streams, stream)
-	r.bound.Delete(stream)
 	node := r.nodes[id]
 	node.Streams--
 	if node.Streams == 0 {
@@ -183,10 +184,14 @@ func (r *registry) setIndex(id, group string, index int, source string) {
 
 // nodeOf returns the node id bound to a stream.
 func (r *registry) nodeOf(stream int64) string {
-	if id, ok := r.bound.Load(stream); ok {
-		return id.(string)
+	v, ok := r.byStream.Load(stream)
+	if !ok {
+		return ""
 	}
-	return ""
+	st := v.(*streamState)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.id
 }
 
 // nack records a node's NACK, its error detail clipped.
@@ -205,33 +210,42 @@ type sentNonce struct {
 	nacked bool // a NACK of it was processed
 }
 
-// streamSent is the latest response of each type on one stream.
-type streamSent struct {
+// streamState is what a stream's responses and requests read: its node
+// and the latest response of each type on it.
+type streamState struct {
 	mu     sync.Mutex
+	id     string               // its node; "" until bound
 	byType map[string]sentNonce // type URL -> its latest response
 }
 
-// responded records the nonce of a response about to be sent on a stream.
-func (r *registry) responded(stream int64, typeURL, nonce string) {
-	v, ok := r.sent.Load(stream)
+// stream returns the state of a stream, made on first use.
+func (r *registry) stream(stream int64) *streamState {
+	v, ok := r.byStream.Load(stream)
 	if !ok {
-		v, _ = r.sent.LoadOrStore(stream, &streamSent{byType: map[string]sentNonce{}})
+		v, _ = r.byStream.LoadOrStore(stream, &streamState{byType: map[string]sentNonce{}})
 	}
-	s := v.(*streamSent)
-	s.mu.Lock()
-	s.byType[typeURL] = sentNonce{nonce: nonce}
-	s.mu.Unlock()
+	return v.(*streamState)
+}
+
+// responded records the nonce of a response about to be sent on a stream
+// and returns the stream's node id ("" if unbound).
+func (r *registry) responded(stream int64, typeURL, nonce string) string {
+	st := r.stream(stream)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.byType[typeURL] = sentNonce{nonce: nonce}
+	return st.id
 }
 
 // freshNACK reports whether a NACK on a stream is to be processed: it names
 // the latest response of its type sent there, which was not NACKed
 // before. It marks that response NACKed.
 func (r *registry) freshNACK(stream int64, typeURL, nonce string) bool {
-	v, ok := r.sent.Load(stream)
+	v, ok := r.byStream.Load(stream)
 	if !ok {
 		return false
 	}
-	st := v.(*streamSent)
+	st := v.(*streamState)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s, ok := st.byType[typeURL]
@@ -248,13 +262,12 @@ func (r *registry) freshNACK(stream int64, typeURL, nonce string) bool {
 func (r *registry) refuse(stream int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sent.Delete(stream)
+	r.byStream.Delete(stream)
 	id, ok := r.streams[stream]
 	if !ok {
 		return
 	}
 	delete(r.streams, stream)
-	r.bound.Delete(stream)
 	node := r.nodes[id]
 	if node.Streams--; node.Streams > 0 {
 		return
