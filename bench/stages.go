@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/xds-server/xds-server/xds"
@@ -30,25 +29,18 @@ var Stages = []string{StageConsul, xds.StageDiscovery, xds.StageDebounce, xds.St
 // FetchPasses reads the server's latest reconcile passes (GET
 // /debug/changes on its admin address).
 func FetchPasses(ctx context.Context, admin string) ([]xds.PassTimes, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/debug/changes", nil)
+	body, err := httpGet(ctx, "http://"+admin+"/debug/changes")
 	if err != nil {
 		return nil, fmt.Errorf("bench: passes: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("bench: passes: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: passes: %s", resp.Status)
-	}
-	var body struct {
+	defer body.Close()
+	var passes struct {
 		Passes []xds.PassTimes `json:"passes"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	if err := json.NewDecoder(body).Decode(&passes); err != nil {
 		return nil, fmt.Errorf("bench: passes: %w", err)
 	}
-	return body.Passes, nil
+	return passes.Passes, nil
 }
 
 // StagesOf is where a change made at start went, in seconds per stage:
