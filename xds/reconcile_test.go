@@ -3,7 +3,6 @@ package xds
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -250,35 +249,6 @@ func TestServedResourcesAreTheBuiltOnes(t *testing.T) {
 		}
 		if it.Hash != cache.HashResource(want) {
 			t.Errorf("%T: hash is not go-control-plane's resource hash", it.Res)
-		}
-	}
-}
-
-// TestPassHandsLargeFleetsOver: past setInline changed nodes, a pass
-// hands the snapshots over from several goroutines; every node gets its
-// own in the cache, and the pass counts them once.
-func TestPassHandsLargeFleetsOver(t *testing.T) {
-	s := newTestServer(t, Config{})
-	n := setInline + 88
-	for i := range n {
-		connect(s, int64(i+1), fmt.Sprintf("n%04d", i))
-	}
-	for k, w := range []discovery.Snapshot{world(2, 3), world(2, 4)} {
-		s.Update(w)
-		s.rec.reconcile()
-		passes := s.Passes()
-		if got := passes[len(passes)-1].Nodes; got != n {
-			t.Fatalf("pass %d gave %d nodes a snapshot, want %d", k, got, n)
-		}
-		for i := range n {
-			id := fmt.Sprintf("n%04d", i)
-			got, err := s.cache.GetSnapshot(id)
-			if err != nil {
-				t.Fatalf("pass %d: node %s: %v", k, id, err)
-			}
-			if want, _ := s.rec.snapshotOf(id); got != want || countEndpoints(want) != 2*(k+3) {
-				t.Fatalf("pass %d: node %s has not the pass's snapshot", k, id)
-			}
 		}
 	}
 }
