@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -137,7 +136,12 @@ func (r *reconciler) reconcile() {
 	r.shared = shared
 	r.sub.local.spill, r.sub.local.spillVer = spill, spillVer
 	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW), r.locals(items))
-	set := r.setAllLocked(nodes, changedAt, pass)
+	set := 0
+	for _, node := range nodes {
+		if r.setLocked(node, changedAt, pass) {
+			set++
+		}
+	}
 	r.traces.seal(pass, time.Now(), set)
 	r.sub.settle()
 	r.publishSubsetsLocked()
@@ -285,83 +289,22 @@ func (r *reconciler) locals(items []xdscache.ServiceItems) []localService {
 // stage metrics, in pass (nil: none). It reports whether the node was
 // given a new snapshot. r.mu must be held.
 func (r *reconciler) setLocked(node Node, changedAt time.Time, pass *passTrace) bool {
-	s, ok := r.changeLocked(node, changedAt, pass)
-	return ok && r.apply(s)
-}
-
-// nodeSet is a node's new snapshot, decided by a pass.
-type nodeSet struct {
-	id   string
-	snap *cache.Snapshot
-}
-
-// changeLocked decides and records node's new snapshot as setLocked
-// does, without handing it to the cache (no stream is woken); false
-// when the node keeps what it has. r.mu must be held.
-func (r *reconciler) changeLocked(node Node, changedAt time.Time, pass *passTrace) (nodeSet, bool) {
 	snap := r.sub.snapshotFor(node)
 	if snap == nil {
-		return nodeSet{}, false
+		return false
 	}
 	old := r.nodeSnap[node.ID]
 	if xdscache.SameVersions(old, snap) {
-		return nodeSet{}, false
+		return false
 	}
 	r.pushes.set(node.ID, old, snap, changedAt, pass)
 	r.nodeSnap[node.ID] = snap
-	return nodeSet{id: node.ID, snap: snap}, true
-}
-
-// apply hands a decided snapshot to the cache, which answers the node's
-// open watches; it reports whether it was taken.
-func (r *reconciler) apply(s nodeSet) bool {
-	if err := r.cache.SetSnapshot(s.id, s.snap); err != nil {
-		r.log.Error("set snapshot", "node", s.id, "error", err)
+	if err := r.cache.SetSnapshot(node.ID, snap); err != nil {
+		r.log.Error("set snapshot", "node", node.ID, "error", err)
 		return false
 	}
 	r.m.snapshotSets.Inc()
 	return true
-}
-
-// Handing snapshots to the cache: from setWorkers goroutines once a pass
-// changes at least setInline nodes.
-const (
-	setWorkers = 16
-	setInline  = 512
-)
-
-// setAllLocked gives every node its snapshot (setLocked) and returns how
-// many were given a new one. It first decides them all, then hands them
-// to the cache, from setWorkers goroutines for a large fleet: each hand-
-// over wakes a node's stream, and one goroutine doing 10,000 of them gets
-// a single place among the thousands of streams it woke, so the last
-// nodes were reached only after most others had sent and processed
-// their ACKs (issue 29: the cache stage was most of a change's time).
-// r.mu must be held.
-func (r *reconciler) setAllLocked(nodes []Node, changedAt time.Time, pass *passTrace) int {
-	sets := make([]nodeSet, 0, len(nodes))
-	for _, node := range nodes {
-		if s, ok := r.changeLocked(node, changedAt, pass); ok {
-			sets = append(sets, s)
-		}
-	}
-	workers := 1
-	if len(sets) >= setInline {
-		workers = setWorkers
-	}
-	var given atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for k := w; k < len(sets); k += workers { // interleaved: the fleet's order is kept
-				if r.apply(sets[k]) {
-					given.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return int(given.Load())
 }
 
 // connected gives a newly connected node its snapshot right away, before
