@@ -180,6 +180,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		for _, d := range w.Latencies() {
 			r.Latencies = append(r.Latencies, d.Seconds())
 		}
+		r.Stages = appendStages(b, r.Stages, srv.AdminAddr, w)
 		r.ChangeEDS = append(r.ChangeEDS, float64(w.EDSResponses())/float64(r.Nodes))
 		r.ChangeSampled = append(r.ChangeSampled, w.Sampled())
 		r.Changes++
@@ -198,7 +199,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		r.Pushes = append(r.Pushes, fullPush(b, fleet, flip, cat, metrics, k))
 		sleep(ctx, *flagGap)
 	}
-	drainPhase(b, fleet, NewDrainer(cat, agent, srv.AdminAddr), flip, cat, &r)
+	drainPhase(b, fleet, NewDrainer(cat, agent, srv.AdminAddr), flip, cat, &r, srv.AdminAddr)
 	b.StopTimer()
 	r.LoadGenCPU, r.RunSeconds = SelfCPU()-cpu0, time.Since(w.start).Seconds()
 	end, err := Scrape(ctx, metrics)
@@ -220,9 +221,9 @@ func runConsulFleet(b *testing.B, mode string) Run {
 
 // drainPhase drains -drains endpoints one at a time, alternately by Consul
 // maintenance and by the admin API, and records for each the latency
-// until every node has it DRAINING; each is undrained (unmeasured) before
-// the next.
-func drainPhase(b *testing.B, fleet *Fleet, d *Drainer, flip *Flipper, cat Catalog, r *Run) {
+// until every node has it DRAINING, and its stages (the server at admin);
+// each is undrained (unmeasured) before the next.
+func drainPhase(b *testing.B, fleet *Fleet, d *Drainer, flip *Flipper, cat Catalog, r *Run, admin string) {
 	ctx := b.Context()
 	for k := range *flagDrains {
 		s, e := (k*7+3)%cat.Services, (k*3+1)%cat.Endpoints
@@ -240,6 +241,7 @@ func drainPhase(b *testing.B, fleet *Fleet, d *Drainer, flip *Flipper, cat Catal
 		for _, lat := range w.Latencies() {
 			r.DrainLatencies = append(r.DrainLatencies, lat.Seconds())
 		}
+		r.DrainStages = appendStages(b, r.DrainStages, admin, w)
 		r.Drains++
 		w = fleet.Install([]Want{flip.Current(s, e)}) // its health from before the drain
 		if err := do(ctx, s, e, false); err != nil {
@@ -310,6 +312,23 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		LoadGenCPU: SelfCPU() - cpu0, Sampled: w.Sampled(),
 		Bytes: float64(fleet.RecvBytes() - bytes0), ConsulReads: Sum(m1, MetricConsulReads) - Sum(m0, MetricConsulReads),
 	}
+}
+
+// appendStages appends to out where the change w awaited went (StagesOf),
+// from the server's passes at admin; a change no pass took is left out.
+func appendStages(b *testing.B, out []map[string]float64, admin string, w *Wait) []map[string]float64 {
+	passes, err := FetchPasses(b.Context(), admin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last time.Duration
+	for _, d := range w.Latencies() {
+		last = max(last, d)
+	}
+	if s := StagesOf(passes, w.start, last); s != nil {
+		out = append(out, s)
+	}
+	return out
 }
 
 // awaitCatalog polls the server's metrics until it counts want healthy

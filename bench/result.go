@@ -75,6 +75,11 @@ type Run struct {
 	// ConsulWrites are the server's Consul KV writes over the run
 	// (xds_ha_consul_writes_total; 0 without ha.enabled).
 	ConsulWrites float64 `json:"consul_writes"`
+	// Stages and DrainStages are, per change (drain), where its time went:
+	// seconds per stage (StagesOf; keys in Stages), from the server's
+	// reconcile pass that took it.
+	Stages      []map[string]float64 `json:"stages,omitempty"`
+	DrainStages []map[string]float64 `json:"drain_stages,omitempty"`
 }
 
 // Push is one full push: one endpoint of every service flipped at once.

@@ -30,19 +30,12 @@ type Metrics map[string]float64
 
 // Scrape reads the Prometheus text exposition at url.
 func Scrape(ctx context.Context, url string) (Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := httpGet(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("bench: scrape: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("bench: scrape: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("bench: scrape %s: %s", url, resp.Status)
-	}
-	return ParseMetrics(resp.Body)
+	defer body.Close()
+	return ParseMetrics(body)
 }
 
 // ParseMetrics parses the samples of a Prometheus text exposition; comments
@@ -77,25 +70,35 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 	return out, nil
 }
 
-// fetchTo writes the body of a GET of url to the file path.
-func fetchTo(ctx context.Context, url, path string) error {
+// httpGet returns the body of a successful GET of url; the caller closes it.
+func httpGet(ctx context.Context, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("bench: GET %s: %w", url, err)
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("bench: GET %s: %s", url, resp.Status)
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
+	return resp.Body, nil
+}
+
+// fetchTo writes the body of a GET of url to the file path.
+func fetchTo(ctx context.Context, url, path string) error {
+	body, err := httpGet(ctx, url)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer body.Close()
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		f.Close()
 		return fmt.Errorf("bench: %s: %w", path, err)
 	}

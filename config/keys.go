@@ -117,7 +117,7 @@ func secret(key Key) Key { key.Secret = true; return key }
 // README, --help and examples/xds-server.yaml.
 var Keys = []Key{
 	k("xds.address", ":18000", "host:port of the xDS (ADS) gRPC listener"),
-	k("xds.debounce", 50*time.Millisecond, "quiet time that ends a burst of discovery changes before nodes are updated"),
+	k("xds.debounce", 50*time.Millisecond, "quiet time that ends a burst of discovery changes before nodes are updated; a change after such a quiet time is applied at once"),
 	k("xds.max_delay", time.Second, "longest a burst of changes may postpone an update"),
 	k("xds.node_grace", 5*time.Minute, "keep the snapshot of a disconnected node this long (a reconnect within it is served at once)"),
 	k("xds.max_streams", uint32(1000), "concurrent gRPC streams per client connection"),

@@ -78,6 +78,10 @@ type ConsulConfig struct {
 	Logger *slog.Logger
 	// Metrics records errors, staleness and snapshots; may be nil.
 	Metrics *Metrics
+	// OnRead, if set, is called just before each emitted snapshot with
+	// the read of the first change it brings (Read): the start of a
+	// change's path, for xds's stage metrics. It must not block.
+	OnRead func(Read)
 	// Now is the clock of the last-update metric; nil means time.Now.
 	// Timers (rate limit, backoff) always use real time.
 	Now func() time.Time

@@ -16,6 +16,7 @@ type consulEvent struct {
 	names     []string   // catalog: the services to watch, sorted
 	endpoints []Endpoint // health: raw endpoints of the service
 	err       error      // the query failed (already logged by the loop)
+	read      Read       // when the query returned, and its index before and after
 }
 
 // serviceWatch is the coordinator's view of one watched service of one
@@ -42,6 +43,7 @@ type consulRun struct {
 	reported map[string]bool // merge problems logged, by service and endpoint: logged once
 
 	dirty    bool      // something arrived since the last snapshot was built
+	read     Read      // the first result since the last snapshot was built; zero: none
 	emitted  bool      // a snapshot was emitted
 	last     Snapshot  // the last snapshot emitted
 	lastEmit time.Time // when it was emitted
@@ -123,6 +125,9 @@ func (r *consulRun) apply(ev consulEvent) {
 	}
 	r.recovered(d, ev.service)
 	r.dirty = true
+	if r.read.At.IsZero() {
+		r.read = ev.read
+	}
 	if w == nil {
 		d.catalogRead = true
 		r.setServices(ev.dc, ev.names)
@@ -236,11 +241,17 @@ func (r *consulRun) maybeEmit() {
 		return
 	}
 	r.dirty = false
+	read := r.read
+	r.read = Read{}
 	snap := r.snapshot()
 	if r.emitted && snap.Equal(r.last) {
 		return
 	}
 	r.cfg.Metrics.emitted(consulSource)
+	if r.cfg.OnRead != nil && !read.At.IsZero() {
+		read.Emitted = time.Now()
+		r.cfg.OnRead(read)
+	}
 	r.emit(snap)
 	r.last, r.emitted, r.lastEmit = snap, true, time.Now()
 }

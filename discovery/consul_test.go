@@ -244,3 +244,34 @@ func TestConsulRunReturnsWhileQueriesBlock(t *testing.T) {
 		t.Error("Run with a nil emit: want an error")
 	}
 }
+
+// TestConsulOnRead: each emitted snapshot is preceded by the read of the
+// first change it brings: when its blocking query returned, its index
+// before and after, and when the snapshot went out.
+func TestConsulOnRead(t *testing.T) {
+	f := newFakeConsul(t)
+	f.set("a", entry("n1", "a1", "", 80, "passing"))
+	reads := make(chan Read, 100)
+	h := runConsul(t, f.addr(), ConsulConfig{OnRead: func(r Read) { reads <- r }})
+	h.next(t)
+	select {
+	case <-reads: // the first snapshot's
+	default:
+		t.Fatal("the first snapshot was emitted without its read")
+	}
+	before := time.Now()
+	f.set("a", entry("n1", "a1", "", 80, "critical"))
+	h.await(t, "a1 critical", func(s Snapshot) bool { return health(s, "a")["a1"] == HealthUnhealthy }, nil)
+	var r Read
+	select {
+	case r = <-reads:
+	default:
+		t.Fatal("a snapshot emitted without its read")
+	}
+	if r.At.Before(before) || r.Emitted.Before(r.At) {
+		t.Errorf("read at %v, emitted at %v; the change was made at %v", r.At, r.Emitted, before)
+	}
+	if r.IndexTo <= r.IndexFrom || r.IndexFrom == 0 {
+		t.Errorf("index %d -> %d, want a change from a known index", r.IndexFrom, r.IndexTo)
+	}
+}

@@ -39,8 +39,8 @@ func (c *Consul) watchCatalog(ctx context.Context, l consulLoop, out chan<- cons
 		}
 		return svcs, meta, nil
 	}
-	deliver := func(svcs map[string][]string, err error) bool {
-		ev := consulEvent{dc: l.dc, err: err}
+	deliver := func(svcs map[string][]string, read Read, err error) bool {
+		ev := consulEvent{dc: l.dc, err: err, read: read}
 		if err == nil {
 			ev.names = consulServiceNames(svcs, c.cfg.Services, c.cfg.Tags)
 		}
@@ -61,8 +61,8 @@ func (c *Consul) watchService(ctx context.Context, l consulLoop, gen uint64, out
 		}
 		return entries, meta, nil
 	}
-	deliver := func(entries []*api.ServiceEntry, err error) bool {
-		ev := consulEvent{dc: l.dc, service: name, gen: gen, err: err}
+	deliver := func(entries []*api.ServiceEntry, read Read, err error) bool {
+		ev := consulEvent{dc: l.dc, service: name, gen: gen, err: err, read: read}
 		if err == nil {
 			ev.endpoints = consulEndpoints(entries, c.cfg.Tags, c.warningAs, l.datacenter)
 		}
@@ -73,7 +73,8 @@ func (c *Consul) watchService(ctx context.Context, l consulLoop, gen uint64, out
 
 // poll runs one blocking query loop until ctx is done: it passes the last
 // index back (see nextIndex), starts queries at most once per MinInterval,
-// hands every changed result and every error to deliver, and backs off
+// hands every changed result (with when its query returned and the index
+// before and after) and every error to deliver, and backs off
 // after errors (see backoff; reset on success). After an error the index
 // is reset to 0, so the first answer after an outage (maybe from a
 // restarted Consul whose indexes went backwards) arrives at once. deliver
@@ -81,7 +82,7 @@ func (c *Consul) watchService(ctx context.Context, l consulLoop, gen uint64, out
 // first failure and then at most one per 30s of the loop's clock (see
 // outage; the others at debug), info on recovery with the outage's length.
 func poll[T any](ctx context.Context, c *Consul, l consulLoop,
-	fetch func(*api.QueryOptions) (T, *api.QueryMeta, error), deliver func(T, error) bool) {
+	fetch func(*api.QueryOptions) (T, *api.QueryMeta, error), deliver func(T, Read, error) bool) {
 	var (
 		index     uint64
 		lastStart time.Time
@@ -98,6 +99,7 @@ func poll[T any](ctx context.Context, c *Consul, l consulLoop,
 		qctx, cancel := context.WithTimeout(ctx, c.queryTimeout())
 		q := (&api.QueryOptions{Datacenter: l.datacenter, WaitIndex: index, WaitTime: c.cfg.Wait}).WithContext(qctx)
 		res, meta, err := fetch(q)
+		returned := time.Now()
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -106,7 +108,7 @@ func poll[T any](ctx context.Context, c *Consul, l consulLoop,
 			index = 0
 			delay := consulstate.Backoff(down.failures+1, c.cfg.BackoffBase, c.cfg.BackoffMax, c.rnd)
 			c.logFailure(&down, l, delay, err)
-			if !deliver(res, err) || !pause.For(ctx, delay) {
+			if !deliver(res, Read{}, err) || !pause.For(ctx, delay) {
 				return
 			}
 			continue
@@ -115,8 +117,9 @@ func poll[T any](ctx context.Context, c *Consul, l consulLoop,
 			l.log.Info("consul query recovered", "kind", l.kind, "service", l.service, "failures", failures,
 				"down_for", lasted.Round(time.Millisecond))
 		}
-		var changed bool
-		if index, changed = consulstate.NextIndex(index, meta.LastIndex); changed && !deliver(res, nil) {
+		from, changed := index, false
+		if index, changed = consulstate.NextIndex(index, meta.LastIndex); changed &&
+			!deliver(res, Read{At: returned, IndexFrom: from, IndexTo: index}, nil) {
 			return
 		}
 	}

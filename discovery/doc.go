@@ -6,6 +6,10 @@
 // datacenter kept at its last known endpoints while it cannot be read)
 // and a static YAML file (hot-reloaded, static.go).
 //
+// ConsulConfig.OnRead reports, just before each emitted snapshot, when the
+// blocking query that saw its first change returned and the index before
+// and after (Read): the start of a change's path for xds's stage metrics.
+//
 // A Source emits complete, normalized snapshots (normalize.go): services
 // sorted by name, endpoints sorted by id, bad entries skipped and reported
 // as Problems. Consumers never see a partial view of the world.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Health is the serving state of an endpoint as far as discovery knows it.
@@ -122,6 +123,16 @@ func (s Service) Equal(o Service) bool {
 // Equal reports whether two snapshots describe the same world.
 func (s Snapshot) Equal(o Snapshot) bool {
 	return slices.EqualFunc(s.Services, o.Services, Service.Equal)
+}
+
+// Read is when a source read the first change a snapshot brings: the
+// wall-clock time its query returned (Consul: the blocking query that
+// saw a new index), its index before and after (0: none), and when the
+// snapshot was emitted.
+type Read struct {
+	At                 time.Time
+	IndexFrom, IndexTo uint64
+	Emitted            time.Time
 }
 
 // Source produces snapshots until ctx is done. Each call of emit carries a

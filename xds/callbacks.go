@@ -105,7 +105,10 @@ func (c *callbacks) closed(stream int64) {
 // A node over a bound (checkNode) or past subsetting.max_groups is refused
 // with the status it returns; nothing of it is kept.
 func (c *callbacks) request(stream int64, n *core.Node) (string, error) {
-	if c.reg.nodeOf(stream) == "" && n != nil {
+	if id := c.reg.nodeOf(stream); id != "" {
+		return id, nil // bound: one lookup for each ACK, no lock for the fleet
+	}
+	if n != nil {
 		if err := checkNode(n); err != nil {
 			return "", c.refuse("node_too_large", n, err)
 		}
@@ -305,9 +308,8 @@ func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDi
 }
 
 func (c *callbacks) responded(stream int64, typeURL, nonce string) {
-	c.reg.responded(stream, typeURL, nonce)
+	id := c.reg.responded(stream, typeURL, nonce)
 	c.m.pushes.WithLabelValues(xdscache.TypeName(typeURL)).Inc()
-	id := c.reg.nodeOf(stream)
 	if id != "" {
 		c.rec.pushed(id, typeURL)
 	}

@@ -97,6 +97,7 @@ func (s *Server) Handler() http.Handler {
 			httpjson.Write(w, http.StatusOK, cfg)
 		}
 	})
+	mux.HandleFunc("GET /debug/changes", s.servePasses) // stages.go: the latest reconcile passes
 	mux.HandleFunc("GET /debug/subsets", func(w http.ResponseWriter, r *http.Request) {
 		svc := r.URL.Query().Get("service")
 		if svc == "" {

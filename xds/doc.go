@@ -41,6 +41,16 @@
 // target or aggregate no policy names any more lingers policyLinger, so
 // that Envoy never loses a cluster before the route that named it.
 //
+// Stages (stages.go): each reconcile pass stamps where its change's time
+// goes, cheaply (a few stamps per pass; per node only a counter and the
+// first and last write): the source's read (SourceRead, handed in just
+// before the snapshot), the change reaching the loop, the debounce
+// firing, translation, every node's snapshot set, and the first and last
+// response the pass made due handed to a stream (pushes.go attributes
+// each response to the pass that made it due). They feed
+// xds_change_stage_seconds{stage} (StageDiscovery ... StageLastWrite)
+// and GET /debug/changes (the latest 64 passes, Passes).
+//
 // Files are layered one way: each uses only files below it (registry,
 // bounds, buffers, memo at the bottom; the reconcile loop in the middle;
 // callbacks, the server and its debug pages on top).

@@ -19,6 +19,7 @@ type metrics struct {
 	nacks         *prometheus.CounterVec
 	reconciles    prometheus.Counter
 	reconcileDur  prometheus.Histogram
+	stages        *prometheus.HistogramVec // xds_change_stage_seconds, by stage (stages.go)
 	snapshotSets  prometheus.Counter
 	buildErrors   prometheus.Counter
 	endpoints     *prometheus.GaugeVec
@@ -52,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m.boundMetrics()
 	m.localityMetrics()
 	err := metricreg.Register(reg, m.nodes, m.streams, m.pushes, m.pushLatency, m.nacks, m.reconciles,
-		m.reconcileDur, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
+		m.reconcileDur, m.stages, m.snapshotSets, m.buildErrors, m.endpoints, m.expired, m.indexErrors, m.weightUpdates, m.unknownRoute,
 		m.refused, m.groups, m.nacksIgnored, m.logSuppressed, m.swept, m.slotsHealed, m.indicesHealed,
 		m.namesRefused, m.evicted, m.localAssigns, m.localEPs, m.policyUnserved)
 	if err != nil {
@@ -94,6 +95,11 @@ func (m *metrics) reconcileMetrics() {
 		Name: "xds_reconcile_duration_seconds", Help: "Time spent in one reconcile pass.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 	})
+	m.stages = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "xds_change_stage_seconds",
+		Help:    "Time a change spends in each stage of its path, per reconcile pass, by stage: discovery (the source read it -> the reconcile loop has it), debounce (-> the pass starts), translate (-> translated, shared snapshots built), cache (-> every node's snapshot set), first_write and last_write (translated -> the first and the last response the pass made due handed to a stream).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .075, .1, .15, .2, .3, .5, .75, 1, 2.5, 5, 10},
+	}, []string{"stage"})
 	m.snapshotSets = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "xds_snapshot_updates_total", Help: "Per-node cache snapshots replaced because their content changed.",
 	})

@@ -20,14 +20,16 @@ type pushTimes struct {
 // nodePushes is one node's awaited changes.
 type nodePushes struct {
 	mu    sync.Mutex
-	snap  *cache.Snapshot                // the latest snapshot the node was given
-	since [len(xdscache.Kinds)]time.Time // per kind, when the oldest change not sent yet came; zero: none
+	snap  *cache.Snapshot                 // the latest snapshot the node was given
+	since [len(xdscache.Kinds)]time.Time  // per kind, when the oldest change not sent yet came; zero: none
+	pass  [len(xdscache.Kinds)]*passTrace // per kind, the pass that made it due; nil: none traced
 }
 
 // set records that node was given snap, with the kinds whose version
 // changed since old changed at changedAt (zero: not recorded, as for a
-// node's first snapshot). A kind already awaiting a push keeps its time.
-func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Time) {
+// node's first snapshot) by pass (nil: not traced). A kind already
+// awaiting a push keeps its time and pass.
+func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Time, pass *passTrace) {
 	v, ok := p.nodes.Load(id)
 	if !ok {
 		if changedAt.IsZero() || old == nil {
@@ -45,13 +47,18 @@ func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Tim
 	for k, kind := range xdscache.Kinds {
 		if old.Resources[kind].Version != snap.Resources[kind].Version && n.since[k].IsZero() {
 			n.since[k] = changedAt
+			if pass != nil {
+				pass.await()
+				n.pass[k] = pass
+			}
 		}
 	}
 }
 
 // sent returns when the change a response of typeURL to node brings came,
-// if one was awaited, and forgets it.
-func (p *pushTimes) sent(id, typeURL string) (time.Time, bool) {
+// if one was awaited, and forgets it; the pass that made it due counts
+// it written at.
+func (p *pushTimes) sent(id, typeURL string, at time.Time) (time.Time, bool) {
 	k := kindIndex(typeURL)
 	v, ok := p.nodes.Load(id)
 	if !ok || k < 0 {
@@ -60,8 +67,11 @@ func (p *pushTimes) sent(id, typeURL string) (time.Time, bool) {
 	n := v.(*nodePushes)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	t := n.since[k]
-	n.since[k] = time.Time{}
+	t, pass := n.since[k], n.pass[k]
+	n.since[k], n.pass[k] = time.Time{}, nil
+	if pass != nil {
+		pass.wrote(at)
+	}
 	return t, !t.IsZero()
 }
 
@@ -79,12 +89,30 @@ func (p *pushTimes) upToDate(id, typeURL string, snap *cache.Snapshot) {
 	n.mu.Lock()
 	if n.snap == snap {
 		n.since[k] = time.Time{}
+		if pass := n.pass[k]; pass != nil {
+			n.pass[k] = nil
+			pass.settle()
+		}
 	}
 	n.mu.Unlock()
 }
 
-// forget drops a node.
-func (p *pushTimes) forget(id string) { p.nodes.Delete(id) }
+// forget drops a node; the passes it was due a response of stop waiting for it.
+func (p *pushTimes) forget(id string) {
+	v, ok := p.nodes.LoadAndDelete(id)
+	if !ok {
+		return
+	}
+	n := v.(*nodePushes)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, pass := range n.pass {
+		if pass != nil {
+			n.pass[k] = nil
+			pass.settle()
+		}
+	}
+}
 
 // kindIndex is the position of typeURL in kinds, or -1.
 func kindIndex(typeURL string) int {

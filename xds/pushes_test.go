@@ -18,24 +18,24 @@ func TestPushTimes(t *testing.T) {
 	var p pushTimes
 	s0, s1, s2 := testSnapshot(t, 2), testSnapshot(t, 2, 0), testSnapshot(t, 2, 1)
 	t0 := time.Unix(100, 0)
-	p.set("n", s0, s1, t0)
-	if at, ok := p.sent("n", resource.EndpointType); !ok || !at.Equal(t0) {
+	p.set("n", s0, s1, t0, nil)
+	if at, ok := p.sent("n", resource.EndpointType, t0); !ok || !at.Equal(t0) {
 		t.Fatalf("sent = %v, %v; want the change time", at, ok)
 	}
-	if _, ok := p.sent("n", resource.EndpointType); ok {
+	if _, ok := p.sent("n", resource.EndpointType, t0); ok {
 		t.Fatal("a change measured twice")
 	}
-	p.set("n", s1, s2, t0.Add(time.Second))
+	p.set("n", s1, s2, t0.Add(time.Second), nil)
 	p.upToDate("n", resource.EndpointType, s1) // an older snapshot: says nothing of s2
-	if _, ok := p.sent("n", resource.EndpointType); !ok {
+	if _, ok := p.sent("n", resource.EndpointType, t0); !ok {
 		t.Fatal("the awaited change was forgotten on an older snapshot's account")
 	}
-	p.set("n", s2, s1, t0.Add(2*time.Second))
+	p.set("n", s2, s1, t0.Add(2*time.Second), nil)
 	p.upToDate("n", resource.EndpointType, s1)
-	if _, ok := p.sent("n", resource.EndpointType); ok {
+	if _, ok := p.sent("n", resource.EndpointType, t0); ok {
 		t.Error("a change the node did not need was measured at its next push")
 	}
-	if _, ok := p.sent("n", resource.ClusterType); ok {
+	if _, ok := p.sent("n", resource.ClusterType, t0); ok {
 		t.Error("a type that did not change was measured")
 	}
 }

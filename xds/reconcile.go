@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"context"
 	"log/slog"
 	"maps"
 	"slices"
@@ -66,6 +65,8 @@ type reconciler struct {
 
 	pushes pushTimes // changes awaiting their push, for the latency metric
 
+	traces passTraces // the stages of each pass (stages.go)
+
 	views subsetViews // the node subsets published after each pass
 }
 
@@ -94,6 +95,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 		views:    subsetViews{publish: cfg.OnSubsets},
 	}
 	r.served = lis
+	r.traces.hist = m.stages
 	r.linger.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey
@@ -102,76 +104,6 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 		r.sub.local.defaultDC, r.sub.local.datacenters = cfg.Datacenters[0], slices.Clone(cfg.Datacenters)
 	}
 	return r
-}
-
-// update queues a discovery snapshot; only the latest one is kept.
-func (r *reconciler) update(s discovery.Snapshot) {
-	r.inMu.Lock()
-	if r.input == nil {
-		r.changedAt = r.now()
-	}
-	r.input = &s
-	r.inMu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
-}
-
-// setWeights replaces the EDS weights from utilization reports (service ->
-// endpoint id -> weight; services absent keep their discovery weights) and
-// queues a rebuild of the latest discovery snapshot.
-func (r *reconciler) setWeights(w map[string]map[string]uint32) {
-	r.redo(func() { r.weights = w })
-}
-
-// redo applies set under the input lock and queues a rebuild of the
-// latest discovery snapshot.
-func (r *reconciler) redo(set func()) {
-	r.inMu.Lock()
-	set()
-	if r.input == nil && r.last != nil {
-		r.changedAt = r.now()
-		r.input = r.last
-	}
-	r.inMu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
-}
-
-// setNodeWeights replaces the per-node weights and queues a rebuild of the
-// latest discovery snapshot.
-func (r *reconciler) setNodeWeights(w NodeWeights) {
-	r.redo(func() { r.nodeW = w })
-}
-
-// run rebuilds after each burst of updates until ctx is done. A burst ends
-// after debounce without updates, or at maxDelay after its first update.
-func (r *reconciler) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.kick:
-		}
-		deadline := time.Now().Add(r.maxDelay)
-		t := time.NewTimer(r.debounce)
-	burst:
-		for {
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-r.kick:
-				t.Reset(min(r.debounce, max(time.Until(deadline), 0)))
-			case <-t.C:
-				break burst
-			}
-		}
-		r.reconcile()
-	}
 }
 
 // reconcile applies the latest discovery snapshot to every node.
@@ -186,24 +118,31 @@ func (r *reconciler) reconcile() {
 	r.input, r.last = nil, in
 	r.inMu.Unlock()
 	start := time.Now()
+	pass := r.traces.start(start)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	exp := r.expand(r.lis.withRouted(*in), pols) // a routed service has a cluster, instances or not
 	items := r.translateAll(exp, weights)
-	shared, err := r.bases(items)
+	nodes := r.reg.all() // one lock for the fleet, not one per node
+	shared, err := r.bases(items, nodes)
+	r.traces.translated(pass, time.Now())
 	if err != nil {
 		r.m.buildErrors.Inc()
 		r.log.Error("snapshot rejected; nodes keep their previous config", "error", err)
+		r.traces.seal(pass, time.Now(), 0)
 		return
 	}
 	r.ready = true
 	r.shared = shared
 	r.sub.local.spill, r.sub.local.spillVer = spill, spillVer
 	r.sub.rebase(items, r.plans(items), r.shared, nodeW, r.inputs(nodeW), r.locals(items))
-	for _, id := range r.reg.ids() {
-		node, _ := r.reg.get(id)
-		r.setLocked(node, changedAt)
+	set := 0
+	for _, node := range nodes {
+		if r.setLocked(node, changedAt, pass) {
+			set++
+		}
 	}
+	r.traces.seal(pass, time.Now(), set)
 	r.sub.settle()
 	r.publishSubsetsLocked()
 	r.recordEndpoints(*in)
@@ -218,13 +157,12 @@ func (r *reconciler) reconcile() {
 // bases builds the shared snapshot of every assembly key a registered
 // node has, and of the plain Envoy and proxyless keys. A node connecting
 // later with another key gets its base built then (see subsets.build).
-func (r *reconciler) bases(items []xdscache.ServiceItems) (map[string]*cache.Snapshot, error) {
+// nodes are the registered nodes (registry.all).
+func (r *reconciler) bases(items []xdscache.ServiceItems, nodes []Node) (map[string]*cache.Snapshot, error) {
 	keys := map[string]bool{keyProxyless: true, keyEnvoy: true}
 	if r.lis != nil {
-		for _, id := range r.reg.ids() {
-			if node, ok := r.reg.get(id); ok {
-				keys[r.lis.assemblyKey(node)] = true
-			}
+		for _, node := range nodes {
+			keys[r.lis.assemblyKey(node)] = true
 		}
 	}
 	shared := make(map[string]*cache.Snapshot, len(keys))
@@ -347,23 +285,26 @@ func (r *reconciler) locals(items []xdscache.ServiceItems) []localService {
 
 // setLocked gives node its snapshot (see snapshotFor), if its content
 // differs from what the node has. changedAt (zero for a first push) is
-// recorded per changed type for the push latency metric. r.mu must be held.
-func (r *reconciler) setLocked(node Node, changedAt time.Time) {
+// recorded per changed type for the push latency metric and, for the
+// stage metrics, in pass (nil: none). It reports whether the node was
+// given a new snapshot. r.mu must be held.
+func (r *reconciler) setLocked(node Node, changedAt time.Time, pass *passTrace) bool {
 	snap := r.sub.snapshotFor(node)
 	if snap == nil {
-		return
+		return false
 	}
 	old := r.nodeSnap[node.ID]
 	if xdscache.SameVersions(old, snap) {
-		return
+		return false
 	}
-	r.pushes.set(node.ID, old, snap, changedAt)
+	r.pushes.set(node.ID, old, snap, changedAt, pass)
 	r.nodeSnap[node.ID] = snap
 	if err := r.cache.SetSnapshot(node.ID, snap); err != nil {
 		r.log.Error("set snapshot", "node", node.ID, "error", err)
-		return
+		return false
 	}
 	r.m.snapshotSets.Inc()
+	return true
 }
 
 // connected gives a newly connected node its snapshot right away, before
@@ -376,7 +317,7 @@ func (r *reconciler) connected(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ready {
-		r.setLocked(node, time.Time{})
+		r.setLocked(node, time.Time{}, nil)
 		r.nodesChangedLocked()
 	}
 }
@@ -393,7 +334,7 @@ func (r *reconciler) forget(id string) {
 
 // pushed records the latency of a change reaching a node.
 func (r *reconciler) pushed(id, typeURL string) {
-	if t, ok := r.pushes.sent(id, typeURL); ok {
+	if t, ok := r.pushes.sent(id, typeURL, time.Now()); ok {
 		r.m.pushLatency.WithLabelValues(xdscache.TypeName(typeURL)).Observe(r.now().Sub(t).Seconds())
 	}
 }

@@ -135,14 +135,21 @@ func TestNewNodeGetsSnapshotOnConnect(t *testing.T) {
 	}
 }
 
-func TestDebounceCoalescesBursts(t *testing.T) {
-	s := newTestServer(t, Config{Debounce: 20 * time.Millisecond, MaxDelay: time.Second})
+// runLoop starts the reconcile loop of a server with one node; each
+// pass ends with a value on the channel.
+func runLoop(t *testing.T, cfg Config) (*Server, <-chan struct{}) {
+	s := newTestServer(t, cfg)
 	connect(s, 1, "n1")
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	rebuilt := make(chan struct{}, 100)
 	s.rec.afterReconcile = func() { rebuilt <- struct{}{} }
 	go s.rec.run(ctx)
+	return s, rebuilt
+}
+
+func TestDebounceCoalescesBursts(t *testing.T) {
+	s, rebuilt := runLoop(t, Config{Debounce: 20 * time.Millisecond, MaxDelay: time.Second})
 	for i := range 100 {
 		s.Update(world(1, i+1))
 	}
@@ -158,6 +165,24 @@ func TestDebounceCoalescesBursts(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(s.m.reconciles); n > 3 {
 		t.Errorf("100 updates in a burst caused %v rebuilds, want at most 3", n)
+	}
+}
+
+// TestDebounceLeadingEdge: a change after a quiet time is rebuilt at
+// once, not after the debounce; the changes right after it wait for it.
+func TestDebounceLeadingEdge(t *testing.T) {
+	s, rebuilt := runLoop(t, Config{Debounce: time.Minute, MaxDelay: 2 * time.Minute})
+	s.Update(world(1, 1))
+	select {
+	case <-rebuilt:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone change waited for the debounce (1m)")
+	}
+	s.Update(world(1, 2)) // within the debounce of that pass: coalesced, later
+	select {
+	case <-rebuilt:
+		t.Fatal("a change right after a pass was rebuilt without the debounce")
+	default:
 	}
 }
 

@@ -51,12 +51,15 @@ const maxNACKErrorBytes = 4 << 10
 
 // registry tracks connected nodes by stream, and disconnected ones
 // until they expire or, past the cap on known nodes, are evicted (oldest
-// disconnected first). It is safe for concurrent use.
+// disconnected first). It is safe for concurrent use. What every response
+// and request of a bound stream reads (its node, its latest nonces) is
+// found without the registry's lock, in one lookup (byStream), so that
+// 10,000 streams' responses and ACKs do not queue on one mutex.
 type registry struct {
-	mu      sync.Mutex
-	nodes   map[string]*Node
-	streams map[int64]string               // stream id -> node id, once the node is known
-	sent    map[int64]map[string]sentNonce // stream id -> type URL -> its latest response
+	mu       sync.Mutex
+	nodes    map[string]*Node
+	streams  map[int64]string // stream id -> node id, once the node is known
+	byStream sync.Map         // stream id -> *streamState; its id set under mu
 	// max bounds len(nodes); 0 means no bound.
 	max int
 	// idle holds the ids of disconnected nodes, oldest disconnect first;
@@ -66,7 +69,7 @@ type registry struct {
 }
 
 func newRegistry(maxNodes int) *registry {
-	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{}, sent: map[int64]map[string]sentNonce{},
+	return &registry{nodes: map[string]*Node{}, streams: map[int64]string{},
 		max: maxNodes, idle: list.New(), idleAt: map[string]*list.Element{}}
 }
 
@@ -81,6 +84,9 @@ var errTooManyNodes = status.Error(codes.ResourceExhausted, "xds: too many nodes
 // longest (evicted, a copy; ID "" when none), or is refused with
 // errTooManyNodes if none is.
 func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string, fresh bool, evicted Node, err error) {
+	if id := r.nodeOf(stream); id != "" {
+		return id, false, Node{}, nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if id, ok := r.streams[stream]; ok {
@@ -104,6 +110,10 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 		r.nodes[id] = node
 	}
 	r.streams[stream] = id
+	st := r.stream(stream)
+	st.mu.Lock()
+	st.id = id
+	st.mu.Unlock()
 	fresh = node.Streams == 0
 	if fresh {
 		node.ConnectedAt, node.DisconnectedAt = now, time.Time{}
@@ -126,7 +136,7 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 func (r *registry) detach(stream int64, now time.Time) (id string, last bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.sent, stream)
+	r.byStream.Delete(stream)
 	id, ok := r.streams[stream]
 	if !ok {
 		return "", false
@@ -174,9 +184,14 @@ func (r *registry) setIndex(id, group string, index int, source string) {
 
 // nodeOf returns the node id bound to a stream.
 func (r *registry) nodeOf(stream int64) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.streams[stream]
+	v, ok := r.byStream.Load(stream)
+	if !ok {
+		return ""
+	}
+	st := v.(*streamState)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.id
 }
 
 // nack records a node's NACK, its error detail clipped.
@@ -195,30 +210,50 @@ type sentNonce struct {
 	nacked bool // a NACK of it was processed
 }
 
-// responded records the nonce of a response about to be sent on a stream.
-func (r *registry) responded(stream int64, typeURL, nonce string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	byType := r.sent[stream]
-	if byType == nil {
-		byType = map[string]sentNonce{}
-		r.sent[stream] = byType
+// streamState is what a stream's responses and requests read: its node
+// and the latest response of each type on it.
+type streamState struct {
+	mu     sync.Mutex
+	id     string               // its node; "" until bound
+	byType map[string]sentNonce // type URL -> its latest response
+}
+
+// stream returns the state of a stream, made on first use.
+func (r *registry) stream(stream int64) *streamState {
+	v, ok := r.byStream.Load(stream)
+	if !ok {
+		v, _ = r.byStream.LoadOrStore(stream, &streamState{byType: map[string]sentNonce{}})
 	}
-	byType[typeURL] = sentNonce{nonce: nonce}
+	return v.(*streamState)
+}
+
+// responded records the nonce of a response about to be sent on a stream
+// and returns the stream's node id ("" if unbound).
+func (r *registry) responded(stream int64, typeURL, nonce string) string {
+	st := r.stream(stream)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.byType[typeURL] = sentNonce{nonce: nonce}
+	return st.id
 }
 
 // freshNACK reports whether a NACK on a stream is to be processed: it names
 // the latest response of its type sent there, which was not NACKed
 // before. It marks that response NACKed.
 func (r *registry) freshNACK(stream int64, typeURL, nonce string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s, ok := r.sent[stream][typeURL]
+	v, ok := r.byStream.Load(stream)
+	if !ok {
+		return false
+	}
+	st := v.(*streamState)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.byType[typeURL]
 	if !ok || s.nonce != nonce || s.nacked {
 		return false
 	}
 	s.nacked = true
-	r.sent[stream][typeURL] = s
+	st.byType[typeURL] = s
 	return true
 }
 
@@ -227,7 +262,7 @@ func (r *registry) freshNACK(stream int64, typeURL, nonce string) bool {
 func (r *registry) refuse(stream int64, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.sent, stream)
+	r.byStream.Delete(stream)
 	id, ok := r.streams[stream]
 	if !ok {
 		return
@@ -309,6 +344,23 @@ func (r *registry) get(id string) (Node, bool) {
 		return Node{}, false
 	}
 	return *n, true
+}
+
+// all returns copies of all known nodes sorted by id, as get does (their
+// Versions maps shared), under two locks rather than one per node: a
+// reconcile pass reads the whole fleet while 10,000 streams' responses
+// and ACKs take the lock.
+func (r *registry) all() []Node {
+	ids := r.ids()
+	out := make([]Node, 0, len(ids))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		if n, ok := r.nodes[id]; ok { // else gone since
+			out = append(out, *n)
+		}
+	}
+	return out
 }
 
 // ids returns the ids of all known nodes (connected or within grace).

@@ -199,16 +199,14 @@ func (vs *subsetViews) nodesChanged(debounce time.Duration, mu sync.Locker, node
 // viewNodes lists the known nodes' places, sorted by id; place, when not
 // nil (some service has a locality policy), gives a node's locality place.
 func viewNodes(reg *registry, place func(Node) translate.Place) []viewNode {
-	ids := reg.ids()
-	out := make([]viewNode, 0, len(ids))
-	for _, id := range ids {
-		if node, ok := reg.get(id); ok {
-			vn := viewNode{id: id, index: node.Index}
-			if place != nil {
-				vn.place = place(node)
-			}
-			out = append(out, vn)
+	nodes := reg.all() // one lock for the fleet, not one per node
+	out := make([]viewNode, 0, len(nodes))
+	for _, node := range nodes {
+		vn := viewNode{id: node.ID, index: node.Index}
+		if place != nil {
+			vn.place = place(node)
 		}
+		out = append(out, vn)
 	}
 	return out
 }

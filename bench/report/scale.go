@@ -151,6 +151,7 @@ func renderScale(groups []scaleGroup, commands, wall string, at time.Time) strin
 		p("| %s | %.2f | %.1f CPU-s | %.2f CPU-s | %d |", g.name(), bench.Median(f.loadCores), bench.Median(f.loadCPU), bench.Median(f.loadPushCPU), len(g.runs))
 	}
 	p("")
+	renderStages(p, groups)
 	renderScaleRuns(p, groups)
 	renderScaleMethod(p, first, commands)
 	return b.String()

@@ -74,7 +74,7 @@ func wire(ctx context.Context, cfg config.Config, log *slog.Logger, cl *closers)
 // wireXDS builds the discovery source and the xDS server, with its client
 // index table in Consul KV under subsetting.index_source consul.
 func (a *app) wireXDS(ctx context.Context, cl *closers) error {
-	src, err := newSource(a.cfg, a.log, a.dm)
+	src, err := newSource(a.cfg, a.log, a.dm, a.sourceRead)
 	if err != nil {
 		return err
 	}
@@ -200,11 +200,11 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (discovery.Source, error) {
+func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics, onRead func(discovery.Read)) (discovery.Source, error) {
 	switch cfg.Discovery.Source {
 	case "consul":
 		cc := cfg.ConsulSource()
-		cc.Logger, cc.Metrics = log, m
+		cc.Logger, cc.Metrics, cc.OnRead = log, m, onRead
 		return discovery.NewConsul(cc)
 	default:
 		sc := discovery.StaticConfig{
@@ -218,6 +218,14 @@ func newSource(cfg config.Config, log *slog.Logger, m *discovery.Metrics) (disco
 			}
 		}
 		return discovery.NewStatic(sc)
+	}
+}
+
+// sourceRead hands the read of each Consul change to the xDS server, for
+// its stage metrics (xds_change_stage_seconds{stage="discovery"}).
+func (a *app) sourceRead(r discovery.Read) {
+	if a.srv != nil {
+		a.srv.SourceRead(xds.SourceRead{At: r.At, Emitted: r.Emitted, IndexFrom: r.IndexFrom, IndexTo: r.IndexTo})
 	}
 }
 
