@@ -111,7 +111,7 @@ func runHAFleet(b *testing.B) HARun {
 		r.RSSSynced = append(r.RSSSynced, m[MetricRSS])
 	}
 	haDrainPhase(b, fleets, NewDrainer(cat, agent, srvs[0].AdminAddr), NewDrainer(cat, agent, srvs[r.Replicas-1].AdminAddr), cat, &r)
-	haChangePhase(b, fleets, NewFlipper(cat, agent), cat, &r)
+	haChangePhase(b, fleets, NewFlipper(cat, agent), cat, metrics, &r)
 	sleep(ctx, max(*flagHAHold, haSteady-time.Since(synced)))
 	m1 := haScrape(b, metrics)
 	r.WriteSeconds = time.Since(t0).Seconds()

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
@@ -43,10 +44,13 @@ func haDrainPhase(b *testing.B, fleets []*Fleet, a, c *Drainer, cat Catalog, r *
 // haChangePhase makes -ha-changes single-endpoint changes in Consul (a
 // TTL check flipped, endpoint 0 of service k, as BenchmarkConsulFleet
 // does; the drains never touch endpoint 0 below 13 drains) and records the
-// latency until every node of every replica has the new health.
-func haChangePhase(b *testing.B, fleets []*Fleet, flip *Flipper, cat Catalog, r *HARun) {
+// latency until every node of every replica has the new health, and the
+// CPU each replica (scraped from metrics) and the load generator spent
+// over the phase.
+func haChangePhase(b *testing.B, fleets []*Fleet, flip *Flipper, cat Catalog, metrics []string, r *HARun) {
 	ctx := b.Context()
 	perReplica := make([][]float64, len(fleets))
+	m0, cpu0, t0 := haScrape(b, metrics), SelfCPU(), time.Now()
 	for k := range *flagHAChange {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
 		lats, err := awaitEverywhere(ctx, fleets, flip.Next(s, e), func() error { return flip.Flip(ctx, s, e) })
@@ -59,6 +63,11 @@ func haChangePhase(b *testing.B, fleets []*Fleet, flip *Flipper, cat Catalog, r 
 		}
 		r.Changes++
 		sleep(ctx, *flagGap)
+	}
+	m1 := haScrape(b, metrics)
+	r.ChangeSeconds, r.LoadGenChangeCPU = time.Since(t0).Seconds(), SelfCPU()-cpu0
+	for i := range m1 {
+		r.ChangeCPU = append(r.ChangeCPU, m1[i][MetricCPU]-m0[i][MetricCPU])
 	}
 	for _, l := range perReplica {
 		r.ReplicaChangeP99 = append(r.ReplicaChangeP99, Percentile(l, 99))

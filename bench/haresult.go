@@ -43,7 +43,13 @@ type HARun struct {
 	// process_cpu_seconds_total, and the load generator's own (getrusage,
 	// holding every replica's streams); LoadGenConnectCPU is the latter's
 	// over the connect of every fleet.
-	ReplicaCPU        []float64 `json:"replica_cpu,omitempty"`
+	ReplicaCPU []float64 `json:"replica_cpu,omitempty"`
+	// ChangeSeconds is the wall time of the change phase (the changes and
+	// their gaps); ChangeCPU each replica's CPU-seconds over it and
+	// LoadGenChangeCPU the load generator's: whether the cores were full.
+	ChangeSeconds     float64   `json:"change_seconds,omitempty"`
+	ChangeCPU         []float64 `json:"change_cpu,omitempty"`
+	LoadGenChangeCPU  float64   `json:"loadgen_change_cpu,omitempty"`
 	LoadGenCPU        float64   `json:"loadgen_cpu,omitempty"`
 	LoadGenConnectCPU float64   `json:"loadgen_connect_cpu,omitempty"`
 

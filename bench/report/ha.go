@@ -37,6 +37,7 @@ type haStats struct {
 	setWrites, setBackground     []float64 // per run: writes/s of the set, and without drain_* kinds
 	perNode                      []float64 // per replica of every run: RSS per node
 	replicaCores, loadGenCores   []float64 // per replica of every run; per run: CPU over the write window, in cores
+	changeCores, changeLoadGen   []float64 // per run: all replicas' CPU and the load generator's over the changes, in cores
 }
 
 func computeHA(runs []bench.HARun) haStats {
@@ -64,6 +65,10 @@ func computeHA(runs []bench.HARun) haStats {
 		s.setBackground = append(s.setBackground, sum(backgroundWrites(r)))
 		s.perNode = append(s.perNode, r.RSSPerNode()...)
 		s.replicaCores = append(s.replicaCores, cores(r, r.ReplicaCPU)...)
+		if r.ChangeSeconds > 0 {
+			s.changeCores = append(s.changeCores, sum(r.ChangeCPU)/r.ChangeSeconds)
+			s.changeLoadGen = append(s.changeLoadGen, r.LoadGenChangeCPU/r.ChangeSeconds)
+		}
 		if r.LoadGenCPU > 0 {
 			s.loadGenCores = append(s.loadGenCores, cores(r, []float64{r.LoadGenCPU})...)
 		}
@@ -163,6 +168,10 @@ func renderHAScale(p func(string, ...any), s haStats) {
 	if len(s.replicaCores) > 0 {
 		p("| CPU over the write window: each replica / the load generator (of the machine's 2 cores) | no target | %.2f / %.2f cores (max replica %.2f) | | |",
 			bench.Median(s.replicaCores), bench.Median(s.loadGenCores), bench.Percentile(s.replicaCores, 100))
+	}
+	if len(s.changeCores) > 0 {
+		p("| CPU over the Consul changes (with their gaps): all replicas together / the load generator | no target | %.2f / %.2f cores | | |",
+			bench.Median(s.changeCores), bench.Median(s.changeLoadGen))
 	}
 }
 
