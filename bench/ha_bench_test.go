@@ -15,6 +15,7 @@ var (
 	flagReplicas = flag.Int("replicas", 3, "HA benchmark: xds-server replicas sharing one Consul with ha.enabled, -nodes nodes each")
 	flagHAHold   = flag.Duration("ha-hold", 10*time.Second, "HA benchmark: idle time after the drains, inside the Consul write window (so that publish intervals are counted)")
 	flagHALoad   = flag.Duration("ha-load", time.Second, "HA benchmark: every service has weights from POST /v1/load and each replica gets the reports of a third of the endpoints this often (0: no weights, no reports)")
+	flagHABase   = flag.Bool("ha-baseline", true, "HA benchmark: first measure one replica without HA with the same nodes (the extra RSS and heap HA costs); false skips it")
 	flagHAChange = flag.Int("ha-changes", 10, "HA benchmark: single-endpoint Consul catalog changes (a TTL check flipped), each sampled on every node of every replica")
 )
 
@@ -94,7 +95,9 @@ func runHAFleet(b *testing.B) HARun {
 	// (under a prefix of its own, so that its nodes hold no index of the
 	// replicas' table).
 	base := append(slices.Clone(common), "--subsetting.index_source", "consul", "--subsetting.consul.prefix", "bench-base/subsetting")
-	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, base)
+	if *flagHABase {
+		r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, base)
+	}
 
 	srvs, metrics, admins := haReplicas(b, cat, append(slices.Clone(common), haArgs()...), r.Replicas)
 	load := startLoad(b, cat, admins)

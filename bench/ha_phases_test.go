@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,7 @@ func haDrainPhase(b *testing.B, fleets []*Fleet, a, c *Drainer, cat Catalog, r *
 func haChangePhase(b *testing.B, fleets []*Fleet, flip *Flipper, cat Catalog, metrics []string, r *HARun) {
 	ctx := b.Context()
 	perReplica := make([][]float64, len(fleets))
+	prof := haProfile(b, metrics)
 	m0, cpu0, t0 := haScrape(b, metrics), SelfCPU(), time.Now()
 	for k := range *flagHAChange {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
@@ -64,6 +67,11 @@ func haChangePhase(b *testing.B, fleets []*Fleet, flip *Flipper, cat Catalog, me
 		r.Changes++
 		sleep(ctx, *flagGap)
 	}
+	if prof != nil {
+		if err := <-prof; err != nil {
+			b.Fatal(err)
+		}
+	}
 	m1 := haScrape(b, metrics)
 	r.ChangeSeconds, r.LoadGenChangeCPU = time.Since(t0).Seconds(), SelfCPU()-cpu0
 	for i := range m1 {
@@ -72,6 +80,21 @@ func haChangePhase(b *testing.B, fleets []*Fleet, flip *Flipper, cat Catalog, me
 	for _, l := range perReplica {
 		r.ReplicaChangeP99 = append(r.ReplicaChangeP99, Percentile(l, 99))
 	}
+}
+
+// haProfile starts fetching replica A's CPU profile (-changeprofile,
+// -changeprofile-seconds long) from its /debug/pprof/ and returns the
+// channel of the result, or nil without -changeprofile.
+func haProfile(b *testing.B, metrics []string) <-chan error {
+	if *flagChangeProfile == "" {
+		return nil
+	}
+	ctx := b.Context()
+	prof := make(chan error, 1)
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(metrics[0], "/metrics"), *flagChangeSeconds)
+	go func() { prof <- fetchTo(ctx, url, *flagChangeProfile) }()
+	sleep(ctx, 100*time.Millisecond) // the profile starts before the first change
+	return prof
 }
 
 // awaitEverywhere installs want on every fleet, calls do, and returns per

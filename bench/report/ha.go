@@ -136,10 +136,12 @@ func renderHA(runs []bench.HARun, commands string, at time.Time) string {
 		wmax, w, wmax/haWritesTarget, yes(wmax <= haWritesTarget))
 	p("| the same without the benchmark's own drain writes (kinds other than `drain_*`) | <= 1/s | %.2f/s (median replica %.2f/s) | %.2f | %s |",
 		bgmax, bg, bgmax/haWritesTarget, yes(bgmax <= haWritesTarget))
-	p("| extra RSS per replica that HA costs (HA replica with %d nodes minus one replica without HA with the same nodes, both in steady state) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
-		first.Nodes, signedBytes(bench.Median(s.extra)), bytesFmt(bench.Median(s.baseAfter)), bytesFmt(bench.Median(s.haAfter)))
-	p("| extra live Go heap per replica that HA costs (heap in use right after a forced GC, same moments) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
-		signedBytes(bench.Median(s.extraHeap)), bytesFmt(bench.Median(s.baseHeap)), bytesFmt(bench.Median(s.haHeap)))
+	if bench.Median(s.baseAfter) > 0 { // measured with -ha-baseline
+		p("| extra RSS per replica that HA costs (HA replica with %d nodes minus one replica without HA with the same nodes, both in steady state) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
+			first.Nodes, signedBytes(bench.Median(s.extra)), bytesFmt(bench.Median(s.baseAfter)), bytesFmt(bench.Median(s.haAfter)))
+		p("| extra live Go heap per replica that HA costs (heap in use right after a forced GC, same moments) | no target | %s (replica without HA: %s; HA replica: %s) | | |",
+			signedBytes(bench.Median(s.extraHeap)), bytesFmt(bench.Median(s.baseHeap)), bytesFmt(bench.Median(s.haHeap)))
+	}
 	p("| drain through A -> the first node of each replica has it (Consul KV watch, before the fan-out), p50 / p99 over drains x replicas | no target | %s / %s | | |",
 		secs(bench.Percentile(s.first, 50)), secs(bench.Percentile(s.first, 99)))
 	p("")
