@@ -1,15 +1,12 @@
 package bench
 
 import (
-	"context"
 	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
-
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -18,6 +15,8 @@ var (
 	flagReplicas = flag.Int("replicas", 3, "HA benchmark: xds-server replicas sharing one Consul with ha.enabled, -nodes nodes each")
 	flagHAHold   = flag.Duration("ha-hold", 10*time.Second, "HA benchmark: idle time after the drains, inside the Consul write window (so that publish intervals are counted)")
 	flagHALoad   = flag.Duration("ha-load", time.Second, "HA benchmark: every service has weights from POST /v1/load and each replica gets the reports of a third of the endpoints this often (0: no weights, no reports)")
+	flagHABase   = flag.Bool("ha-baseline", true, "HA benchmark: first measure one replica without HA with the same nodes (the extra RSS and heap HA costs); false skips it")
+	flagHAChange = flag.Int("ha-changes", 10, "HA benchmark: single-endpoint Consul catalog changes (a TTL check flipped), each sampled on every node of every replica")
 )
 
 // haSteady is the least time after every node synced before the memory
@@ -51,7 +50,10 @@ func BenchmarkHAFleet(b *testing.B) {
 		b.ReportMetric(Percentile(r.DrainLatencies, 50)*1e3, "drain-p50-ms")
 		b.ReportMetric(Percentile(r.DrainLatencies, 99)*1e3, "drain-p99-ms")
 		b.ReportMetric(Percentile(r.UndrainLatencies, 99)*1e3, "undrain-p99-ms")
+		b.ReportMetric(Percentile(r.ChangeLatencies, 99)*1e3, "change-p99-ms")
 		b.ReportMetric(Median(r.WritesPerSecond()), "writes/s/replica")
+		b.ReportMetric(r.TotalWritesPerSecond(), "writes/s/set")
+		b.ReportMetric(Median(r.RSSPerNode())/(1<<10), "rss-KiB/node/replica")
 		b.ReportMetric(Median(r.ExtraRSS())/(1<<20), "extra-rss-MiB/replica")
 		b.ReportMetric(Median(r.ExtraHeap())/(1<<20), "extra-heap-MiB/replica")
 		if *flagResults != "" {
@@ -74,7 +76,7 @@ func runHAFleet(b *testing.B) HARun {
 	if *flagReplicas < 2 {
 		b.Fatalf("-replicas %d: want at least 2", *flagReplicas)
 	}
-	r := HARun{Replicas: *flagReplicas, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints}
+	r := HARun{Replicas: *flagReplicas, Nodes: *flagNodes, Services: cat.Services, Endpoints: cat.Endpoints, StreamsPerConn: max(*flagStreamsPerConn, 1)}
 	consul := harness.Consul(b)
 	agent := consul.Client().Agent()
 	if err := cat.Register(ctx, agent, 16); err != nil {
@@ -93,36 +95,54 @@ func runHAFleet(b *testing.B) HARun {
 	// (under a prefix of its own, so that its nodes hold no index of the
 	// replicas' table).
 	base := append(slices.Clone(common), "--subsetting.index_source", "consul", "--subsetting.consul.prefix", "bench-base/subsetting")
-	r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, base)
+	if *flagHABase {
+		r.BaseRSSBefore, r.BaseRSSAfter, r.BaseHeapAfter = haBaseline(b, cat, base)
+	}
 
 	srvs, metrics, admins := haReplicas(b, cat, append(slices.Clone(common), haArgs()...), r.Replicas)
 	load := startLoad(b, cat, admins)
-	writes0, t0 := haWrites(b, metrics), time.Now()
+	m0, t0, cpu0 := haScrape(b, metrics), time.Now(), SelfCPU()
 	r.RSSBefore = settledAll(b, metrics, MetricRSS)
 	fleets := haConnect(b, srvs, cat, &r)
+	r.LoadGenConnectCPU = SelfCPU() - cpu0
 	synced := time.Now()
-	for i, n := range settledAll(b, metrics, MetricNodes) {
-		if int(n) != r.Nodes {
+	sleep(ctx, settle)
+	for i, m := range haScrape(b, metrics) {
+		if n := m[MetricNodes]; int(n) != r.Nodes {
 			b.Fatalf("replica %d reports %v connected nodes, want %d", i, n, r.Nodes)
 		}
+		r.RSSSynced = append(r.RSSSynced, m[MetricRSS])
 	}
 	haDrainPhase(b, fleets, NewDrainer(cat, agent, srvs[0].AdminAddr), NewDrainer(cat, agent, srvs[r.Replicas-1].AdminAddr), cat, &r)
+	haChangePhase(b, fleets, NewFlipper(cat, agent), cat, metrics, &r)
 	sleep(ctx, max(*flagHAHold, haSteady-time.Since(synced)))
-	writes1 := haWrites(b, metrics)
+	m1 := haScrape(b, metrics)
 	r.WriteSeconds = time.Since(t0).Seconds()
+	r.LoadGenCPU = SelfCPU() - cpu0
+	for i := range m1 {
+		r.ReplicaCPU = append(r.ReplicaCPU, m1[i][MetricCPU]-m0[i][MetricCPU])
+	}
 	r.RSSAfter = settledAll(b, metrics, MetricRSS)
 	for _, srv := range srvs {
 		r.HeapAfter = append(r.HeapAfter, liveHeap(b, srv.AdminAddr))
 	}
 	r.LoadPosts = stopLoad(b, load)
-	r.Writes = make([]map[string]float64, r.Replicas)
-	for i := range writes1 {
-		r.Writes[i] = map[string]float64{}
-		for kind, v := range writes1[i] {
-			r.Writes[i][kind] = v - writes0[i][kind]
+	r.Writes = writesDelta(m0, m1)
+	return r
+}
+
+// writesDelta is, per replica, the increase of its Consul writes by kind
+// from m0 to m1.
+func writesDelta(m0, m1 []Metrics) []map[string]float64 {
+	out := make([]map[string]float64, len(m1))
+	for i := range m1 {
+		out[i] = map[string]float64{}
+		w0 := WritesByKind(m0[i])
+		for kind, v := range WritesByKind(m1[i]) {
+			out[i][kind] = v - w0[kind]
 		}
 	}
-	return r
+	return out
 }
 
 // haReplicas starts n replicas with args and waits until each is ready
@@ -156,7 +176,7 @@ func haBaseline(b *testing.B, cat Catalog, args []string) (before, after, heap f
 	}
 	before = settled(b, metrics)[MetricRSS]
 	load := startLoad(b, cat, []string{srv.AdminAddr})
-	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: *flagNodes, IDOffset: *flagReplicas * *flagNodes})
+	fleet, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: *flagNodes, IDOffset: *flagReplicas * *flagNodes, StreamsPerConn: *flagStreamsPerConn})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -237,7 +257,7 @@ func haConnect(b *testing.B, srvs []*harness.Server, cat Catalog, r *HARun) []*F
 	waits := make([]*Wait, len(srvs))
 	start := time.Now()
 	for i, srv := range srvs {
-		f, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, IDOffset: i * r.Nodes})
+		f, err := NewFleet(FleetConfig{Addr: srv.XDSAddr, Nodes: r.Nodes, IDOffset: i * r.Nodes, StreamsPerConn: r.StreamsPerConn})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -263,70 +283,15 @@ func haConnect(b *testing.B, srvs []*harness.Server, cat Catalog, r *HARun) []*F
 	return fleets
 }
 
-// haDrainPhase drains -drains endpoints one at a time through replica A
-// (a) and undrains each through the last replica (c), recording for both
-// the latency until every node of every replica has the new state.
-func haDrainPhase(b *testing.B, fleets []*Fleet, a, c *Drainer, cat Catalog, r *HARun) {
-	ctx := b.Context()
-	perReplica := make([][]float64, len(fleets))
-	for k := range *flagDrains {
-		s, e := (k*7+3)%cat.Services, (k*3+1)%cat.Endpoints
-		lats, err := awaitEverywhere(ctx, fleets, a.DrainWant(s, e), func() error { return a.Admin(ctx, s, e, true) })
-		if err != nil {
-			b.Fatalf("drain %d through A: %v", k, err)
-		}
-		for i, l := range lats {
-			perReplica[i] = append(perReplica[i], l...)
-			r.DrainLatencies = append(r.DrainLatencies, l...)
-			r.DrainFirst = append(r.DrainFirst, Percentile(l, 0))
-		}
-		r.Drains++
-		healthy := Want{Key: cat.Key(s, e), Status: corev3.HealthStatus_HEALTHY}
-		lats, err = awaitEverywhere(ctx, fleets, healthy, func() error { return c.Admin(ctx, s, e, false) })
-		if err != nil {
-			b.Fatalf("undrain %d through the last replica: %v", k, err)
-		}
-		for _, l := range lats {
-			r.UndrainLatencies = append(r.UndrainLatencies, l...)
-		}
-		sleep(ctx, *flagGap)
-	}
-	for _, l := range perReplica {
-		r.ReplicaDrainP99 = append(r.ReplicaDrainP99, Percentile(l, 99))
-	}
-}
-
-// awaitEverywhere installs want on every fleet, calls do, and returns per
-// fleet the latencies (seconds) of its nodes until each has want.
-func awaitEverywhere(ctx context.Context, fleets []*Fleet, want Want, do func() error) ([][]float64, error) {
-	waits := make([]*Wait, len(fleets))
-	for i, f := range fleets {
-		waits[i] = f.Install([]Want{want})
-	}
-	if err := do(); err != nil {
-		return nil, err
-	}
-	out := make([][]float64, len(fleets))
-	for i, f := range fleets {
-		if err := f.Await(ctx, waits[i], changeTimeout); err != nil {
-			return nil, err
-		}
-		for _, d := range waits[i].Latencies() {
-			out[i] = append(out[i], d.Seconds())
-		}
-	}
-	return out, nil
-}
-
-// haWrites scrapes xds_ha_consul_writes_total of every replica, by kind.
-func haWrites(b *testing.B, urls []string) []map[string]float64 {
-	out := make([]map[string]float64, len(urls))
+// haScrape scrapes the metrics of every replica.
+func haScrape(b *testing.B, urls []string) []Metrics {
+	out := make([]Metrics, len(urls))
 	for i, u := range urls {
 		m, err := Scrape(b.Context(), u)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out[i] = WritesByKind(m)
+		out[i] = m
 	}
 	return out
 }

@@ -8,6 +8,9 @@ type HARun struct {
 	Nodes     int `json:"nodes"` // per replica
 	Services  int `json:"services"`
 	Endpoints int `json:"endpoints"` // per service
+	// StreamsPerConn is how many nodes share one gRPC connection of the
+	// load generator (1, or 0 in older runs: a connection per node).
+	StreamsPerConn int `json:"streams_per_conn,omitempty"`
 
 	// LoadInterval is how often (seconds) each replica got POST /v1/load
 	// reports of its share of the endpoints (0: none, weights off);
@@ -28,6 +31,28 @@ type HARun struct {
 	ReplicaDrainP99  []float64 `json:"replica_drain_p99"`
 	Drains           int       `json:"drains"`
 
+	// ChangeLatencies are the Consul change samples in seconds, one per
+	// node of every replica and change: a TTL check flipped in Consul ->
+	// EDS response with the endpoint's new health. ReplicaChangeP99 is
+	// the p99 of each replica's nodes over the run's changes.
+	ChangeLatencies  []float64 `json:"change_latencies,omitempty"`
+	ReplicaChangeP99 []float64 `json:"replica_change_p99,omitempty"`
+	Changes          int       `json:"changes,omitempty"`
+
+	// CPU over WriteSeconds, in CPU-seconds: each replica's
+	// process_cpu_seconds_total, and the load generator's own (getrusage,
+	// holding every replica's streams); LoadGenConnectCPU is the latter's
+	// over the connect of every fleet.
+	ReplicaCPU []float64 `json:"replica_cpu,omitempty"`
+	// ChangeSeconds is the wall time of the change phase (the changes and
+	// their gaps); ChangeCPU each replica's CPU-seconds over it and
+	// LoadGenChangeCPU the load generator's: whether the cores were full.
+	ChangeSeconds     float64   `json:"change_seconds,omitempty"`
+	ChangeCPU         []float64 `json:"change_cpu,omitempty"`
+	LoadGenChangeCPU  float64   `json:"loadgen_change_cpu,omitempty"`
+	LoadGenCPU        float64   `json:"loadgen_cpu,omitempty"`
+	LoadGenConnectCPU float64   `json:"loadgen_connect_cpu,omitempty"`
+
 	// Writes are, per replica, the increase of xds_ha_consul_writes_total
 	// by kind over WriteSeconds: from every replica ready (no node
 	// connected) to the end of the drains and the idle hold after them.
@@ -46,7 +71,10 @@ type HARun struct {
 	// forced GC (GET /debug/pprof/heap?gc=1), at the same moments as
 	// RSSAfter and BaseRSSAfter: the live memory, without the garbage of
 	// the connect burst that makes RSS vary between runs.
-	HeapAfter     []float64 `json:"heap_after_gc"`
+	HeapAfter []float64 `json:"heap_after_gc"`
+	// RSSSynced is each HA replica's RSS right after every node of every
+	// replica synced (and a settle of 2 s): the reading RSSPerNode uses.
+	RSSSynced     []float64 `json:"rss_synced,omitempty"`
 	BaseHeapAfter float64   `json:"base_heap_after_gc"`
 
 	// DrainFirst is, per drain and replica (drain-major), the latency of
@@ -76,6 +104,27 @@ func (r HARun) WritesPerSecond() []float64 {
 		if r.WriteSeconds > 0 {
 			out[i] /= r.WriteSeconds
 		}
+	}
+	return out
+}
+
+// TotalWritesPerSecond is the Consul write rate of the whole set: the
+// sum over replicas.
+func (r HARun) TotalWritesPerSecond() float64 {
+	var sum float64
+	for _, v := range r.WritesPerSecond() {
+		sum += v
+	}
+	return sum
+}
+
+// RSSPerNode is, per replica, its RSS right after its nodes synced minus
+// before they connected, over its nodes (bytes per node), as
+// BenchmarkConsulFleet measures one replica.
+func (r HARun) RSSPerNode() []float64 {
+	out := make([]float64, min(len(r.RSSSynced), len(r.RSSBefore)))
+	for i := range out {
+		out[i] = (r.RSSSynced[i] - r.RSSBefore[i]) / float64(max(r.Nodes, 1))
 	}
 	return out
 }

@@ -15,10 +15,14 @@
 # The HA benchmark (issue 15: replicas sharing one Consul with ha.enabled)
 # runs last and rewrites only its own section: BENCH_ONLY=ha runs it alone;
 # BENCH_HA=0 skips it. Its knobs: BENCH_HA_RUNS (default BENCH_RUNS),
-# BENCH_HA_REPLICAS (3), BENCH_HA_NODES (nodes per replica, default
-# BENCH_NODES), BENCH_HA_DRAINS (10), BENCH_HA_HOLD (10s: idle time counted
-# in the Consul write rate), BENCH_HA_LOAD (1s: POST /v1/load to each
-# replica this often; 0s: no weights).
+# BENCH_HA_REPLICAS (3), BENCH_HA_NODES (nodes per replica, 10000 (issue
+# 29); 1000 gives issue 15's 3 x 1,000), BENCH_HA_DRAINS (10),
+# BENCH_HA_CHANGES (10: Consul changes sampled on every node of every
+# replica), BENCH_HA_HOLD (10s: idle time counted in the Consul write
+# rate), BENCH_HA_LOAD (1s: POST /v1/load to each replica this often; 0s:
+# no weights), BENCH_HA_STREAMS_PER_CONN (nodes per gRPC connection of the
+# load generator; default 1, or the fewest that fit replicas x nodes
+# connections under this process's open-file hard limit).
 # The 10,000-node benchmark (issue 17: one replica, every node connecting
 # at once, every service and then every service with subset_size) runs
 # after the first one and rewrites only its own section: BENCH_ONLY=scale
@@ -76,8 +80,9 @@ scale_flags=${BENCH_SCALE_FLAGS:-}
 with_ha=${BENCH_HA:-1}
 ha_runs=${BENCH_HA_RUNS:-$runs}
 ha_replicas=${BENCH_HA_REPLICAS:-3}
-ha_nodes=${BENCH_HA_NODES:-$nodes}
+ha_nodes=${BENCH_HA_NODES:-10000}
 ha_drains=${BENCH_HA_DRAINS:-10}
+ha_changes=${BENCH_HA_CHANGES:-10}
 ha_hold=${BENCH_HA_HOLD:-10s}
 ha_load=${BENCH_HA_LOAD:-1s}
 with_envoy=${BENCH_ENVOY:-1}
@@ -108,11 +113,20 @@ fi
 
 # Each node is a connection on both sides (client and server are separate
 # processes): ask for twice the nodes plus slack.
-# The HA benchmark holds replicas x nodes client streams in this process,
-# plus the baseline replica's.
+# The HA benchmark holds replicas x nodes client streams in this process
+# (the baseline replica's are closed before), one connection per
+# BENCH_HA_STREAMS_PER_CONN nodes; by default as many nodes per connection
+# as it takes to fit under the hard limit of open files.
 want_files=$((2 * nodes + 1024))
 if [ "$with_ha" = 1 ] || [ "$only" = ha ]; then
-	want_files=$((want_files > 2 * (ha_replicas + 1) * ha_nodes + 1024 ? want_files : 2 * (ha_replicas + 1) * ha_nodes + 1024))
+	ha_per_conn=${BENCH_HA_STREAMS_PER_CONN:-1}
+	if [ -z "${BENCH_HA_STREAMS_PER_CONN:-}" ] && [ "$(ulimit -Hn)" != unlimited ]; then
+		while [ $((ha_replicas * ha_nodes / ha_per_conn + 1024)) -gt "$(ulimit -Hn)" ]; do
+			ha_per_conn=$((ha_per_conn + 1))
+		done
+	fi
+	ha_files=$((ha_replicas * ha_nodes / ha_per_conn + 1024))
+	want_files=$((want_files > ha_files ? want_files : ha_files))
 fi
 # The 10,000-node load generator holds one connection per node (the server
 # is another process, with its own limit).
@@ -152,17 +166,18 @@ inproc_cmd=(env TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 ha_cmd=(env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench.test"
 	-test.run '^$' -test.bench '^BenchmarkHAFleet$' -test.benchtime 1x -test.count "$ha_runs" -test.timeout 60m
 	-replicas "$ha_replicas" -nodes "$ha_nodes" -services "$services" -endpoints "$endpoints"
-	-drains "$ha_drains" -ha-hold "$ha_hold" -ha-load "$ha_load" -results "$tmp/ha-runs.jsonl")
+	-drains "$ha_drains" -ha-changes "$ha_changes" -ha-hold "$ha_hold" -ha-load "$ha_load"
+	-streams-per-conn "${ha_per_conn:-1}" -results "$tmp/ha-runs.jsonl")
 
 # run_ha runs the HA benchmark and rewrites its section of $out.
 run_ha() {
 	{
-		echo "BENCH_ONLY=ha BENCH_HA_RUNS=$ha_runs BENCH_HA_REPLICAS=$ha_replicas BENCH_HA_NODES=$ha_nodes BENCH_HA_DRAINS=$ha_drains BENCH_HA_HOLD=$ha_hold BENCH_HA_LOAD=$ha_load make bench"
+		echo "BENCH_ONLY=ha BENCH_HA_RUNS=$ha_runs BENCH_HA_REPLICAS=$ha_replicas BENCH_HA_NODES=$ha_nodes BENCH_HA_DRAINS=$ha_drains BENCH_HA_CHANGES=$ha_changes BENCH_HA_HOLD=$ha_hold BENCH_HA_LOAD=$ha_load BENCH_HA_STREAMS_PER_CONN=${ha_per_conn:-1} make bench"
 		echo "# = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=ha ... bash scripts/bench.sh, which runs:"
 		echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
 		echo "XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkHAFleet\$' \\"
 		echo "  -test.benchtime 1x -test.count $ha_runs -replicas $ha_replicas -nodes $ha_nodes -services $services -endpoints $endpoints \\"
-		echo "  -drains $ha_drains -ha-hold $ha_hold -ha-load $ha_load -results \$TMP/ha-runs.jsonl"
+		echo "  -drains $ha_drains -ha-changes $ha_changes -ha-hold $ha_hold -ha-load $ha_load -streams-per-conn ${ha_per_conn:-1} -results \$TMP/ha-runs.jsonl"
 		echo "go run ./bench/report -ha \$TMP/ha-runs.jsonl -out $out   # rewrites only its marked section"
 	} >"$tmp/ha-commands.txt"
 	echo "bench: HA, $ha_runs run(s) of $ha_replicas replicas x $ha_nodes nodes" >&2

@@ -23,13 +23,23 @@ func haTestRun() bench.HARun {
 		RSSAfter:      []float64{60 << 20, 62 << 20, 64 << 20},
 		BaseRSSBefore: 38 << 20, BaseRSSAfter: 58 << 20,
 		HeapAfter: []float64{20 << 20, 21 << 20, 22 << 20}, BaseHeapAfter: 19 << 20,
-		DrainFirst: []float64{0.05, 0.06, 0.07, 0.08, 0.09, 0.5}}
+		DrainFirst:      []float64{0.05, 0.06, 0.07, 0.08, 0.09, 0.5},
+		ChangeLatencies: []float64{0.2, 0.3, 0.4, 0.9}, ReplicaChangeP99: []float64{0.9, 0.4, 0.3}, Changes: 1,
+		RSSSynced:  []float64{40<<20 + 10*70<<10, 40<<20 + 10*50<<10, 40<<20 + 10*60<<10},
+		ReplicaCPU: []float64{5, 6, 7}, LoadGenCPU: 4,
+		ChangeSeconds: 2, ChangeCPU: []float64{0.5, 0.5, 1}, LoadGenChangeCPU: 1}
 }
 
 func TestRenderHAFigures(t *testing.T) {
 	got := renderHA([]bench.HARun{haTestRun()}, "make bench", time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
 	for _, want := range []string{
-		"## High availability: 3 replicas x 10 nodes (issue 15)",
+		"## High availability: 3 replicas x 10 nodes (issues 15, 29)",
+		"(1 changes, 4 samples) | < 1 s | 900 ms (p50 300 ms; median of per-run p99 900 ms) | 0.90 | yes |",
+		"| <= 1/s | 3.00/s (median run 3.00/s; without the benchmark's own `drain_*` writes 0.80/s) | 3.00 | **no** |", // 22 + 2 + 6 writes in 10 s
+		"| <= 64 KiB | 70.0 KiB (median replica 60.0 KiB) | 1.09 | **no** |",
+		"| no target | 0.60 / 0.40 cores (max replica 0.70) | | |",
+		"all replicas together / the load generator | no target | 1.00 / 0.50 cores | | |",
+		"| 900 ms / 400 ms / 300 ms | 2.20 / 0.20 / 0.60 (3.00) |",
 		"| < 1 s | 1.50 s (p50 200 ms; median of per-run p99 1.50 s) | 1.50 | **no** |", // a drain sample over 1 s
 		"| <= 1/s | 2.20/s (median replica 0.60/s) | 2.20 | **no** |",                   // replica A: 22 writes in 10 s
 		"| <= 1/s | 0.40/s (median replica 0.20/s) | 0.40 | yes |",                      // without drain_*: C's 4
