@@ -155,8 +155,11 @@ func insertByKind[W any](ws []W, w W, kind func(W) types.ResponseType) []W {
 func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 	resp, upToDate := sotwAnswer(w, st.snap, st.history(w.kind), c.fullState)
 	if resp == nil {
-		if upToDate && c.UpToDate != nil {
-			c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
+		if upToDate {
+			w.idle = versionOf(st.snap, w.kind)
+			if c.UpToDate != nil {
+				c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
+			}
 		}
 		return false
 	}
@@ -175,6 +178,7 @@ func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 func (c *Cache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 	resp := deltaAnswer(w, st.snap, st.sentOf(w.kind), st.epoch)
 	if resp == nil {
+		w.idle = versionOf(st.snap, w.kind)
 		if c.UpToDate != nil {
 			c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
 		}
@@ -189,7 +193,8 @@ func (c *Cache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 }
 
 // SetSnapshot gives node its snapshot and answers its open watches that
-// it gives something new, in type order.
+// it gives something new, in type order. A watch that had nothing to
+// send is not looked at again while its type keeps its version (skips).
 func (c *Cache) SetSnapshot(id string, snap *cache.Snapshot) error {
 	if snap == nil {
 		return errors.New("xdscache: nil snapshot")
@@ -211,7 +216,7 @@ func (c *Cache) SetSnapshot(id string, snap *cache.Snapshot) error {
 	st.snap = snap
 	keep := st.sotw[:0]
 	for _, w := range st.sotw {
-		if !c.answerSotW(id, w, st) {
+		if skips(w.idle, snap, w.kind) || !c.answerSotW(id, w, st) {
 			keep = append(keep, w)
 		}
 	}
@@ -219,7 +224,7 @@ func (c *Cache) SetSnapshot(id string, snap *cache.Snapshot) error {
 	st.sotw = keep
 	keepD := st.delta[:0]
 	for _, w := range st.delta {
-		if !c.answerDelta(id, w, st) {
+		if skips(w.idle, snap, w.kind) || !c.answerDelta(id, w, st) {
 			keepD = append(keepD, w)
 		}
 	}
