@@ -10,10 +10,9 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/xds-server/xds-server/xdscache"
 )
 
 // callbacks feed go-control-plane's stream events into the registry, the
@@ -40,7 +39,8 @@ type callbacks struct {
 	// evicted drops what the server holds of a node evicted from the
 	// registry (past xds.max_known_nodes); nil does nothing.
 	evicted  func(id string)
-	maxKnown int // xds.max_known_nodes, for the log
+	maxKnown int                          // xds.max_known_nodes, for the log
+	pushes   *perKind[prometheus.Counter] // m.pushes' children
 }
 
 // logEvery is the least time between two log lines about one node.
@@ -309,7 +309,7 @@ func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDi
 
 func (c *callbacks) responded(stream int64, typeURL, nonce string) {
 	id := c.reg.responded(stream, typeURL, nonce)
-	c.m.pushes.WithLabelValues(xdscache.TypeName(typeURL)).Inc()
+	c.pushes.get(typeURL).Inc()
 	if id != "" {
 		c.rec.pushed(id, typeURL)
 	}

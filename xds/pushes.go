@@ -114,12 +114,44 @@ func (p *pushTimes) forget(id string) {
 	}
 }
 
+// kindURLs are the type URLs of xdscache.Kinds, in their order.
+var kindURLs = func() (urls [len(xdscache.Kinds)]string) {
+	for k, kind := range xdscache.Kinds {
+		urls[k], _ = cache.GetResponseTypeURL(kind)
+	}
+	return urls
+}()
+
 // kindIndex is the position of typeURL in kinds, or -1.
 func kindIndex(typeURL string) int {
-	for k, kind := range xdscache.Kinds {
-		if url, _ := cache.GetResponseTypeURL(kind); url == typeURL {
+	for k, url := range kindURLs {
+		if url == typeURL {
 			return k
 		}
 	}
 	return -1
+}
+
+// perKind is a labelled metric's child for each of xdscache.Kinds, looked
+// up once: WithLabelValues hashes its labels and takes the vector's lock
+// on every call, and every response of every node counts.
+type perKind[M any] struct {
+	kinds [len(xdscache.Kinds)]M
+	of    func(typeName string) M // any other type's, per call
+}
+
+func newPerKind[M any](of func(typeName string) M) *perKind[M] {
+	p := &perKind[M]{of: of}
+	for k, url := range kindURLs {
+		p.kinds[k] = of(xdscache.TypeName(url))
+	}
+	return p
+}
+
+// get is typeURL's child.
+func (p *perKind[M]) get(typeURL string) M {
+	if k := kindIndex(typeURL); k >= 0 {
+		return p.kinds[k]
+	}
+	return p.of(xdscache.TypeName(typeURL))
 }

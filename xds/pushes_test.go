@@ -62,3 +62,25 @@ func testSnapshot(t testing.TB, services int, down ...int) *cache.Snapshot {
 	}
 	return snap
 }
+
+// TestPerKindResolvesOnce: a served type's metric child is looked up once,
+// when made, under its type name; another type's on every call.
+func TestPerKindResolvesOnce(t *testing.T) {
+	var calls []string
+	p := newPerKind(func(name string) string { calls = append(calls, name); return "child:" + name })
+	made := len(calls)
+	for _, tc := range []struct{ url, want string }{
+		{resource.ClusterType, "child:cluster"}, {resource.EndpointType, "child:endpoint"},
+		{resource.ListenerType, "child:listener"}, {resource.RouteType, "child:route"},
+	} {
+		if got := p.get(tc.url); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.url, got, tc.want)
+		}
+	}
+	if len(calls) != made || made != len(xdscache.Kinds) {
+		t.Errorf("looked up %v, want each of the %d kinds once, when made", calls, len(xdscache.Kinds))
+	}
+	if got := p.get(resource.SecretType); got != "child:secret" || len(calls) != made+1 {
+		t.Errorf("another type: %s after %v, want child:secret looked up then", got, calls)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
@@ -23,6 +24,7 @@ type reconciler struct {
 	cache    *xdscache.Cache
 	reg      *registry
 	m        *metrics
+	latency  *perKind[prometheus.Observer] // m.pushLatency's children
 	log      *slog.Logger
 	settings translate.SettingsFunc
 	lis      *listenerSet // configured listeners; nil when there are none
@@ -95,6 +97,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 		views:    subsetViews{publish: cfg.OnSubsets},
 	}
 	r.served = lis
+	r.latency = newPerKind(func(name string) prometheus.Observer { return m.pushLatency.WithLabelValues(name) })
 	r.traces.hist = m.stages
 	r.linger.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	c.UpToDate = r.pushes.upToDate
@@ -335,7 +338,7 @@ func (r *reconciler) forget(id string) {
 // pushed records the latency of a change reaching a node.
 func (r *reconciler) pushed(id, typeURL string) {
 	if t, ok := r.pushes.sent(id, typeURL, time.Now()); ok {
-		r.m.pushLatency.WithLabelValues(xdscache.TypeName(typeURL)).Observe(r.now().Sub(t).Seconds())
+		r.latency.get(typeURL).Observe(r.now().Sub(t).Seconds())
 	}
 }
 

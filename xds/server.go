@@ -222,6 +222,7 @@ func New(cfg Config) (*Server, error) {
 	s.logs = newLogLimiter(logEvery)
 	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs,
 		conns: newConnLog(), names: newNameBook(cfg.Names), snapshot: s.cache.Current, evicted: s.forget, maxKnown: cfg.MaxKnownNodes}
+	s.cb.pushes = newPerKind(func(name string) prometheus.Counter { return s.m.pushes.WithLabelValues(name) })
 	s.cache.Subscribed = s.cb.subscribed
 	var cb serverv3.Callbacks = s.cb
 	if len(cfg.Authorization) > 0 {
