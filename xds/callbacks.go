@@ -187,9 +187,9 @@ func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRe
 		in.nack = &NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
 			Error: req.GetErrorDetail().GetMessage()}
 	}
-	id, err := c.admit(in)
+	_, err := c.admit(in)
 	if err == nil && in.nack == nil && req.GetVersionInfo() != "" {
-		c.reg.ack(id, req.GetTypeUrl(), req.GetVersionInfo())
+		c.reg.ack(stream, req.GetTypeUrl(), req.GetVersionInfo())
 	}
 	return err
 }
