@@ -167,7 +167,9 @@ func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 		st.held = true // cache_order.go
 		return false
 	}
-	w.out <- resp // buffered: a watch is answered once, and a stream has one per type
+	if !offer(w.out, cache.Response(resp)) {
+		return false
+	}
 	if w.kind == types.Cluster || w.kind == types.Listener {
 		st.stale[w.kind] = true // what the node's types that refer to them have may lag (resume.go)
 	}
@@ -188,8 +190,24 @@ func (c *Cache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 		st.held = true // cache_order.go
 		return false
 	}
-	w.out <- resp
-	return true
+	return offer(w.out, cache.DeltaResponse(resp))
+}
+
+// offer sends an answer on a watch's channel if it has room, and reports
+// whether it did. go-control-plane's ADS streams share one channel among
+// their watches, with room for one answer of each of its known types
+// (twice that for delta); a watch is answered once and a stream has one
+// per type URL, but type URLs it does not know are as many as a client
+// names, and a send on a full channel would block the stream's own
+// goroutine (which drains it) inside CreateWatch, under the node's lock.
+// A watch not answered stays open: the next snapshot answers it.
+func offer[R any](out chan R, r R) bool {
+	select {
+	case out <- r:
+		return true
+	default:
+		return false
+	}
 }
 
 // SetSnapshot gives node its snapshot and answers its open watches that

@@ -1,6 +1,9 @@
 package xdscache
 
 import (
+	"fmt"
+	"time"
+
 	"testing"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -119,5 +122,52 @@ func TestCacheSkipsUnchangedTypes(t *testing.T) {
 				t.Error("a new cluster did not reach the skipped watch")
 			}
 		})
+	}
+}
+
+// TestCacheFullChannelDoesNotBlock: an ADS stream's watches share one
+// channel with room for one answer per known type; a client naming more
+// type URLs than that gets its extra watches answered later, not a
+// stream goroutine blocked for ever in CreateDeltaWatch under the node's
+// lock (which would stall every snapshot set after it).
+func TestCacheFullChannelDoesNotBlock(t *testing.T) {
+	c := New(false)
+	if err := c.SetSnapshot("n", testSnapshot(t, 1)); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan cache.DeltaResponse, 2)
+	opened := make(chan error, 1)
+	go func() {
+		for i := range 5 {
+			req := &discoverygrpc.DeltaDiscoveryRequest{Node: &core.Node{Id: "n"}, TypeUrl: fmt.Sprintf("type.googleapis.com/made.Up%d", i)}
+			sub := stream.NewDeltaSubscription(nil, nil, nil, true)
+			if _, err := c.CreateDeltaWatch(req, &sub, out); err != nil {
+				opened <- err
+				return
+			}
+		}
+		opened <- nil
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CreateDeltaWatch blocked on a full channel")
+	}
+	got := map[string]bool{}
+	for len(got) < 5 {
+		for len(out) > 0 {
+			got[(<-out).GetDeltaRequest().GetTypeUrl()] = true
+		}
+		if len(got) < 5 {
+			if err := c.SetSnapshot("n", testSnapshot(t, 1, 0)); err != nil { // answers what waited
+				t.Fatal(err)
+			}
+			if len(out) == 0 {
+				t.Fatalf("%d of 5 watches answered and a snapshot answered none", len(got))
+			}
+		}
 	}
 }
