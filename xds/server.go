@@ -229,7 +229,7 @@ func New(cfg Config) (*Server, error) {
 		cb = newAuthz(cb, cfg.Authorization, cfg.Registerer, cfg.Logger)
 	}
 	s.stopCt, s.stop = context.WithCancel(context.Background())
-	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
+	xs := streamServers(s.stopCt, s.cache, cb)
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout), // a connection that never sends the preface is closed
@@ -261,10 +261,6 @@ func New(cfg Config) (*Server, error) {
 	routeservice.RegisterRouteDiscoveryServiceServer(s.grpc, xs)
 	return s, nil
 }
-
-// staticWindow is HTTP/2's initial flow-control window in bytes (RFC 9113
-// §6.9.2): the server announces nothing else.
-const staticWindow = 65535
 
 // Update hands the server a new discovery snapshot. It returns at once;
 // nodes are updated by the reconcile loop after the debounce.
