@@ -7,13 +7,10 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 	"github.com/xds-server/xds-server/xds"
@@ -67,23 +64,8 @@ func (t *frameTap) Close() error {
 // update), and read the PING's ACK: four syscalls per node per change
 // instead of two, on both sides. The server's windows are static.
 func TestACKsCostTheServerNoPings(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	srv, err := xds.New(xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Debounce: 5 * time.Millisecond,
-		Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Run(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
 	var tapped atomic.Pointer[frameTap]
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	f := startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			if err != nil {
@@ -93,29 +75,17 @@ func TestACKsCostTheServerNoPings(t *testing.T) {
 			tapped.Store(ft)
 			return ft, nil
 		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := harness.StartADS(ctx, harness.ADSConfig{Conn: conn, NodeID: "n1", Cluster: "c", Types: allTypes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Update(testWorld(2, 3))
+	c := f.client(t, harness.ADSConfig{NodeID: "n1", Cluster: "c"})
+	f.srv.Update(testWorld(2, 3))
 	firstOfEach(t, c, allTypes)
 	for i := range 10 {
 		w := testWorld(2, 3)
 		w.Services[0].Endpoints[i%3].Port += 1000 * (i + 1)
-		srv.Update(w)
+		f.srv.Update(w)
 		next(t, c, resource.EndpointType) // ACKed by the harness at once
 	}
 	_ = c.Close()
-	conn.Close()
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	srv.Shutdown(sctx)
-	if err := <-served; err != nil {
-		t.Errorf("serve: %v", err)
-	}
+	f.conn.Close() // ends the tap: every frame the server wrote is counted
 	ft := tapped.Load()
 	<-ft.done
 	if n := ft.pings.Load(); n != 0 {

@@ -21,6 +21,16 @@ type skipProbe struct {
 	answered func() bool
 }
 
+// received takes an answer waiting on out into last, if there is one.
+func received[R any](out chan R, last *R) bool {
+	select {
+	case *last = <-out:
+		return true
+	default:
+		return false
+	}
+}
+
 func sotwProbe(c *Cache, id, typeURL string) *skipProbe {
 	sub := stream.NewSotwSubscription(nil, true)
 	out := make(chan cache.Response, 1)
@@ -36,14 +46,7 @@ func sotwProbe(c *Cache, id, typeURL string) *skipProbe {
 				t.Fatal(err)
 			}
 		},
-		answered: func() bool {
-			select {
-			case last = <-out:
-				return true
-			default:
-				return false
-			}
-		},
+		answered: func() bool { return received(out, &last) },
 	}
 }
 
@@ -62,14 +65,7 @@ func deltaProbe(c *Cache, id, typeURL string) *skipProbe {
 				t.Fatal(err)
 			}
 		},
-		answered: func() bool {
-			select {
-			case last = <-out:
-				return true
-			default:
-				return false
-			}
-		},
+		answered: func() bool { return received(out, &last) },
 	}
 }
 
