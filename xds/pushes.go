@@ -17,6 +17,20 @@ type pushTimes struct {
 	nodes sync.Map // node id -> *nodePushes
 }
 
+// given is what the reconciler gave a node: its latest snapshot and its
+// push times' entry (found once, not per pass).
+type given struct {
+	snap *cache.Snapshot
+	push *nodePushes
+}
+
+// pushed records the latency of a change reaching a node.
+func (r *reconciler) pushed(id, typeURL string) {
+	if t, ok := r.pushes.sent(id, typeURL, time.Now()); ok {
+		r.latency.get(typeURL).Observe(r.now().Sub(t).Seconds())
+	}
+}
+
 // nodePushes is one node's awaited changes.
 type nodePushes struct {
 	mu    sync.Mutex
@@ -25,19 +39,25 @@ type nodePushes struct {
 	pass  [len(xdscache.Kinds)]*passTrace // per kind, the pass that made it due; nil: none traced
 }
 
-// set records that node was given snap, with the kinds whose version
+// node returns node id's entry, made if needed.
+func (p *pushTimes) node(id string) *nodePushes {
+	v, ok := p.nodes.Load(id)
+	if !ok {
+		v, _ = p.nodes.LoadOrStore(id, &nodePushes{})
+	}
+	return v.(*nodePushes)
+}
+
+// set records that node id was given snap (see nodePushes.set).
+func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Time, pass *passTrace) {
+	p.node(id).set(old, snap, changedAt, pass)
+}
+
+// set records that the node was given snap, with the kinds whose version
 // changed since old changed at changedAt (zero: not recorded, as for a
 // node's first snapshot) by pass (nil: not traced). A kind already
 // awaiting a push keeps its time and pass.
-func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Time, pass *passTrace) {
-	v, ok := p.nodes.Load(id)
-	if !ok {
-		if changedAt.IsZero() || old == nil {
-			return // nothing awaited, nothing to record
-		}
-		v, _ = p.nodes.LoadOrStore(id, &nodePushes{})
-	}
-	n := v.(*nodePushes)
+func (n *nodePushes) set(old, snap *cache.Snapshot, changedAt time.Time, pass *passTrace) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.snap = snap

@@ -84,3 +84,26 @@ func TestPerKindResolvesOnce(t *testing.T) {
 		t.Errorf("another type: %s after %v, want child:secret looked up then", got, calls)
 	}
 }
+
+// TestForgottenNodeGetsNewPushTimes: the reconciler keeps each node's
+// push times' entry with its snapshot; a forgotten node's goes with it,
+// and the node coming back gets the entry its streams find.
+func TestForgottenNodeGetsNewPushTimes(t *testing.T) {
+	s := newTestServer(t, Config{})
+	s.Update(world(2, 1))
+	s.rec.reconcile()
+	connect(s, 1, "n")
+	first := s.rec.nodeSnap["n"].push
+	if first == nil || first != s.rec.pushes.node("n") {
+		t.Fatal("the reconciler's entry is not the one the node's streams find")
+	}
+	s.rec.forget("n")
+	if _, ok := s.rec.pushes.nodes.Load("n"); ok {
+		t.Fatal("a forgotten node kept its push times")
+	}
+	s.rec.connected("n") // as when its next stream opens
+	again := s.rec.nodeSnap["n"].push
+	if again == nil || again == first || again != s.rec.pushes.node("n") {
+		t.Errorf("the node back got entry %p (before %p), its streams find %p", again, first, s.rec.pushes.node("n"))
+	}
+}
