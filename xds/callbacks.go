@@ -181,7 +181,7 @@ func (c *callbacks) allowLog(node string) bool {
 func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRequest) error {
 	in := incoming{stream: stream, node: req.GetNode(), typeURL: req.GetTypeUrl()}
 	in.names = func(id string) *refusal {
-		return c.names.sotw(stream, id, req.GetTypeUrl(), req.GetResourceNames(), c.snapshot(id))
+		return c.names.sotw(stream, id, req.GetTypeUrl(), req.GetResourceNames(), c.snapshotIfNamed(id, req.GetResourceNames()))
 	}
 	if req.GetErrorDetail() != nil {
 		in.nack = &NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
@@ -199,7 +199,7 @@ func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaD
 	in := incoming{stream: stream, node: req.GetNode(), typeURL: req.GetTypeUrl()}
 	in.names = func(id string) *refusal {
 		return c.names.delta(stream, id, req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
-			len(req.GetInitialResourceVersions()), c.snapshot(id))
+			len(req.GetInitialResourceVersions()), c.snapshotIfNamed(id, req.GetResourceNamesSubscribe()))
 	}
 	if req.GetErrorDetail() != nil {
 		in.nack = &NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
@@ -210,6 +210,19 @@ func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaD
 		trimInitial(req)
 	}
 	return err
+}
+
+// snapshotIfNamed is the node's snapshot, which the names check reads to
+// tell known names from unknown ones, when names has one; nil when it has
+// none (a wildcard ACK, most requests): the check then needs none, and
+// the node's cache entry is not looked up.
+func (c *callbacks) snapshotIfNamed(id string, names []string) *cache.Snapshot {
+	for _, n := range names {
+		if n != "*" {
+			return c.snapshot(id)
+		}
+	}
+	return nil
 }
 
 // incoming is a request of either protocol, as admit needs it.
