@@ -10,10 +10,9 @@ import (
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/xds-server/xds-server/xdscache"
 )
 
 // callbacks feed go-control-plane's stream events into the registry, the
@@ -40,7 +39,8 @@ type callbacks struct {
 	// evicted drops what the server holds of a node evicted from the
 	// registry (past xds.max_known_nodes); nil does nothing.
 	evicted  func(id string)
-	maxKnown int // xds.max_known_nodes, for the log
+	maxKnown int                          // xds.max_known_nodes, for the log
+	pushes   *perKind[prometheus.Counter] // m.pushes' children
 }
 
 // logEvery is the least time between two log lines about one node.
@@ -181,15 +181,15 @@ func (c *callbacks) allowLog(node string) bool {
 func (c *callbacks) OnStreamRequest(stream int64, req *discoverygrpc.DiscoveryRequest) error {
 	in := incoming{stream: stream, node: req.GetNode(), typeURL: req.GetTypeUrl()}
 	in.names = func(id string) *refusal {
-		return c.names.sotw(stream, id, req.GetTypeUrl(), req.GetResourceNames(), c.snapshot(id))
+		return c.names.sotw(stream, id, req.GetTypeUrl(), req.GetResourceNames(), c.snapshotIfNamed(id, req.GetResourceNames()))
 	}
 	if req.GetErrorDetail() != nil {
 		in.nack = &NACK{TypeURL: req.GetTypeUrl(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(),
 			Error: req.GetErrorDetail().GetMessage()}
 	}
-	id, err := c.admit(in)
+	_, err := c.admit(in)
 	if err == nil && in.nack == nil && req.GetVersionInfo() != "" {
-		c.reg.ack(id, req.GetTypeUrl(), req.GetVersionInfo())
+		c.reg.ack(stream, req.GetTypeUrl(), req.GetVersionInfo())
 	}
 	return err
 }
@@ -199,7 +199,7 @@ func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaD
 	in := incoming{stream: stream, node: req.GetNode(), typeURL: req.GetTypeUrl()}
 	in.names = func(id string) *refusal {
 		return c.names.delta(stream, id, req.GetTypeUrl(), req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(),
-			len(req.GetInitialResourceVersions()), c.snapshot(id))
+			len(req.GetInitialResourceVersions()), c.snapshotIfNamed(id, req.GetResourceNamesSubscribe()))
 	}
 	if req.GetErrorDetail() != nil {
 		in.nack = &NACK{TypeURL: req.GetTypeUrl(), Version: req.GetResponseNonce(), Nonce: req.GetResponseNonce(),
@@ -210,6 +210,19 @@ func (c *callbacks) OnStreamDeltaRequest(stream int64, req *discoverygrpc.DeltaD
 		trimInitial(req)
 	}
 	return err
+}
+
+// snapshotIfNamed is the node's snapshot, which the names check reads to
+// tell known names from unknown ones, when names has one; nil when it has
+// none (a wildcard ACK, most requests): the check then needs none, and
+// the node's cache entry is not looked up.
+func (c *callbacks) snapshotIfNamed(id string, names []string) *cache.Snapshot {
+	for _, n := range names {
+		if n != "*" {
+			return c.snapshot(id)
+		}
+	}
+	return nil
 }
 
 // incoming is a request of either protocol, as admit needs it.
@@ -309,7 +322,7 @@ func (c *callbacks) OnStreamDeltaResponse(stream int64, _ *discoverygrpc.DeltaDi
 
 func (c *callbacks) responded(stream int64, typeURL, nonce string) {
 	id := c.reg.responded(stream, typeURL, nonce)
-	c.m.pushes.WithLabelValues(xdscache.TypeName(typeURL)).Inc()
+	c.pushes.get(typeURL).Inc()
 	if id != "" {
 		c.rec.pushed(id, typeURL)
 	}

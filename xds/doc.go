@@ -4,6 +4,13 @@
 // -> translate (pure) -> xdscache (encoded, shared snapshots) -> the
 // nodes' streams.
 //
+// Per node and change, the streams' own work is what costs (write and
+// read syscalls, go-control-plane and grpc-go per stream), so the gRPC
+// server keeps HTTP/2's static 64 KiB windows (no BDP ping and window
+// update answering every ACK) and SotW ADS streams run go-control-plane's
+// ordered ADS loop (one channel in the cache's order, no reflect.Select),
+// server_streams.go.
+//
 // It owns the node registry (who is connected, since when, what they
 // NACKed), authorization, the bounds on what a node may ask for (names.go,
 // bounds.go), and the debounced reconcile loop (reconcile.go): discovery

@@ -14,7 +14,6 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoverygrpc "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
@@ -52,7 +51,7 @@ func benchPush(b *testing.B, delta bool) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	xs := serverv3.NewServer(ctx, s.cache, s.cb)
+	xs := streamServers(ctx, s.cache, s.cb)
 	w := world(50, 20)
 	s.Update(w)
 	s.rec.reconcile()

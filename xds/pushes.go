@@ -17,6 +17,20 @@ type pushTimes struct {
 	nodes sync.Map // node id -> *nodePushes
 }
 
+// given is what the reconciler gave a node: its latest snapshot and its
+// push times' entry (found once, not per pass).
+type given struct {
+	snap *cache.Snapshot
+	push *nodePushes
+}
+
+// pushed records the latency of a change reaching a node.
+func (r *reconciler) pushed(id, typeURL string) {
+	if t, ok := r.pushes.sent(id, typeURL, time.Now()); ok {
+		r.latency.get(typeURL).Observe(r.now().Sub(t).Seconds())
+	}
+}
+
 // nodePushes is one node's awaited changes.
 type nodePushes struct {
 	mu    sync.Mutex
@@ -25,19 +39,25 @@ type nodePushes struct {
 	pass  [len(xdscache.Kinds)]*passTrace // per kind, the pass that made it due; nil: none traced
 }
 
-// set records that node was given snap, with the kinds whose version
+// node returns node id's entry, made if needed.
+func (p *pushTimes) node(id string) *nodePushes {
+	v, ok := p.nodes.Load(id)
+	if !ok {
+		v, _ = p.nodes.LoadOrStore(id, &nodePushes{})
+	}
+	return v.(*nodePushes)
+}
+
+// set records that node id was given snap (see nodePushes.set).
+func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Time, pass *passTrace) {
+	p.node(id).set(old, snap, changedAt, pass)
+}
+
+// set records that the node was given snap, with the kinds whose version
 // changed since old changed at changedAt (zero: not recorded, as for a
 // node's first snapshot) by pass (nil: not traced). A kind already
 // awaiting a push keeps its time and pass.
-func (p *pushTimes) set(id string, old, snap *cache.Snapshot, changedAt time.Time, pass *passTrace) {
-	v, ok := p.nodes.Load(id)
-	if !ok {
-		if changedAt.IsZero() || old == nil {
-			return // nothing awaited, nothing to record
-		}
-		v, _ = p.nodes.LoadOrStore(id, &nodePushes{})
-	}
-	n := v.(*nodePushes)
+func (n *nodePushes) set(old, snap *cache.Snapshot, changedAt time.Time, pass *passTrace) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.snap = snap
@@ -114,12 +134,44 @@ func (p *pushTimes) forget(id string) {
 	}
 }
 
+// kindURLs are the type URLs of xdscache.Kinds, in their order.
+var kindURLs = func() (urls [len(xdscache.Kinds)]string) {
+	for k, kind := range xdscache.Kinds {
+		urls[k], _ = cache.GetResponseTypeURL(kind)
+	}
+	return urls
+}()
+
 // kindIndex is the position of typeURL in kinds, or -1.
 func kindIndex(typeURL string) int {
-	for k, kind := range xdscache.Kinds {
-		if url, _ := cache.GetResponseTypeURL(kind); url == typeURL {
+	for k, url := range kindURLs {
+		if url == typeURL {
 			return k
 		}
 	}
 	return -1
+}
+
+// perKind is a labelled metric's child for each of xdscache.Kinds, looked
+// up once: WithLabelValues hashes its labels and takes the vector's lock
+// on every call, and every response of every node counts.
+type perKind[M any] struct {
+	kinds [len(xdscache.Kinds)]M
+	of    func(typeName string) M // any other type's, per call
+}
+
+func newPerKind[M any](of func(typeName string) M) *perKind[M] {
+	p := &perKind[M]{of: of}
+	for k, url := range kindURLs {
+		p.kinds[k] = of(xdscache.TypeName(url))
+	}
+	return p
+}
+
+// get is typeURL's child.
+func (p *perKind[M]) get(typeURL string) M {
+	if k := kindIndex(typeURL); k >= 0 {
+		return p.kinds[k]
+	}
+	return p.of(xdscache.TypeName(typeURL))
 }

@@ -62,3 +62,48 @@ func testSnapshot(t testing.TB, services int, down ...int) *cache.Snapshot {
 	}
 	return snap
 }
+
+// TestPerKindResolvesOnce: a served type's metric child is looked up once,
+// when made, under its type name; another type's on every call.
+func TestPerKindResolvesOnce(t *testing.T) {
+	var calls []string
+	p := newPerKind(func(name string) string { calls = append(calls, name); return "child:" + name })
+	made := len(calls)
+	for _, tc := range []struct{ url, want string }{
+		{resource.ClusterType, "child:cluster"}, {resource.EndpointType, "child:endpoint"},
+		{resource.ListenerType, "child:listener"}, {resource.RouteType, "child:route"},
+	} {
+		if got := p.get(tc.url); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.url, got, tc.want)
+		}
+	}
+	if len(calls) != made || made != len(xdscache.Kinds) {
+		t.Errorf("looked up %v, want each of the %d kinds once, when made", calls, len(xdscache.Kinds))
+	}
+	if got := p.get(resource.SecretType); got != "child:secret" || len(calls) != made+1 {
+		t.Errorf("another type: %s after %v, want child:secret looked up then", got, calls)
+	}
+}
+
+// TestForgottenNodeGetsNewPushTimes: the reconciler keeps each node's
+// push times' entry with its snapshot; a forgotten node's goes with it,
+// and the node coming back gets the entry its streams find.
+func TestForgottenNodeGetsNewPushTimes(t *testing.T) {
+	s := newTestServer(t, Config{})
+	s.Update(world(2, 1))
+	s.rec.reconcile()
+	connect(s, 1, "n")
+	first := s.rec.nodeSnap["n"].push
+	if first == nil || first != s.rec.pushes.node("n") {
+		t.Fatal("the reconciler's entry is not the one the node's streams find")
+	}
+	s.rec.forget("n")
+	if _, ok := s.rec.pushes.nodes.Load("n"); ok {
+		t.Fatal("a forgotten node kept its push times")
+	}
+	s.rec.connected("n") // as when its next stream opens
+	again := s.rec.nodeSnap["n"].push
+	if again == nil || again == first || again != s.rec.pushes.node("n") {
+		t.Errorf("the node back got entry %p (before %p), its streams find %p", again, first, s.rec.pushes.node("n"))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xds-server/xds-server/discovery"
 	"github.com/xds-server/xds-server/envoy"
@@ -23,6 +24,7 @@ type reconciler struct {
 	cache    *xdscache.Cache
 	reg      *registry
 	m        *metrics
+	latency  *perKind[prometheus.Observer] // m.pushLatency's children
 	log      *slog.Logger
 	settings translate.SettingsFunc
 	lis      *listenerSet // configured listeners; nil when there are none
@@ -47,7 +49,7 @@ type reconciler struct {
 	shared   map[string]*cache.Snapshot // assembly key -> snapshot
 	sub      *subsets                   // per-node variants of the shared snapshots
 	slots    *endpointSlots             // stable slots of steady-subset endpoints
-	nodeSnap map[string]*cache.Snapshot // node id -> snapshot it was last given
+	nodeSnap map[string]given           // node id -> what it was last given
 	ready    bool                       // a first snapshot has been built
 
 	routes *routeCheck // the services listeners route to
@@ -90,11 +92,12 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 		memo:     map[string]memoEntry{},
 		shared:   map[string]*cache.Snapshot{},
 		sub:      newSubsets(m, cfg.Logger),
-		nodeSnap: map[string]*cache.Snapshot{},
+		nodeSnap: map[string]given{},
 		routes:   &routeCheck{lis: lis, m: m, log: cfg.Logger},
 		views:    subsetViews{publish: cfg.OnSubsets},
 	}
 	r.served = lis
+	r.latency = newPerKind(func(name string) prometheus.Observer { return m.pushLatency.WithLabelValues(name) })
 	r.traces.hist = m.stages
 	r.linger.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	c.UpToDate = r.pushes.upToDate
@@ -293,12 +296,17 @@ func (r *reconciler) setLocked(node Node, changedAt time.Time, pass *passTrace) 
 	if snap == nil {
 		return false
 	}
-	old := r.nodeSnap[node.ID]
+	g := r.nodeSnap[node.ID]
+	old := g.snap
 	if xdscache.SameVersions(old, snap) {
 		return false
 	}
-	r.pushes.set(node.ID, old, snap, changedAt, pass)
-	r.nodeSnap[node.ID] = snap
+	if g.push == nil {
+		g.push = r.pushes.node(node.ID)
+	}
+	g.push.set(old, snap, changedAt, pass)
+	g.snap = snap
+	r.nodeSnap[node.ID] = g
 	if err := r.cache.SetSnapshot(node.ID, snap); err != nil {
 		r.log.Error("set snapshot", "node", node.ID, "error", err)
 		return false
@@ -326,17 +334,10 @@ func (r *reconciler) connected(id string) {
 func (r *reconciler) forget(id string) {
 	r.mu.Lock()
 	delete(r.nodeSnap, id)
+	r.pushes.forget(id) // under r.mu: a node set meanwhile gets a new entry
 	r.nodesChangedLocked()
 	r.mu.Unlock()
 	r.cache.Clear(id)
-	r.pushes.forget(id)
-}
-
-// pushed records the latency of a change reaching a node.
-func (r *reconciler) pushed(id, typeURL string) {
-	if t, ok := r.pushes.sent(id, typeURL, time.Now()); ok {
-		r.m.pushLatency.WithLabelValues(xdscache.TypeName(typeURL)).Observe(r.now().Sub(t).Seconds())
-	}
 }
 
 func (r *reconciler) isReady() bool {
@@ -349,8 +350,8 @@ func (r *reconciler) isReady() bool {
 func (r *reconciler) snapshotOf(id string) (*cache.Snapshot, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s, ok := r.nodeSnap[id]
-	return s, ok
+	g, ok := r.nodeSnap[id]
+	return g.snap, ok
 }
 
 func (r *reconciler) recordEndpoints(in discovery.Snapshot) {

@@ -3,7 +3,6 @@ package xds
 import (
 	"cmp"
 	"container/list"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -33,8 +32,11 @@ type Node struct {
 	Group       string `json:"subset_group"`
 	Index       int    `json:"subset_index"`
 	IndexSource string `json:"subset_index_source,omitempty"`
-	// Versions holds, per resource type URL, the last version the node acknowledged.
+	// Versions holds, per resource type URL, the last version the node
+	// acknowledged (filled in by list; nil in get's and all's copies).
 	Versions map[string]string `json:"acked_versions,omitempty"`
+	// acked is where the node's streams record what they acknowledge.
+	acked *ackedVersions
 }
 
 // NACK is the last rejection a node sent.
@@ -106,13 +108,13 @@ func (r *registry) attach(stream int64, n *core.Node, now time.Time) (id string,
 			evicted = *r.nodes[oldest.Value.(string)]
 			r.forgetLocked(evicted.ID)
 		}
-		node = &Node{ID: id, Versions: map[string]string{}, Index: -1}
+		node = &Node{ID: id, Index: -1, acked: &ackedVersions{m: map[string]string{}}}
 		r.nodes[id] = node
 	}
 	r.streams[stream] = id
 	st := r.stream(stream)
 	st.mu.Lock()
-	st.id = id
+	st.id, st.acked = id, node.acked
 	st.mu.Unlock()
 	fresh = node.Streams == 0
 	if fresh {
@@ -215,6 +217,7 @@ type sentNonce struct {
 type streamState struct {
 	mu     sync.Mutex
 	id     string               // its node; "" until bound
+	acked  *ackedVersions       // its node's; nil until bound
 	byType map[string]sentNonce // type URL -> its latest response
 }
 
@@ -280,14 +283,6 @@ func (r *registry) refuse(stream int64, now time.Time) {
 	r.idleAt[id] = r.idle.PushBack(id)
 }
 
-func (r *registry) ack(id, typeURL, version string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if node, ok := r.nodes[id]; ok {
-		node.Versions[typeURL] = version
-	}
-}
-
 // expire forgets nodes disconnected for longer than grace and returns their ids.
 func (r *registry) expire(now time.Time, grace time.Duration) []string {
 	r.mu.Lock()
@@ -331,7 +326,7 @@ func (r *registry) list() []Node {
 // copyNode copies n and its versions.
 func copyNode(n *Node) Node {
 	c := *n
-	c.Versions = maps.Clone(n.Versions)
+	c.Versions = n.acked.clone()
 	return c
 }
 
@@ -346,8 +341,8 @@ func (r *registry) get(id string) (Node, bool) {
 	return *n, true
 }
 
-// all returns copies of all known nodes sorted by id, as get does (their
-// Versions maps shared), under two locks rather than one per node: a
+// all returns copies of all known nodes sorted by id, as get does
+// (without their acknowledged versions), under two locks rather than one per node: a
 // reconcile pass reads the whole fleet while 10,000 streams' responses
 // and ACKs take the lock.
 func (r *registry) all() []Node {

@@ -222,13 +222,14 @@ func New(cfg Config) (*Server, error) {
 	s.logs = newLogLimiter(logEvery)
 	s.cb = &callbacks{reg: s.reg, rec: s.rec, idx: s.idx, m: s.m, log: cfg.Logger, now: cfg.Now, refusing: &s.shutting, logs: s.logs,
 		conns: newConnLog(), names: newNameBook(cfg.Names), snapshot: s.cache.Current, evicted: s.forget, maxKnown: cfg.MaxKnownNodes}
+	s.cb.pushes = newPerKind(func(name string) prometheus.Counter { return s.m.pushes.WithLabelValues(name) })
 	s.cache.Subscribed = s.cb.subscribed
 	var cb serverv3.Callbacks = s.cb
 	if len(cfg.Authorization) > 0 {
 		cb = newAuthz(cb, cfg.Authorization, cfg.Registerer, cfg.Logger)
 	}
 	s.stopCt, s.stop = context.WithCancel(context.Background())
-	xs := serverv3.NewServer(s.stopCt, s.cache, cb)
+	xs := streamServers(s.stopCt, s.cache, cb)
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(cfg.MaxStreams),
 		grpc.ConnectionTimeout(cfg.HandshakeTimeout), // a connection that never sends the preface is closed
@@ -236,6 +237,13 @@ func New(cfg Config) (*Server, error) {
 		// the write buffer between writes and read without a buffer by
 		// default, which cuts per-connection memory by about 60 KiB.
 		grpc.SharedWriteBuffer(true),
+		// Static flow-control windows of HTTP/2's default size (64 KiB):
+		// with dynamic ones (grpc-go's BDP estimation) every ACK, a DATA
+		// frame, made the server write a PING and a window update and read
+		// the PING's ACK, doubling the syscalls of each node's change on
+		// both sides. Requests are small; nothing needs a larger window.
+		grpc.StaticStreamWindowSize(staticWindow),
+		grpc.StaticConnWindowSize(staticWindow),
 		grpc.ReadBufferSize(cfg.Buffers.Read),
 		grpc.WriteBufferSize(cfg.Buffers.Write),
 		grpc.ForceServerCodecV2(codec{budget: newSendBudget(cfg.MaxPendingBytes, cfg.Registerer), heads: &heads{}}), // pooled, bounded, shared buffers

@@ -50,8 +50,9 @@ func start(t *testing.T) *fixture {
 	return startWith(t, xds.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
-// startWith is start with cfg (its debounce and registerer are set here).
-func startWith(t *testing.T, cfg xds.Config) *fixture {
+// startWith is start with cfg (its debounce and registerer are set here)
+// and more dial options.
+func startWith(t *testing.T, cfg xds.Config, dial ...grpc.DialOption) *fixture {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Debounce, cfg.Registerer = 5*time.Millisecond, reg
@@ -67,7 +68,7 @@ func startWith(t *testing.T, cfg xds.Config) *fixture {
 	go srv.Run(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

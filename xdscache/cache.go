@@ -155,8 +155,11 @@ func insertByKind[W any](ws []W, w W, kind func(W) types.ResponseType) []W {
 func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 	resp, upToDate := sotwAnswer(w, st.snap, st.history(w.kind), c.fullState)
 	if resp == nil {
-		if upToDate && c.UpToDate != nil {
-			c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
+		if upToDate {
+			w.idle = versionOf(st.snap, w.kind)
+			if c.UpToDate != nil {
+				c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
+			}
 		}
 		return false
 	}
@@ -164,7 +167,9 @@ func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 		st.held = true // cache_order.go
 		return false
 	}
-	w.out <- resp // buffered: a watch is answered once, and a stream has one per type
+	if !offer(w.out, cache.Response(resp)) {
+		return false
+	}
 	if w.kind == types.Cluster || w.kind == types.Listener {
 		st.stale[w.kind] = true // what the node's types that refer to them have may lag (resume.go)
 	}
@@ -175,6 +180,7 @@ func (c *Cache) answerSotW(id string, w *sotwWatch, st *nodeState) bool {
 func (c *Cache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 	resp := deltaAnswer(w, st.snap, st.sentOf(w.kind), st.epoch)
 	if resp == nil {
+		w.idle = versionOf(st.snap, w.kind)
 		if c.UpToDate != nil {
 			c.UpToDate(id, w.req.GetTypeUrl(), st.snap)
 		}
@@ -184,12 +190,29 @@ func (c *Cache) answerDelta(id string, w *deltaWatch, st *nodeState) bool {
 		st.held = true // cache_order.go
 		return false
 	}
-	w.out <- resp
-	return true
+	return offer(w.out, cache.DeltaResponse(resp))
+}
+
+// offer sends an answer on a watch's channel if it has room, and reports
+// whether it did. go-control-plane's ADS streams share one channel among
+// their watches, with room for one answer of each of its known types
+// (twice that for delta); a watch is answered once and a stream has one
+// per type URL, but type URLs it does not know are as many as a client
+// names, and a send on a full channel would block the stream's own
+// goroutine (which drains it) inside CreateWatch, under the node's lock.
+// A watch not answered stays open: the next snapshot answers it.
+func offer[R any](out chan R, r R) bool {
+	select {
+	case out <- r:
+		return true
+	default:
+		return false
+	}
 }
 
 // SetSnapshot gives node its snapshot and answers its open watches that
-// it gives something new, in type order.
+// it gives something new, in type order. A watch that had nothing to
+// send is not looked at again while its type keeps its version (skips).
 func (c *Cache) SetSnapshot(id string, snap *cache.Snapshot) error {
 	if snap == nil {
 		return errors.New("xdscache: nil snapshot")
@@ -211,7 +234,7 @@ func (c *Cache) SetSnapshot(id string, snap *cache.Snapshot) error {
 	st.snap = snap
 	keep := st.sotw[:0]
 	for _, w := range st.sotw {
-		if !c.answerSotW(id, w, st) {
+		if skips(w.idle, snap, w.kind) || !c.answerSotW(id, w, st) {
 			keep = append(keep, w)
 		}
 	}
@@ -219,7 +242,7 @@ func (c *Cache) SetSnapshot(id string, snap *cache.Snapshot) error {
 	st.sotw = keep
 	keepD := st.delta[:0]
 	for _, w := range st.delta {
-		if !c.answerDelta(id, w, st) {
+		if skips(w.idle, snap, w.kind) || !c.answerDelta(id, w, st) {
 			keepD = append(keepD, w)
 		}
 	}

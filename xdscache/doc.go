@@ -18,6 +18,10 @@
 // what changed (cache_sotw.go), delta responses only what changed
 // (cache_delta.go, cache_memo.go), and a node that reconnects with the
 // versions it has is sent nothing unless something differs (resume.go).
+// A watch found with nothing to send is not looked at again until its
+// type's version changes (watch.go), so one service's change costs a
+// node's other types nothing; an answer goes on a watch's channel only if
+// it has room (a stream cannot block itself in CreateWatch).
 // A wildcard stream, SotW or delta, is reported to hold one entry standing
 // for its type's version map (versionKey), not a copy of it: what a node
 // costs does not grow with the resources it has.
