@@ -158,6 +158,7 @@ func (e *policyEnv) awaitSent(t *testing.T, what string, cond func(nodeConfig) b
 	var cfg nodeConfig
 	var acked map[string]string
 	seen := map[string]map[string]string{} // type/version -> resource versions by name
+	ackedPolls := 0
 	u := e.srv.AdminURL("/debug/config?node=" + url.QueryEscape(e.node))
 	start := time.Now()
 	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -176,7 +177,14 @@ func (e *policyEnv) awaitSent(t *testing.T, what string, cond func(nodeConfig) b
 		if nack != nil && cfg.Resources[typeShort(nack.TypeURL)].Version == nack.Version {
 			t.Fatalf("node %s NACKed %s version %s (%s): %s", e.node, nack.TypeURL, nack.Version, what, nack.Error)
 		}
-		if cfg.acked(acked, seen) {
+		if !cfg.acked(acked, seen) {
+			ackedPolls = 0
+			continue
+		}
+		// grpc-go ACKs a response before its channel applies it (the
+		// balancer's update runs after): the config counts as taken when
+		// it is still acked at the next poll, so that RPCs made next see it.
+		if ackedPolls++; ackedPolls == 2 {
 			t.Logf("%s: sent and acked within %v", what, time.Since(start).Round(time.Millisecond))
 			return cfg
 		}
