@@ -384,32 +384,15 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 	for range 5 {
 		decide("before")
 	}
-	nodes := map[string]*redis.Client{}
-	ids := map[string]string{}
-	for _, n := range c.Nodes {
-		cl := redis.NewClient(&redis.Options{Addr: n.Addr()})
-		t.Cleanup(func() { cl.Close() })
-		nodes[n.Addr()] = cl
-		if ids[n.Addr()], err = cl.ClusterMyID(ctx).Result(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var b string
-	for addr := range nodes {
-		if addr != a {
-			b = addr
-			break
-		}
-	}
+	nodes, ids := clusterNodes(t, c)
+	b := startMigration(t, nodes, ids, slot, a)
+	decide("migrating, key still on the source")
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(nodes[b].Do(ctx, "cluster", "setslot", slot, "importing", ids[a]).Err())
-	must(nodes[a].Do(ctx, "cluster", "setslot", slot, "migrating", ids[b]).Err())
-	decide("migrating, key still on the source")
 	_, port, _ := net.SplitHostPort(b)
 	must(nodes[a].Migrate(ctx, "127.0.0.1", port, key, 0, 5*time.Second).Err())
 	decide("migrating, key moved (ASK)")
@@ -514,23 +497,11 @@ func TestRedisClusterSlotMigrationTryAgain(t *testing.T) {
 	}
 	decide("before", moved, stays, other)
 	nodes, ids := clusterNodes(t, c)
-	var b string
-	for addr := range nodes {
-		if addr != a {
-			b = addr
-			break
-		}
-	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(nodes[b].Do(ctx, "cluster", "setslot", slot, "importing", ids[a]).Err())
-	must(nodes[a].Do(ctx, "cluster", "setslot", slot, "migrating", ids[b]).Err())
+	b := startMigration(t, nodes, ids, slot, a)
 	_, port, _ := net.SplitHostPort(b)
-	must(nodes[a].Migrate(ctx, "127.0.0.1", port, movedKey, 0, 5*time.Second).Err())
+	if err := nodes[a].Migrate(ctx, "127.0.0.1", port, movedKey, 0, 5*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
 	decide("half moved, the moved key first", moved, stays, other)
 	decide("half moved, the other slot first", other, stays, moved)
 	decide("half moved, the slot alone", stays, moved)
@@ -572,4 +543,25 @@ func clusterNodes(t *testing.T, c *harness.RedisClusterServers) (map[string]*red
 		ids[n.Addr()] = id
 	}
 	return nodes, ids
+}
+
+// startMigration marks slot as moving from master a to another master of
+// nodes, which it returns.
+func startMigration(t *testing.T, nodes map[string]*redis.Client, ids map[string]string, slot int, a string) string {
+	t.Helper()
+	var b string
+	for addr := range nodes {
+		if addr != a {
+			b = addr
+			break
+		}
+	}
+	ctx := context.Background()
+	if err := nodes[b].Do(ctx, "cluster", "setslot", slot, "importing", ids[a]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[a].Do(ctx, "cluster", "setslot", slot, "migrating", ids[b]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
