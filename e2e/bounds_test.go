@@ -193,10 +193,12 @@ func TestSlowAdminClientsAreCut(t *testing.T) {
 		}
 	}
 	// Past the cap the idlest connection is shed (or, once all are in a
-	// request, the new one refused): either way it is closed at once.
+	// request, the new one refused): either way it is closed at once. At
+	// least slow-capacity are; the test's own metric reads, made while the
+	// cap is full, may be shed too.
 	deadline := time.Now().Add(20 * time.Second)
 	for metricValue(t, srv, "", `listener_connections_refused_total{listener="admin"}`)+
-		metricValue(t, srv, "", `listener_connections_shed_total{listener="admin"}`) != slow-capacity {
+		metricValue(t, srv, "", `listener_connections_shed_total{listener="admin"}`) < slow-capacity {
 		if time.Now().After(deadline) {
 			t.Fatalf("refused + shed admin connections never reached %d", slow-capacity)
 		}
