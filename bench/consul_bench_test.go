@@ -171,12 +171,15 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	for k := range *flagChanges {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
 		w := fleet.Install([]Want{flip.Next(s, e)})
+		gc0, selfGC0 := scrapeOr(b, metrics)[MetricGCs], SelfGCs()
 		if err := flip.Flip(ctx, s, e); err != nil {
 			b.Fatal(err)
 		}
 		if err := fleet.Await(ctx, w, changeTimeout); err != nil {
 			b.Fatalf("change %d: %v", k, err)
 		}
+		r.ChangeServerGCs = append(r.ChangeServerGCs, scrapeOr(b, metrics)[MetricGCs]-gc0)
+		r.ChangeLoadGenGCs = append(r.ChangeLoadGenGCs, SelfGCs()-selfGC0)
 		for _, d := range w.Latencies() {
 			r.Latencies = append(r.Latencies, d.Seconds())
 		}

@@ -80,6 +80,12 @@ type Run struct {
 	// reconcile pass that took it.
 	Stages      []map[string]float64 `json:"stages,omitempty"`
 	DrainStages []map[string]float64 `json:"drain_stages,omitempty"`
+	// ChangeGCs are, per change, the garbage collections that ended
+	// while it spread (from the flip until every node had it): the
+	// server's (go_gc_duration_seconds_count) and the load generator's
+	// own (runtime/metrics), which can stall either side.
+	ChangeServerGCs  []float64 `json:"change_server_gcs,omitempty"`
+	ChangeLoadGenGCs []float64 `json:"change_loadgen_gcs,omitempty"`
 }
 
 // Push is one full push: one endpoint of every service flipped at once.

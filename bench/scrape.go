@@ -22,6 +22,7 @@ const (
 	MetricReconciles = "xds_reconciles_total"
 	MetricEDSPushes  = `xds_pushes_total{type="endpoint"}`
 	MetricHAWrites   = "xds_ha_consul_writes_total"
+	MetricGCs        = "go_gc_duration_seconds_count"
 )
 
 // Metrics are the samples of one Prometheus text exposition, by series
