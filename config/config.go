@@ -34,6 +34,9 @@ type Config struct {
 type RuntimeConfig struct {
 	MemoryLimitMiB uint32 `mapstructure:"memory_limit_mib"` // soft memory limit (GOMEMLIMIT); 0 = none
 	HeapFloorMiB   uint32 `mapstructure:"heap_floor_mib"`   // GC lets the heap reach this (or twice the live heap) before collecting; 0 = off
+	// GCBetweenPushes collects garbage in the quiet after an xDS push
+	// when the next push would likely start a collection mid-push.
+	GCBetweenPushes bool `mapstructure:"gc_between_pushes"`
 }
 
 // SubsettingConfig configures client indices for subsetting.

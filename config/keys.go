@@ -318,6 +318,7 @@ var Keys = []Key{
 	k("log.level", "info", "log level: debug, info, warn, error"),
 	k("log.format", "text", "log format: text or json"),
 	k("runtime.memory_limit_mib", uint32(0), "soft limit on the process's memory in MiB (Go's GOMEMLIMIT): near it the garbage collector runs more often and returns free memory to the system, so a connect storm's garbage does not stay resident; set it below the memory the process may use, e.g. 1100 for 10,000 xDS nodes in 1.5 GB; 0: none (the GOMEMLIMIT environment variable, if set, applies)"),
+	k("runtime.gc_between_pushes", true, "collect garbage in the quiet after an xDS push (100 ms after its last response, no push under way) when the heap's headroom is under 1.5 times what a recent push allocated, so that the next push does not start a collection itself: a collection's mark phase slows every stream's writes (10,000 nodes on 2 cores: the changes that met one took 1.5-2x as long); counted by xds_gc_between_pushes_total; false: Go's pacing alone"),
 	k("runtime.heap_floor_mib", uint32(128), "the garbage collector lets the heap grow to this many MiB before collecting, or to twice the live heap when that is more (Go's default); fewer collections at high request rates; 0: Go's default"),
 }
 

@@ -82,6 +82,7 @@ type reconcileConfig struct {
 	MaxDelay    time.Duration
 	OnSubsets   func(*SubsetsView)
 	Datacenters []string
+	Passes      PassObserver
 }
 
 func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileConfig, lis *listenerSet) *reconciler {
@@ -98,7 +99,7 @@ func newReconciler(c *xdscache.Cache, reg *registry, m *metrics, cfg reconcileCo
 	}
 	r.served = lis
 	r.latency = newPerKind(func(name string) prometheus.Observer { return m.pushLatency.WithLabelValues(name) })
-	r.traces.hist = m.stages
+	r.traces.hist, r.traces.obs = m.stages, cfg.Passes
 	r.linger.after = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
 	c.UpToDate = r.pushes.upToDate
 	r.sub.keyOf = lis.assemblyKey

@@ -102,9 +102,12 @@ type Config struct {
 	// "datacenter" is in the first; services with a datacenter failover
 	// level try the others in this order. Empty: one datacenter.
 	Datacenters []string
-	Logger      *slog.Logger // nil means slog.Default()
-	Registerer  prometheus.Registerer
-	Now         func() time.Time // nil means time.Now
+	// Passes, optional, is told when each reconcile pass starts and when
+	// its pushes are done (see PassObserver).
+	Passes     PassObserver
+	Logger     *slog.Logger // nil means slog.Default()
+	Registerer prometheus.Registerer
+	Now        func() time.Time // nil means time.Now
 }
 
 // Validate reports configuration errors.
@@ -210,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.cache = xdscache.New(cfg.SotWFullState)
-	s.rec = newReconciler(s.cache, s.reg, s.m, reconcileConfig{Settings: cfg.Settings, Logger: cfg.Logger, Now: cfg.Now,
+	s.rec = newReconciler(s.cache, s.reg, s.m, reconcileConfig{Settings: cfg.Settings, Logger: cfg.Logger, Now: cfg.Now, Passes: cfg.Passes,
 		Debounce: cfg.Debounce, MaxDelay: cfg.MaxDelay, OnSubsets: cfg.OnSubsets, Datacenters: cfg.Datacenters}, lis)
 	s.idx = newIndexer(cfg.Subsetting, cfg.Now, s.m, cfg.Logger)
 	s.rec.slots = newEndpointSlots(s.idx)

@@ -74,6 +74,17 @@ type PassTimes struct {
 	LastWrite  time.Time `json:"last_write_at"`
 }
 
+// PassObserver is told of reconcile passes: PassStarted when one starts,
+// PassDone once every response it made due was handed to its node's
+// stream or found unneeded (the same moment the write stages are
+// observed), with the nodes it gave a changed snapshot. PassDone may
+// come after the next pass started, and from a stream's goroutine:
+// neither may block.
+type PassObserver interface {
+	PassStarted(seq uint64)
+	PassDone(seq uint64, nodes int)
+}
+
 // passTrace follows one pass: the loop stamps its stages, then the
 // streams' responses count down what it made due. The pass is done once
 // it is sealed (every snapshot set) and nothing is pending; the write
@@ -86,6 +97,7 @@ type passTrace struct {
 	first   atomic.Int64 // unix nanoseconds; 0: none yet
 	last    atomic.Int64
 	hist    *prometheus.HistogramVec
+	obs     PassObserver // nil: none
 }
 
 // await counts one (node, type) response due.
@@ -111,7 +123,13 @@ func (p *passTrace) wrote(at time.Time) {
 // settle counts one due response off (sent, unneeded or its node gone),
 // or the seal; the last one observes the write stages.
 func (p *passTrace) settle() {
-	if p.pending.Add(-1) != 0 || p.hist == nil {
+	if p.pending.Add(-1) != 0 {
+		return
+	}
+	if p.obs != nil {
+		p.obs.PassDone(p.t.Seq, p.t.Nodes) // written before the seal, which counts down last or earlier
+	}
+	if p.hist == nil {
 		return
 	}
 	if first, last := p.first.Load(), p.last.Load(); first != 0 {
@@ -139,6 +157,7 @@ const passLogLen = 64
 // passTraces hands out pass traces and keeps the latest passLogLen.
 type passTraces struct {
 	hist *prometheus.HistogramVec // xds_change_stage_seconds; nil: not observed
+	obs  PassObserver             // nil: none
 
 	mu      sync.Mutex
 	read    SourceRead // noted for the next update; zero: none
@@ -172,10 +191,18 @@ func (ts *passTraces) updated(at time.Time) {
 // start opens the trace of a pass starting at, with the change and read
 // it takes.
 func (ts *passTraces) start(at time.Time) *passTrace {
+	p := ts.open(at)
+	if ts.obs != nil {
+		ts.obs.PassStarted(p.t.Seq)
+	}
+	return p
+}
+
+func (ts *passTraces) open(at time.Time) *passTrace {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.seq++
-	p := &passTrace{t: PassTimes{Seq: ts.seq, Read: ts.pending, Changed: ts.changed, Started: at}, hist: ts.hist}
+	p := &passTrace{t: PassTimes{Seq: ts.seq, Read: ts.pending, Changed: ts.changed, Started: at}, hist: ts.hist, obs: ts.obs}
 	if p.t.Changed.IsZero() {
 		p.t.Changed = at
 	}

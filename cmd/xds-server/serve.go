@@ -43,6 +43,9 @@ func serve(cfg config.Config, logOut io.Writer) error {
 func (a *app) start(l *lifecycle) {
 	l.loop(a.srv.Run)
 	l.loop(a.ws.Run)
+	if a.gc != nil {
+		l.loop(a.gc.run)
+	}
 	a.ha.start(l)
 	l.loop(a.ui.Run)
 	l.loop(a.drains.Watch) // a no-op without HA

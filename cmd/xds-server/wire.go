@@ -53,6 +53,7 @@ type app struct {
 	rl       *rateLimit
 	ui       *console.Console
 	admin    *http.Server
+	gc       *pushCollector // nil: runtime.gc_between_pushes off
 }
 
 // wire builds the components of cfg in order; what a step acquires goes
@@ -81,6 +82,10 @@ func (a *app) wireXDS(ctx context.Context, cl *closers) error {
 	a.src, a.sec = src, newSecurity(a.reg, a.log)
 	xc := a.cfg.ServerConfig()
 	xc.Logger, xc.Registerer, xc.OnSubsets = a.log, a.reg, a.fan.subsets
+	if a.cfg.Runtime.GCBetweenPushes {
+		a.gc = newPushCollector(a.reg)
+		xc.Passes = a.gc
+	}
 	if tc, err := a.sec.serverTLS("xds", a.cfg.XDS.TLS); err != nil {
 		return err
 	} else if tc != nil {
