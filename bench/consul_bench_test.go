@@ -141,6 +141,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	}
 	r.ConnectSeconds = time.Since(w.start).Seconds()
 	r.LoadGenConnectCPU = SelfCPU() - cpu0
+	r.ServerConnectCPU = scrapeOr(b, metrics)[MetricCPU] - before[MetricCPU]
 	after := settled(b, metrics)
 	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
 	r.Goroutines = after[MetricGoroutines]
@@ -192,6 +193,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	c1 := scrapeOr(b, metrics)
 	r.ChangeCPUSeconds, r.ChangeBytes = c1[MetricCPU]-c0[MetricCPU], float64(fleet.RecvBytes()-bytes0)
 	r.ChangeConsulReads = Sum(c1, MetricConsulReads) - Sum(c0, MetricConsulReads)
+	r.QuietGCs = c1[MetricQuietGCs] - c0[MetricQuietGCs]
 	if changeProf != nil {
 		if err := <-changeProf; err != nil {
 			b.Fatal(err)

@@ -29,7 +29,11 @@ type Run struct {
 	// LoadGenConnectCPU its part from the first dial until every node synced.
 	LoadGenCPU        float64 `json:"loadgen_cpu_seconds"`
 	LoadGenConnectCPU float64 `json:"loadgen_connect_cpu_seconds"`
-	RunSeconds        float64 `json:"run_seconds"` // wall time of the run from the first dial
+	// ServerConnectCPU is the server's CPU over the same time
+	// (process_cpu_seconds_total): with the load generator's, the least
+	// time the connect storm can take on the machine's cores.
+	ServerConnectCPU float64 `json:"server_connect_cpu_seconds,omitempty"`
+	RunSeconds       float64 `json:"run_seconds"` // wall time of the run from the first dial
 	// ChangeSampled is, per change, the nodes the change reached (all of
 	// them without subsets; with subsets, those that had the endpoint).
 	ChangeSampled []int `json:"change_sampled,omitempty"`
@@ -86,6 +90,9 @@ type Run struct {
 	// own (runtime/metrics), which can stall either side.
 	ChangeServerGCs  []float64 `json:"change_server_gcs,omitempty"`
 	ChangeLoadGenGCs []float64 `json:"change_loadgen_gcs,omitempty"`
+	// QuietGCs are the server's collections between pushes over the
+	// change phase (xds_gc_between_pushes_total, runtime.gc_between_pushes).
+	QuietGCs float64 `json:"quiet_gcs,omitempty"`
 }
 
 // Push is one full push: one endpoint of every service flipped at once.

@@ -23,6 +23,7 @@ const (
 	MetricEDSPushes  = `xds_pushes_total{type="endpoint"}`
 	MetricHAWrites   = "xds_ha_consul_writes_total"
 	MetricGCs        = "go_gc_duration_seconds_count"
+	MetricQuietGCs   = "xds_gc_between_pushes_total"
 )
 
 // Metrics are the samples of one Prometheus text exposition, by series

@@ -78,6 +78,7 @@ type scaleFigures struct {
 	runP99, perNode, peak, storm, cpuPN []float64 // per run (cpuPN: per full push of every run)
 	pushP99                             []float64 // per full push of every run: its p99 arrival
 	loadCPU, loadCores, loadPushCPU     []float64
+	serverStormCPU                      []float64 // per run: the server's CPU over the connect storm (0: not measured)
 	refused, samples                    float64
 }
 
@@ -91,6 +92,9 @@ func computeScale(g scaleGroup) scaleFigures {
 		f.peak = append(f.peak, r.RSSPeak)
 		f.storm = append(f.storm, r.ConnectSeconds)
 		f.loadCPU = append(f.loadCPU, r.LoadGenConnectCPU)
+		if r.ServerConnectCPU > 0 {
+			f.serverStormCPU = append(f.serverStormCPU, r.ServerConnectCPU)
+		}
 		if r.RunSeconds > 0 {
 			f.loadCores = append(f.loadCores, r.LoadGenCPU/r.RunSeconds)
 		}
@@ -191,6 +195,7 @@ func renderScale(groups []scaleGroup, commands, wall string, at time.Time) strin
 		p("| %s | %.2f | %.1f CPU-s | %.2f CPU-s | %d |", g.name(), bench.Median(f.loadCores), bench.Median(f.loadCPU), bench.Median(f.loadPushCPU), len(g.runs))
 	}
 	p("")
+	renderFloors(p, groups)
 	renderStages(p, groups)
 	renderSlowChanges(p, groups)
 	renderScaleRuns(p, groups)

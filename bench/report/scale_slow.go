@@ -51,6 +51,7 @@ func renderSlowChanges(p func(string, ...any), groups []scaleGroup) {
 			if len(r.ChangeServerGCs) != len(ps) || len(r.ChangeLoadGenGCs) != len(ps) {
 				continue
 			}
+			rw.quiet += r.QuietGCs
 			for i, v := range ps {
 				cs = append(cs, change{v, r.ChangeServerGCs[i], r.ChangeLoadGenGCs[i]})
 				p99s = append(p99s, v)
@@ -78,15 +79,18 @@ func renderSlowChanges(p func(string, ...any), groups []scaleGroup) {
 	p("median change's. GCs: garbage collections that ended while a change spread (flip -> every node had it),")
 	p("mean per change, in the server (`go_gc_duration_seconds_count`) and in the load generator (its own).")
 	p("")
-	p("| variant | changes | median change p99 | slow changes | their p99 | server GCs: slow / others | load generator GCs: slow / others |")
-	p("|---|---|---|---|---|---|---|")
+	p("Quiet GCs: the server's collections between pushes over the change phases (`xds_gc_between_pushes_total`,")
+	p("`runtime.gc_between_pushes`), which are not during a change.")
+	p("")
+	p("| variant | changes | median change p99 | slow changes | their p99 | server GCs: slow / others | load generator GCs: slow / others | quiet GCs |")
+	p("|---|---|---|---|---|---|---|---|")
 	for _, rw := range rows {
 		their := strings.Join(rw.slowP99, ", ")
 		if their == "" {
 			their = "-"
 		}
-		p("| %s | %d | %s | %d | %s | %s / %s | %s / %s |", rw.name, rw.all, secs(rw.med), rw.slow, their,
-			meanOr(rw.srvSlow), meanOr(rw.srvRest), meanOr(rw.loadSlow), meanOr(rw.loadRest))
+		p("| %s | %d | %s | %d | %s | %s / %s | %s / %s | %.0f |", rw.name, rw.all, secs(rw.med), rw.slow, their,
+			meanOr(rw.srvSlow), meanOr(rw.srvRest), meanOr(rw.loadSlow), meanOr(rw.loadRest), rw.quiet)
 	}
 	p("")
 }

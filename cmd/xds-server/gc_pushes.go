@@ -15,14 +15,14 @@ import (
 // phase takes a quarter of the processors and makes the streams that
 // allocate help it, so every node's response waits. At 10,000 nodes on
 // two cores, the changes of the benchmark (issue 29) that met a
-// collection took 1.5-2x as long as the others, and no other change met
-// one. pushCollector moves that collection into the quiet after a push:
-// once a pass's responses are all handed to their streams and no pass
-// followed for a moment, it collects if the heap's headroom (the
-// collector's goal minus the heap in use) is under 1.5 times what a
-// recent push allocated, that is when the next push would likely start
-// a collection itself. A collection then happens a little before the
-// goal instead of at it; nothing else changes.
+// collection took 1.5-2x as long as the others. pushCollector moves that
+// collection into the quiet after a push: once no pass is under way and
+// the streams had a moment to write, it collects if what a recent push
+// allocated (the pass and its streams' writes), one and a half times
+// over, would reach the point where Go starts a collection itself. That
+// point is not published: the runtime starts between 70% and 95% of the
+// way from the live heap to its goal, so 70% is assumed. A collection
+// then comes a little earlier than it would have, between pushes.
 
 // Defaults of the push collector.
 const (
@@ -30,31 +30,49 @@ const (
 	// its stream the collector waits for the streams to write it (and
 	// for a following pass, which defers it).
 	pushQuiet = 100 * time.Millisecond
-	// pushMinAlloc: passes allocating less are too small for a
+	// pushMinAlloc: pushes allocating less are too small for a
 	// collection during them to matter.
 	pushMinAlloc = 4 << 20
-	// pushesRemembered is how many passes' allocations the collector
+	// pushesRemembered is how many pushes' allocations the collector
 	// takes the largest of.
 	pushesRemembered = 4
 )
 
+// heapState is what the collector reads of the runtime.
+type heapState struct {
+	allocated uint64 // bytes allocated since the process started
+	goal      uint64 // the heap goal of the current cycle
+	live      uint64 // the heap the last collection marked live
+	inUse     uint64 // the heap in use by objects now (live, or dead and not yet swept)
+}
+
+// trigger is the earliest heap at which Go starts a collection by
+// itself: 70% of the way from the live heap to the goal.
+func (h heapState) trigger() uint64 {
+	if h.goal <= h.live {
+		return h.goal
+	}
+	return h.live + (h.goal-h.live)*7/10
+}
+
 // shouldCollect reports whether a collection is due before the next
-// push: the heap in use plus one and a half pushes reaches the goal.
-func shouldCollect(goal, inUse, push uint64) bool {
-	return push >= pushMinAlloc && inUse+push+push/2 >= goal
+// push: the heap in use plus one and a half pushes reaches the trigger.
+func shouldCollect(h heapState, push uint64) bool {
+	return push >= pushMinAlloc && h.inUse+push+push/2 >= h.trigger()
 }
 
 // pushCollector implements xds.PassObserver.
 type pushCollector struct {
 	quiet   time.Duration
-	heap    func() (allocated, goal, inUse uint64) // runtime/metrics; tests inject
-	collect func()                                 // runtime.GC; tests inject
+	heap    func() heapState // runtime/metrics; tests inject
+	collect func()           // runtime.GC; tests inject
 	total   prometheus.Counter
 
-	mu      sync.Mutex
-	started map[uint64]uint64 // pass -> bytes allocated by the process when it started
-	allocs  [pushesRemembered]uint64
-	next    int
+	mu     sync.Mutex
+	idle   bool   // no pass started since the last look
+	since  uint64 // bytes allocated when the first pass after the last look started
+	allocs [pushesRemembered]uint64
+	next   int
 
 	latest   atomic.Uint64 // the last pass started
 	finished atomic.Uint64 // the last pass done
@@ -62,8 +80,7 @@ type pushCollector struct {
 }
 
 func newPushCollector(reg prometheus.Registerer) *pushCollector {
-	c := &pushCollector{quiet: pushQuiet, heap: readHeap, collect: runtime.GC,
-		started: map[uint64]uint64{}, done: make(chan struct{}, 1),
+	c := &pushCollector{quiet: pushQuiet, heap: readHeap, collect: runtime.GC, idle: true, done: make(chan struct{}, 1),
 		total: prometheus.NewCounter(prometheus.CounterOpts{Name: "xds_gc_between_pushes_total",
 			Help: "garbage collections started in the quiet after an xDS push, so that the next push does not start one (runtime.gc_between_pushes)"})}
 	if reg != nil {
@@ -72,32 +89,19 @@ func newPushCollector(reg prometheus.Registerer) *pushCollector {
 	return c
 }
 
-// PassStarted notes the process's allocation at the start of pass seq.
+// PassStarted notes the start of pass seq: the first since the collector
+// last looked starts the push it measures.
 func (c *pushCollector) PassStarted(seq uint64) {
-	allocated, _, _ := c.heap()
 	c.mu.Lock()
-	if len(c.started) >= 2*pushesRemembered { // passes never done (none should be): forget the oldest
-		oldest := seq
-		for s := range c.started {
-			oldest = min(oldest, s)
-		}
-		delete(c.started, oldest)
+	if c.idle {
+		c.idle, c.since = false, c.heap().allocated
 	}
-	c.started[seq] = allocated
 	c.mu.Unlock()
 	c.latest.Store(seq)
 }
 
-// PassDone records what pass seq allocated and wakes the collector.
+// PassDone wakes the collector.
 func (c *pushCollector) PassDone(seq uint64, _ int) {
-	allocated, _, _ := c.heap()
-	c.mu.Lock()
-	if from, ok := c.started[seq]; ok {
-		delete(c.started, seq)
-		c.allocs[c.next%pushesRemembered] = allocated - from
-		c.next++
-	}
-	c.mu.Unlock()
 	for {
 		f := c.finished.Load()
 		if f >= seq || c.finished.CompareAndSwap(f, seq) {
@@ -110,14 +114,21 @@ func (c *pushCollector) PassDone(seq uint64, _ int) {
 	}
 }
 
-// largest is the largest allocation of the remembered passes.
-func (c *pushCollector) largest() uint64 {
+// look ends the push measured since the first pass after the last look
+// and returns the largest push remembered with the heap now.
+func (c *pushCollector) look() (uint64, heapState) {
+	h := c.heap()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return max(c.allocs[0], c.allocs[1], c.allocs[2], c.allocs[3])
+	if !c.idle {
+		c.allocs[c.next%pushesRemembered] = h.allocated - c.since
+		c.next++
+		c.idle = true
+	}
+	return max(c.allocs[0], c.allocs[1], c.allocs[2], c.allocs[3]), h
 }
 
-// run collects after passes until ctx ends.
+// run collects after pushes until ctx ends.
 func (c *pushCollector) run(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -137,18 +148,17 @@ func (c *pushCollector) run(ctx context.Context) {
 		if c.latest.Load() != c.finished.Load() { // a pass is under way: its end decides
 			continue
 		}
-		if _, goal, inUse := c.heap(); shouldCollect(goal, inUse, c.largest()) {
+		if push, h := c.look(); shouldCollect(h, push) {
 			c.total.Inc()
 			c.collect()
 		}
 	}
 }
 
-// readHeap reads the process's cumulative heap allocation, the
-// collector's heap goal and the heap in use by objects (live, or dead
-// and not yet swept).
-func readHeap() (allocated, goal, inUse uint64) {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+// readHeap reads heapState from runtime/metrics.
+func readHeap() heapState {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"}}
 	metrics.Read(s)
 	v := func(i int) uint64 {
 		if s[i].Value.Kind() == metrics.KindUint64 {
@@ -156,5 +166,5 @@ func readHeap() (allocated, goal, inUse uint64) {
 		}
 		return 0
 	}
-	return v(0), v(1), v(2)
+	return heapState{allocated: v(0), goal: v(1), live: v(2), inUse: v(3)}
 }

@@ -12,18 +12,23 @@ import (
 
 func TestShouldCollect(t *testing.T) {
 	const mib = 1 << 20
+	// live 300 MiB, goal 600 MiB: Go may start collecting at 510 MiB.
 	for _, c := range []struct {
-		goal, inUse, push uint64
-		want              bool
+		inUse, push uint64
+		want        bool
 	}{
-		{goal: 600 * mib, inUse: 300 * mib, push: 100 * mib, want: false}, // 450 < 600: the next push fits
-		{goal: 600 * mib, inUse: 300 * mib, push: 200 * mib, want: true},  // 600: it would start one
-		{goal: 600 * mib, inUse: 500 * mib, push: 80 * mib, want: true},
-		{goal: 8 * mib, inUse: 7 * mib, push: 3 * mib, want: false}, // a small push: never
+		{inUse: 300 * mib, push: 100 * mib, want: false}, // 450 < 510: the next push fits
+		{inUse: 300 * mib, push: 140 * mib, want: true},  // 510: it might start one
+		{inUse: 450 * mib, push: 40 * mib, want: true},
+		{inUse: 509 * mib, push: 3 * mib, want: false}, // a small push: never
 	} {
-		if got := shouldCollect(c.goal, c.inUse, c.push); got != c.want {
-			t.Errorf("shouldCollect(%d, %d, %d MiB) = %v, want %v", c.goal/mib, c.inUse/mib, c.push/mib, got, c.want)
+		h := heapState{goal: 600 * mib, live: 300 * mib, inUse: c.inUse}
+		if got := shouldCollect(h, c.push); got != c.want {
+			t.Errorf("in use %d MiB, push %d MiB: shouldCollect = %v, want %v", c.inUse/mib, c.push/mib, got, c.want)
 		}
+	}
+	if got := (heapState{goal: 100, live: 120}).trigger(); got != 100 {
+		t.Errorf("trigger past the goal = %d, want the goal", got)
 	}
 }
 
@@ -36,7 +41,9 @@ func TestPushCollectorWaitsForTheLastPass(t *testing.T) {
 	collected := make(chan uint64, 4) // the last pass done when a collection ran
 	c := newPushCollector(prometheus.NewRegistry())
 	c.quiet = time.Millisecond
-	c.heap = func() (uint64, uint64, uint64) { return allocated.Load(), 600 * mib, inUse.Load() }
+	c.heap = func() heapState {
+		return heapState{allocated: allocated.Load(), goal: 600 * mib, live: 300 * mib, inUse: inUse.Load()}
+	}
 	c.collect = func() {
 		inUse.Store(100 * mib) // what a collection frees: a wake-up queued meanwhile finds room
 		collected <- c.finished.Load()
@@ -49,11 +56,11 @@ func TestPushCollectorWaitsForTheLastPass(t *testing.T) {
 
 	inUse.Store(350 * mib)
 	c.PassStarted(1)
-	allocated.Store(200 * mib) // pass 1 allocates 200 MiB: 350 + 300 >= 600
+	allocated.Store(200 * mib) // passes 1 and 2 allocate 210 MiB: 350 + 315 >= 510
 	c.PassStarted(2)
 	c.PassDone(1, 10000) // pass 2 is under way: no collection
 	allocated.Store(210 * mib)
-	c.PassDone(2, 10) // a small pass; the big one is remembered
+	c.PassDone(2, 10)
 	select {
 	case last := <-collected:
 		if last != 2 {
@@ -65,7 +72,7 @@ func TestPushCollectorWaitsForTheLastPass(t *testing.T) {
 	if got := testutil.ToFloat64(c.total); got != 1 {
 		t.Errorf("xds_gc_between_pushes_total = %v, want 1", got)
 	}
-	if c.largest() != 200*mib {
-		t.Errorf("largest push %d MiB, want 200", c.largest()/mib)
+	if push, _ := c.look(); push != 210*mib {
+		t.Errorf("largest push %d MiB, want 210 (both passes, one push)", push/mib)
 	}
 }
