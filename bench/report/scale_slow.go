@@ -37,6 +37,7 @@ func renderSlowChanges(p func(string, ...any), groups []scaleGroup) {
 		slowP99            []string
 		srvSlow, srvRest   []float64
 		loadSlow, loadRest []float64
+		quiet              float64
 	}
 	var rows []row
 	for _, g := range groups {
