@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,4 +77,45 @@ func TestPushCollectorWaitsForTheLastPass(t *testing.T) {
 	if push, _ := c.look(); push != 210*mib {
 		t.Errorf("largest push %d MiB, want 210 (both passes, one push)", push/mib)
 	}
+}
+
+// TestPushCollectorOnTheRuntime runs the collector on this process's own
+// heap: a pass that allocates 32 MiB, far more than this small heap's
+// headroom, is followed by a collection (runtime.GC, read from
+// runtime/metrics) once it is done.
+func TestPushCollectorOnTheRuntime(t *testing.T) {
+	c := newPushCollector(prometheus.NewRegistry())
+	c.quiet = time.Millisecond
+	collected := make(chan struct{}, 4)
+	c.collect = func() { runtime.GC(); collected <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { c.run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+
+	before := gcCycles()
+	c.PassStarted(1)
+	for range 32 {
+		sink = make([]byte, 1<<20) // a push's garbage
+	}
+	c.PassDone(1, 1)
+	select {
+	case <-collected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no collection after a 32 MiB push")
+	}
+	if push, h := c.look(); push < 32<<20 || h.goal == 0 || h.allocated == 0 {
+		t.Errorf("push %d bytes, heap %+v: want at least 32 MiB and the runtime's figures", push, h)
+	}
+	if gcCycles() <= before {
+		t.Error("the runtime counted no collection")
+	}
+}
+
+var sink []byte
+
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
