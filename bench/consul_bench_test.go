@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,8 @@ var (
 	flagCPUSeconds     = flag.Int("cpuprofile-seconds", 5, "length of the -cpuprofile profile, from just before the first full push's flips")
 	flagChangeProfile  = flag.String("changeprofile", "", "write the server's CPU profile over the single changes (its /debug/pprof/profile, -changeprofile-seconds long from just before the first change) to this file")
 	flagChangeSeconds  = flag.Int("changeprofile-seconds", 10, "length of the -changeprofile profile")
+	flagStormProfile   = flag.String("stormprofile", "", "write the server's CPU profile over the connect storm (its /debug/pprof/profile, -stormprofile-seconds long from just before the first dial) to this file")
+	flagStormSeconds   = flag.Int("stormprofile-seconds", 5, "length of the -stormprofile profile")
 )
 
 // Timeouts of the phases of a run.
@@ -128,6 +131,13 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	if r.SubsetSize > 0 {
 		sync0 = cat.Present(r.SubsetSize)
 	}
+	var stormProf chan error
+	if *flagStormProfile != "" {
+		stormProf = make(chan error, 1)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", srv.AdminAddr, *flagStormSeconds)
+		go func() { stormProf <- fetchTo(ctx, url, *flagStormProfile) }()
+		sleep(ctx, 100*time.Millisecond) // the profile starts before the first dial
+	}
 	cpu0 := SelfCPU()
 	w := fleet.Install(sync0)
 	if err := fleet.Connect(ctx); err != nil {
@@ -142,6 +152,11 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	r.ConnectSeconds = time.Since(w.start).Seconds()
 	r.LoadGenConnectCPU = SelfCPU() - cpu0
 	r.ServerConnectCPU = scrapeOr(b, metrics)[MetricCPU] - before[MetricCPU]
+	if stormProf != nil {
+		if err := <-stormProf; err != nil {
+			b.Fatal(err)
+		}
+	}
 	after := settled(b, metrics)
 	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
 	r.Goroutines = after[MetricGoroutines]
@@ -172,6 +187,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	for k := range *flagChanges {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
 		w := fleet.Install([]Want{flip.Next(s, e)})
+		quietGC()
 		gc0, selfGC0 := scrapeOr(b, metrics)[MetricGCs], SelfGCs()
 		if err := flip.Flip(ctx, s, e); err != nil {
 			b.Fatal(err)
@@ -237,6 +253,7 @@ func drainPhase(b *testing.B, fleet *Fleet, d *Drainer, flip *Flipper, cat Catal
 			how, do = "admin", d.Admin
 		}
 		w := fleet.Install([]Want{d.DrainWant(s, e)})
+		quietGC()
 		if err := do(ctx, s, e, true); err != nil {
 			b.Fatal(err)
 		}
@@ -264,6 +281,7 @@ func drainPhase(b *testing.B, fleet *Fleet, d *Drainer, flip *Flipper, cat Catal
 func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics string, k int) Push {
 	ctx := b.Context()
 	e := (k + 1) % cat.Endpoints
+	quietGC()
 	m0, err := Scrape(ctx, metrics)
 	if err != nil {
 		b.Fatal(err)
@@ -359,6 +377,13 @@ func awaitCatalog(ctx context.Context, url string, want int) error {
 	}
 	return fmt.Errorf("server counts %v healthy endpoints after %v, want %d", got, catalogTimeout, want)
 }
+
+// quietGC collects the load generator's garbage before a measured
+// change: its collector would otherwise stall, now and then, every node
+// it holds at once (real nodes do not share a heap), and the change
+// would look slow. The server's collections are its own business and
+// stay in the figures.
+func quietGC() { runtime.GC() }
 
 // scrapeOr scrapes the metrics now, failing the benchmark on an error.
 func scrapeOr(b *testing.B, url string) Metrics {

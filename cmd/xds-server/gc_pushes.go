@@ -17,12 +17,14 @@ import (
 // two cores, the changes of the benchmark (issue 29) that met a
 // collection took 1.5-2x as long as the others. pushCollector moves that
 // collection into the quiet after a push: once no pass is under way and
-// the streams had a moment to write, it collects if what a recent push
-// allocated (the pass and its streams' writes), one and a half times
-// over, would reach the point where Go starts a collection itself. That
-// point is not published: the runtime starts between 70% and 95% of the
-// way from the live heap to its goal, so 70% is assumed. A collection
-// then comes a little earlier than it would have, between pushes.
+// the streams had a moment to write, it collects when one and a half
+// times what a recent push allocated (the pass and its streams' writes)
+// would reach the point where Go starts a collection itself, and would
+// fit below that point once collected. That point is not published: the
+// runtime starts between 70% and 95% of the way from the live heap to
+// its goal, so 70% is assumed. A push too large to fit after a
+// collection (a full push, or per-node subsets rebuilt for every node)
+// meets one anyway: collecting before it would only add one.
 
 // Defaults of the push collector.
 const (
@@ -56,9 +58,12 @@ func (h heapState) trigger() uint64 {
 }
 
 // shouldCollect reports whether a collection is due before the next
-// push: the heap in use plus one and a half pushes reaches the trigger.
+// push: the heap in use plus one and a half pushes reaches the trigger,
+// and the live heap plus as much stays below it (the live heap and the
+// goal of the next cycle taken as this one's).
 func shouldCollect(h heapState, push uint64) bool {
-	return push >= pushMinAlloc && h.inUse+push+push/2 >= h.trigger()
+	margin := push + push/2
+	return push >= pushMinAlloc && h.inUse+margin >= h.trigger() && h.live+margin < h.trigger()
 }
 
 // pushCollector implements xds.PassObserver.
