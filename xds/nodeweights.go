@@ -33,11 +33,11 @@ type weightedEDS struct {
 type weightedSet map[string]map[string]*weightedEDS
 
 // get returns node's load assignment of service name, whose translation
-// input is svc: the endpoints eps (the members of a choice, or every endpoint of
+// input is svc: the endpoints eps returns (the members of a choice, or every endpoint of
 // a service without subsets), identified by src, with node's weights w.
 // It is translated again only when src or the weights changed; ids
 // numbers new ones.
-func (ws weightedSet) get(name string, svc envoy.Service, node, src string, eps []envoy.Endpoint, w map[string]uint32, ids *uint64) (*weightedEDS, error) {
+func (ws weightedSet) get(name string, svc envoy.Service, node, src string, eps func() []envoy.Endpoint, w map[string]uint32, ids *uint64) (*weightedEDS, error) {
 	byNode := ws[name]
 	if byNode == nil {
 		byNode = map[string]*weightedEDS{}
@@ -47,7 +47,7 @@ func (ws weightedSet) get(name string, svc envoy.Service, node, src string, eps 
 		we.used = true
 		return we, nil
 	}
-	eds, err := encodeEDS(translate.WithWeights(svc, eps, w))
+	eds, err := encodeEDS(translate.WithWeights(svc, eps(), w))
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ type servicePlan struct {
 	plan    subsetting.Plan
 	svc     envoy.Service // translation input; svc.Endpoints are in plan order
 	serving []bool        // by plan index: healthy, degraded or unknown
-	byIndex map[int]*pick
+	byIndex picks
 	byKey   map[string]*choice
 	ids     *uint64        // the reconciler's choice id counter: ids stay unique across plans
 	slots   map[string]int // endpoint id -> stable slot (steady); nil otherwise
@@ -53,6 +53,42 @@ type choice struct {
 	key     string // members, comma separated
 	members []int  // plan indices, ascending
 	eds     xdscache.Item
+	in      *servicePlan // the latest plan whose byKey has it
+}
+
+// picks are a plan's picks by client index: in a slice for the dense
+// indices the index tables hand out (a lookup per node and service of
+// every pass: 500,000 at 10,000 nodes x 50 services, which cost 100 ms
+// a pass in maps), in a map past maxDenseIndex.
+type picks struct {
+	dense  []*pick
+	sparse map[int]*pick
+}
+
+// maxDenseIndex bounds the slice of picks (8 MiB a plan at most).
+const maxDenseIndex = 1 << 20
+
+func (t *picks) get(i int) (*pick, bool) {
+	if i >= 0 && i < len(t.dense) {
+		p := t.dense[i]
+		return p, p != nil
+	}
+	p, ok := t.sparse[i]
+	return p, ok
+}
+
+func (t *picks) set(i int, p *pick) {
+	if i < 0 || i >= maxDenseIndex {
+		if t.sparse == nil {
+			t.sparse = map[int]*pick{}
+		}
+		t.sparse[i] = p
+		return
+	}
+	if i >= len(t.dense) {
+		t.dense = slices.Grow(t.dense, i+1-len(t.dense))[:i+1]
+	}
+	t.dense[i] = p
 }
 
 // newServicePlan plans a service with subsetting on, or returns nil when
@@ -92,7 +128,7 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 		return nil, err
 	}
 	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: arranged, ids: ids, slots: slots,
-		serving: serving, byIndex: map[int]*pick{}, byKey: map[string]*choice{}}
+		serving: serving, byKey: map[string]*choice{}}
 	if reuse {
 		sp.prev, sp.changed = prev, make([]bool, len(serving))
 		for i, ep := range sp.svc.Endpoints {
@@ -112,12 +148,15 @@ func (sp *servicePlan) carried(i int) (*pick, bool) {
 	if sp.prev == nil {
 		return nil, false
 	}
-	p, ok := sp.prev.byIndex[i]
+	p, ok := sp.prev.byIndex.get(i)
 	if !ok || slices.ContainsFunc(p.order, func(m int) bool { return sp.changed[m] }) {
 		return nil, false
 	}
-	if _, ok := sp.byKey[p.key]; !ok {
-		sp.byKey[p.key] = p.choice
+	if p.choice.in != sp {
+		if _, ok := sp.byKey[p.key]; !ok {
+			sp.byKey[p.key] = p.choice
+		}
+		p.choice.in = sp
 	}
 	return p, true
 }
@@ -132,11 +171,11 @@ func sameEndpoint(a, b envoy.Endpoint) bool {
 // choose returns the pick of client index i, computing it (and
 // translating its load assignment, unless an equal one exists) on first use.
 func (sp *servicePlan) choose(i int) (*pick, error) {
-	if p, ok := sp.byIndex[i]; ok {
+	if p, ok := sp.byIndex.get(i); ok {
 		return p, nil
 	}
 	if p, ok := sp.carried(i); ok {
-		sp.byIndex[i] = p
+		sp.byIndex.set(i, p)
 		return p, nil
 	}
 	order := translate.Pick(sp.plan, sp.serving, i)
@@ -146,7 +185,7 @@ func (sp *servicePlan) choose(i int) (*pick, error) {
 	}
 	k := min(sp.plan.Size(), len(order))
 	p := &pick{order: order, subset: order[:k], replaced: len(order) - k, choice: c}
-	sp.byIndex[i] = p
+	sp.byIndex.set(i, p)
 	return p, nil
 }
 
@@ -169,7 +208,7 @@ func (sp *servicePlan) choice(order []int) (*choice, error) {
 		return nil, err
 	}
 	*sp.ids++
-	c := &choice{id: *sp.ids, key: key, members: members, eds: eds}
+	c := &choice{id: *sp.ids, key: key, members: members, eds: eds, in: sp}
 	sp.byKey[key] = c
 	return c, nil
 }
