@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/xds-server/xds-server/envoy"
@@ -220,7 +219,7 @@ func (l *localized) settle() {
 // replaceLocal puts node's localized load assignment of every local
 // service into repl (with the node's own weights where it has them), and
 // their ids into key.
-func (v *subsets) replaceLocal(node Node, at translate.Place, placeKey string, repl map[int]xdscache.Item, key *strings.Builder) {
+func (v *subsets) replaceLocal(node Node, at translate.Place, placeKey string, repl map[int]xdscache.Item, key *keyBuf) {
 	for _, ls := range v.local.services {
 		name := ls.in.Name
 		src := v.items[ls.pos][xdscache.EDS].Hash

@@ -2,7 +2,6 @@ package xds
 
 import (
 	"maps"
-	"strconv"
 
 	"github.com/xds-server/xds-server/envoy"
 	"github.com/xds-server/xds-server/translate"
@@ -56,9 +55,6 @@ func (ws weightedSet) get(name string, svc envoy.Service, node, src string, eps 
 	byNode[node] = we
 	return we, nil
 }
-
-// weightedKey is a variant key's part for a weighted load assignment.
-func weightedKey(we *weightedEDS) string { return "/n" + strconv.FormatUint(we.id, 10) }
 
 // settle drops the weighted load assignments no node used this pass and
 // clears the marks of the others.

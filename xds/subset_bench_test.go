@@ -28,28 +28,35 @@ func BenchmarkSubsetReconcile(b *testing.B) {
 		{subsetting.Steady, 1}, {subsetting.Classic, 1}, {subsetting.Steady, 100},
 	} {
 		b.Run(fmt.Sprintf("%s/nodes=10000/endpoints=1000/groups=%d", tc.alg, tc.groups), func(b *testing.B) {
-			benchSubsetReconcile(b, tc.alg, 10000, 1000, 20, tc.groups)
+			benchSubsetReconcile(b, tc.alg, 10000, 1, 1000, 20, tc.groups)
 		})
+	}
+	// The fleet benchmark's shape (bench/, issue 29): every node meets
+	// every service of the pass, 500,000 picks.
+	b.Run("steady/nodes=10000/services=50/endpoints=20/size=5", func(b *testing.B) {
+		benchSubsetReconcile(b, subsetting.Steady, 10000, 50, 20, 5, 1)
+	})
+}
+
+// BenchmarkSubsetStats measures one scrape of the subset balance metrics
+// (xds_subset_connections and co.) at 10,000 nodes x 50 services: it
+// holds the reconciler's lock, so a pass waits for it.
+//
+//	go test ./xds -run '^$' -bench SubsetStats -benchmem -count 5
+func BenchmarkSubsetStats(b *testing.B) {
+	s := benchSubsetServer(b, subsetting.Steady, 10000, 50, 20, 5, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if st := s.rec.subsetStats(s.reg.indexCounts(0).connected); len(st) != 50 {
+			b.Fatalf("%d services in the stats, want 50", len(st))
+		}
 	}
 }
 
-func benchSubsetReconcile(b *testing.B, alg subsetting.Algorithm, nodes, endpoints, size, groups int) {
-	s, err := New(Config{
-		Settings: func(string) translate.ServiceSettings {
-			return translate.ServiceSettings{SubsetSize: size, Subsetting: alg}
-		},
-		Logger: quietLogger(),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cb := s.cb
-	for i := range nodes {
-		cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: fmt.Sprintf("g%d", i%groups)})
-	}
-	w := world(1, endpoints)
-	s.Update(w)
-	s.rec.reconcile()
+func benchSubsetReconcile(b *testing.B, alg subsetting.Algorithm, nodes, services, endpoints, size, groups int) {
+	s := benchSubsetServer(b, alg, nodes, services, endpoints, size, groups)
+	w := world(services, endpoints)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -64,4 +71,26 @@ func benchSubsetReconcile(b *testing.B, alg subsetting.Algorithm, nodes, endpoin
 	s.rec.mu.Lock()
 	b.ReportMetric(float64(len(s.rec.sub.variants)), "snapshots")
 	s.rec.mu.Unlock()
+}
+
+// benchSubsetServer is a server with nodes connected (over groups) and a
+// world of services x endpoints reconciled once, every service with
+// subset size size.
+func benchSubsetServer(b *testing.B, alg subsetting.Algorithm, nodes, services, endpoints, size, groups int) *Server {
+	s, err := New(Config{
+		Settings: func(string) translate.ServiceSettings {
+			return translate.ServiceSettings{SubsetSize: size, Subsetting: alg}
+		},
+		Logger: quietLogger(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cb := s.cb
+	for i := range nodes {
+		cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: fmt.Sprintf("g%d", i%groups)})
+	}
+	s.Update(world(services, endpoints))
+	s.rec.reconcile()
+	return s
 }

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"slices"
 )
 
 // SubsetReport is /debug/subsets?service=S: which nodes have which
@@ -98,15 +99,28 @@ type subsetStat struct {
 // connected nodes per client index (indexed.connected; the nodes not
 // indexed yet, -1, are left out). Nodes with equal indices share choices,
 // so the work is per distinct index.
+//
+// It runs at every scrape, with the reconciler's lock held, over every
+// subset service and index (500,000 picks at 10,000 nodes x 50
+// services): the indices are sorted into a slice first, outside the
+// lock, so that the loop reads memory in order.
 func (r *reconciler) subsetStats(perIndex map[int]int) []subsetStat {
-	delete(perIndex, -1)
+	type indexCount struct{ idx, n int }
+	counts := make([]indexCount, 0, len(perIndex))
+	for idx, n := range perIndex {
+		if idx >= 0 {
+			counts = append(counts, indexCount{idx, n})
+		}
+	}
+	slices.SortFunc(counts, func(a, b indexCount) int { return a.idx - b.idx })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]subsetStat, 0, len(r.sub.planned))
 	for _, p := range r.sub.planned {
 		st := subsetStat{service: p.sp.name}
 		conns := make([]int, len(p.sp.serving))
-		for idx, n := range perIndex {
+		for _, ic := range counts {
+			idx, n := ic.idx, ic.n
 			c, err := p.sp.choose(idx)
 			if err != nil {
 				continue

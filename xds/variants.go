@@ -35,6 +35,23 @@ type variantRef struct {
 	snap *cache.Snapshot
 }
 
+// variantEntry is a snapshot in variants, with its key there.
+type variantEntry struct {
+	key  string
+	snap *cache.Snapshot
+}
+
+// keyBuf builds a variant key: the assembly key, then a tagged id per
+// replaced load assignment.
+type keyBuf []byte
+
+func (k *keyBuf) WriteString(s string) { *k = append(*k, s...) }
+
+// id appends "/", tag and n.
+func (k *keyBuf) id(tag string, n uint64) {
+	*k = strconv.AppendUint(append(append(*k, '/'), tag...), n, 10)
+}
+
 // subsets builds the per-node variants of the shared snapshots: each
 // subset service's load assignment replaced by the node's pick. Variants
 // are keyed by assembly key and choice ids, so nodes with equal picks share
@@ -55,8 +72,13 @@ type subsets struct {
 	planned  []planned                  // the subset services among them
 	shared   map[string]*cache.Snapshot // assembly key -> base snapshot
 	sigs     map[string]string          // assembly key -> baseSig of its base
-	variants map[string]*cache.Snapshot // assembly key + "/" + choice ids -> variant
+	variants map[string]*variantEntry   // assembly key + "/" + choice ids -> variant
 	byIndex  map[indexKey]variantRef    // this pass's lookups
+
+	// Scratch of snapshotFor, reused node after node (a pass meets every
+	// node: their maps and keys were most of a subset pass's garbage).
+	repl map[int]xdscache.Item
+	key  keyBuf
 
 	nodeW   NodeWeights              // per-node weights of this pass
 	inputs  map[string]envoy.Service // service -> translation input (for nodeW)
@@ -67,7 +89,7 @@ type subsets struct {
 
 func newSubsets(m *metrics, log *slog.Logger) *subsets {
 	return &subsets{m: m, log: log, sigs: map[string]string{},
-		variants: map[string]*cache.Snapshot{}, byIndex: map[indexKey]variantRef{},
+		variants: map[string]*variantEntry{}, byIndex: map[indexKey]variantRef{}, repl: map[int]xdscache.Item{},
 		perNode: weightedSet{}, ownLive: map[string]bool{}}
 }
 
@@ -160,14 +182,14 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 	if ref, ok := v.byIndex[ik]; ok && len(own) == 0 {
 		return ref.snap
 	}
-	var key strings.Builder
-	key.WriteString(ik.assembly)
-	repl := make(map[int]xdscache.Item, len(v.planned)+len(own)+len(v.local.services))
+	key, repl := &v.key, v.repl
+	*key = append((*key)[:0], ik.assembly...)
+	clear(repl)
 	if subset {
-		v.replaceSubsets(node, repl, &key)
+		v.replaceSubsets(node, repl, key)
 	}
 	if local {
-		v.replaceLocal(node, at, ik.place, repl, &key)
+		v.replaceLocal(node, at, ik.place, repl, key)
 	}
 	for _, pos := range own {
 		if _, done := repl[pos]; done {
@@ -180,14 +202,14 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 			continue
 		}
 		repl[pos] = we.eds
-		key.WriteString(weightedKey(we))
+		key.id("n", we.id)
 	}
-	k := key.String()
-	s, ok := v.variants[k]
+	vr, ok := v.variants[string(*key)] // no string made for a lookup
 	if !ok {
-		s = xdscache.Variant(base, v.items, repl)
-		v.variants[k] = s
+		vr = &variantEntry{key: string(*key), snap: xdscache.Variant(base, v.items, repl)}
+		v.variants[vr.key] = vr
 	}
+	k, s := vr.key, vr.snap
 	if len(own) == 0 {
 		v.byIndex[ik] = variantRef{key: k, snap: s}
 	} else {
@@ -216,7 +238,7 @@ func (v *subsets) base(key string) *cache.Snapshot {
 
 // replaceSubsets puts node's pick of every subset service into repl, with
 // the node's own weights where it has them, and their ids into key.
-func (v *subsets) replaceSubsets(node Node, repl map[int]xdscache.Item, key *strings.Builder) {
+func (v *subsets) replaceSubsets(node Node, repl map[int]xdscache.Item, key *keyBuf) {
 	for _, p := range v.planned {
 		c, err := p.sp.choose(node.Index)
 		if err != nil {
@@ -256,7 +278,7 @@ func (sh shared) endpoints() []envoy.Endpoint {
 // put puts into repl at pos what node gets of sh: sh itself, or, when the
 // node has weights of its own for the service, its weighted copy; and its
 // id into key.
-func (v *subsets) put(pos int, node string, sh shared, repl map[int]xdscache.Item, key *strings.Builder) {
+func (v *subsets) put(pos int, node string, sh shared, repl map[int]xdscache.Item, key *keyBuf) {
 	name := v.items[pos][xdscache.EDS].Name
 	if w := v.nodeW[name][node]; w != nil {
 		we, err := v.perNode.get(name, sh.in, node, sh.tag+strconv.FormatUint(sh.id, 10), sh.endpoints, w, &v.choiceIDs)
@@ -265,12 +287,11 @@ func (v *subsets) put(pos int, node string, sh shared, repl map[int]xdscache.Ite
 			return
 		}
 		repl[pos] = we.eds
-		key.WriteString(weightedKey(we))
+		key.id("n", we.id)
 		return
 	}
 	repl[pos] = sh.eds
-	key.WriteString("/" + sh.tag)
-	key.WriteString(strconv.FormatUint(sh.id, 10))
+	key.id(sh.tag, sh.id)
 }
 
 func (v *subsets) translateFailed(service, node string, err error) {
