@@ -186,9 +186,9 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	c0, bytes0 := scrapeOr(b, metrics), fleet.RecvBytes()
 	for k := range *flagChanges {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
-		w := fleet.Install([]Want{flip.Next(s, e)})
-		quietGC()
+		quietGC() // before Install, which starts the clock
 		gc0, selfGC0 := scrapeOr(b, metrics)[MetricGCs], SelfGCs()
+		w := fleet.Install([]Want{flip.Next(s, e)})
 		if err := flip.Flip(ctx, s, e); err != nil {
 			b.Fatal(err)
 		}
@@ -252,8 +252,8 @@ func drainPhase(b *testing.B, fleet *Fleet, d *Drainer, flip *Flipper, cat Catal
 		if k%2 == 1 {
 			how, do = "admin", d.Admin
 		}
+		quietGC() // before Install, which starts the clock
 		w := fleet.Install([]Want{d.DrainWant(s, e)})
-		quietGC()
 		if err := do(ctx, s, e, true); err != nil {
 			b.Fatal(err)
 		}
