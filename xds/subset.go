@@ -24,7 +24,9 @@ type servicePlan struct {
 	svc     envoy.Service // translation input; svc.Endpoints are in plan order
 	serving []bool        // by plan index: healthy, degraded or unknown
 	byIndex picks
+	byOrder map[string]*pick // picks by their order (orderKey): indices with equal orders share one
 	byKey   map[string]*choice
+	scratch []byte         // orderKey's buffer
 	ids     *uint64        // the reconciler's choice id counter: ids stay unique across plans
 	slots   map[string]int // endpoint id -> stable slot (steady); nil otherwise
 
@@ -128,7 +130,7 @@ func newServicePlan(s envoy.Service, size int, alg subsetting.Algorithm, prev *s
 		return nil, err
 	}
 	sp := &servicePlan{name: s.Name, alg: alg, plan: plan, svc: arranged, ids: ids, slots: slots,
-		serving: serving, byKey: map[string]*choice{}}
+		serving: serving, byOrder: map[string]*pick{}, byKey: map[string]*choice{}}
 	if reuse {
 		sp.prev, sp.changed = prev, make([]bool, len(serving))
 		for i, ep := range sp.svc.Endpoints {
@@ -179,6 +181,11 @@ func (sp *servicePlan) choose(i int) (*pick, error) {
 		return p, nil
 	}
 	order := translate.Pick(sp.plan, sp.serving, i)
+	sp.scratch = orderKey(sp.scratch[:0], order)
+	if p, ok := sp.byOrder[string(sp.scratch)]; ok { // no string made for a lookup
+		sp.byIndex.set(i, p)
+		return p, nil
+	}
 	c, err := sp.choice(order)
 	if err != nil {
 		return nil, err
@@ -186,7 +193,22 @@ func (sp *servicePlan) choose(i int) (*pick, error) {
 	k := min(sp.plan.Size(), len(order))
 	p := &pick{order: order, subset: order[:k], replaced: len(order) - k, choice: c}
 	sp.byIndex.set(i, p)
+	sp.byOrder[string(sp.scratch)] = p
 	return p, nil
+}
+
+// orderKey appends order's plan indices to b, comma separated. Picks are
+// kept for every client index (500,000 at 10,000 nodes x 50 services)
+// while there are few distinct orders (a few per endpoint): sharing them
+// by order took the subset variant's picks from 85 MB to a few.
+func orderKey(b []byte, order []int) []byte {
+	for k, m := range order {
+		if k > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(m), 10)
+	}
+	return b
 }
 
 // choice returns the shared choice of the endpoints in order.

@@ -371,3 +371,43 @@ func TestSteadyUsesStableEndpointSlots(t *testing.T) {
 		t.Errorf("new endpoint got slot %d, want 300", got)
 	}
 }
+
+// TestPicksSharedByOrder: client indices whose picks have the same order
+// share one pick, so a steady plan keeps few picks however many nodes
+// there are, and each index still gets its own order (what
+// translate.Pick computes for it).
+func TestPicksSharedByOrder(t *testing.T) {
+	for _, alg := range []subsetting.Algorithm{subsetting.Classic, subsetting.Steady} {
+		t.Run(string(alg), func(t *testing.T) {
+			s := subsetServer(t, 5, alg)
+			const nodes = 2000
+			for i := range nodes {
+				s.cb.request(int64(i+1), &core.Node{Id: fmt.Sprintf("node-%05d", i), Cluster: "g"})
+			}
+			w := world(1, 20)
+			w.Services[0].Endpoints[3].Health = discovery.HealthUnhealthy // replacements: more orders
+			s.Update(w)
+			s.rec.reconcile()
+			s.rec.mu.Lock()
+			defer s.rec.mu.Unlock()
+			sp := s.rec.sub.planned[0].sp
+			distinct := map[*pick]bool{}
+			for i, p := range sp.byIndex.dense {
+				if p == nil {
+					continue
+				}
+				distinct[p] = true
+				if want := translate.Pick(sp.plan, sp.serving, i); !slices.Equal(p.order, want) {
+					t.Fatalf("index %d has order %v, want %v", i, p.order, want)
+				}
+			}
+			if len(distinct) != len(sp.byOrder) {
+				t.Errorf("%d nodes keep %d picks for %d orders: want one per order", nodes, len(distinct), len(sp.byOrder))
+			}
+			// Classic shuffles every round: its orders are mostly distinct.
+			if alg == subsetting.Steady && len(distinct) >= nodes/10 {
+				t.Errorf("steady: %d nodes keep %d picks: want far fewer than nodes", nodes, len(distinct))
+			}
+		})
+	}
+}
