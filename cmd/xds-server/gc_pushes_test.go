@@ -18,11 +18,12 @@ func TestShouldCollect(t *testing.T) {
 		inUse, push uint64
 		want        bool
 	}{
-		{inUse: 300 * mib, push: 100 * mib, want: false}, // 450 < 510: the next push fits
-		{inUse: 400 * mib, push: 100 * mib, want: true},  // 550: it might start one; after one, 450 fits
-		{inUse: 450 * mib, push: 40 * mib, want: true},
-		{inUse: 400 * mib, push: 140 * mib, want: false}, // 300 + 210 would not fit after one either
-		{inUse: 509 * mib, push: 3 * mib, want: false},   // a small push: never
+		// The runway is 210 MiB: pushes of up to 35 MiB (a 52 MiB margin) count.
+		{inUse: 400 * mib, push: 30 * mib, want: false}, // 445 < 510: the next push fits
+		{inUse: 470 * mib, push: 30 * mib, want: true},  // 515: it might start one
+		{inUse: 480 * mib, push: 20 * mib, want: true},
+		{inUse: 500 * mib, push: 40 * mib, want: false}, // 60 > 52: it meets collections anyway
+		{inUse: 509 * mib, push: 3 * mib, want: false},  // a small push: never
 	} {
 		h := heapState{goal: 600 * mib, live: 300 * mib, inUse: c.inUse}
 		if got := shouldCollect(h, c.push); got != c.want {
@@ -56,12 +57,12 @@ func TestPushCollectorWaitsForTheLastPass(t *testing.T) {
 	go func() { c.run(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 
-	inUse.Store(420 * mib)
+	inUse.Store(480 * mib)
 	c.PassStarted(1)
-	allocated.Store(95 * mib) // passes 1 and 2 allocate 100 MiB: 420 + 150 >= 510 > 300 + 150
+	allocated.Store(28 * mib) // passes 1 and 2 allocate 30 MiB: 480 + 45 >= 510
 	c.PassStarted(2)
 	c.PassDone(1, 10000) // pass 2 is under way: no collection
-	allocated.Store(100 * mib)
+	allocated.Store(30 * mib)
 	c.PassDone(2, 10)
 	select {
 	case last := <-collected:
@@ -74,8 +75,8 @@ func TestPushCollectorWaitsForTheLastPass(t *testing.T) {
 	if got := testutil.ToFloat64(c.total); got != 1 {
 		t.Errorf("xds_gc_between_pushes_total = %v, want 1", got)
 	}
-	if push, _ := c.look(); push != 100*mib {
-		t.Errorf("largest push %d MiB, want 100 (both passes, one push)", push/mib)
+	if push, _ := c.look(); push != 30*mib {
+		t.Errorf("largest push %d MiB, want 30 (both passes, one push)", push/mib)
 	}
 }
 
