@@ -131,13 +131,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	if r.SubsetSize > 0 {
 		sync0 = cat.Present(r.SubsetSize)
 	}
-	var stormProf chan error
-	if *flagStormProfile != "" {
-		stormProf = make(chan error, 1)
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", srv.AdminAddr, *flagStormSeconds)
-		go func() { stormProf <- fetchTo(ctx, url, *flagStormProfile) }()
-		sleep(ctx, 100*time.Millisecond) // the profile starts before the first dial
-	}
+	stormProf := startProfile(ctx, srv.AdminAddr, *flagStormProfile, *flagStormSeconds) // before the first dial
 	cpu0 := SelfCPU()
 	w := fleet.Install(sync0)
 	if err := fleet.Connect(ctx); err != nil {
@@ -176,13 +170,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	}
 
 	flip := NewFlipper(cat, agent)
-	var changeProf chan error
-	if *flagChangeProfile != "" {
-		changeProf = make(chan error, 1)
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", srv.AdminAddr, *flagChangeSeconds)
-		go func() { changeProf <- fetchTo(ctx, url, *flagChangeProfile) }()
-		sleep(ctx, 100*time.Millisecond) // the profile starts before the first change
-	}
+	changeProf := startProfile(ctx, srv.AdminAddr, *flagChangeProfile, *flagChangeSeconds) // before the first change
 	c0, bytes0 := scrapeOr(b, metrics), fleet.RecvBytes()
 	for k := range *flagChanges {
 		s, e := k%cat.Services, (k/cat.Services)%cat.Endpoints
@@ -291,11 +279,8 @@ func fullPush(b *testing.B, fleet *Fleet, flip *Flipper, cat Catalog, metrics st
 		wants[s] = flip.Next(s, e)
 	}
 	var prof chan error
-	if *flagCPUProfile != "" && k == 0 {
-		prof = make(chan error, 1)
-		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(metrics, "/metrics"), *flagCPUSeconds)
-		go func() { prof <- fetchTo(ctx, url, *flagCPUProfile) }()
-		sleep(ctx, 100*time.Millisecond) // the profile starts before the flips
+	if k == 0 { // the profile starts before the flips
+		prof = startProfile(ctx, strings.TrimPrefix(strings.TrimSuffix(metrics, "/metrics"), "http://"), *flagCPUProfile, *flagCPUSeconds)
 	}
 	cpu0, bytes0 := SelfCPU(), fleet.RecvBytes()
 	w := fleet.Install(wants)
@@ -376,6 +361,20 @@ func awaitCatalog(ctx context.Context, url string, want int) error {
 		sleep(ctx, 100*time.Millisecond)
 	}
 	return fmt.Errorf("server counts %v healthy endpoints after %v, want %d", got, catalogTimeout, want)
+}
+
+// startProfile starts fetching the server's CPU profile (admin is its
+// admin address) of seconds into path, and returns the fetch's outcome
+// channel once the profile has begun; nil when path is empty.
+func startProfile(ctx context.Context, admin, path string, seconds int) chan error {
+	if path == "" {
+		return nil
+	}
+	done := make(chan error, 1)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", admin, seconds)
+	go func() { done <- fetchTo(ctx, url, path) }()
+	sleep(ctx, 100*time.Millisecond) // the profile has begun
+	return done
 }
 
 // quietGC collects the load generator's garbage before a measured
