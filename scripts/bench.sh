@@ -76,7 +76,7 @@ scale_subset=${BENCH_SCALE_SUBSET:-5}
 scale_changes=${BENCH_SCALE_CHANGES:-5}
 scale_pushes=${BENCH_SCALE_PUSHES:-2}
 scale_drains=${BENCH_SCALE_DRAINS:-4}
-scale_flags=${BENCH_SCALE_FLAGS:-}
+scale_flags=${BENCH_SCALE_FLAGS---runtime.gc_between_pushes=true} # the scale figures are measured with collections between pushes (opt-in)
 with_ha=${BENCH_HA:-1}
 ha_runs=${BENCH_HA_RUNS:-$runs}
 ha_replicas=${BENCH_HA_REPLICAS:-3}
