@@ -29,14 +29,9 @@ type indexKey struct {
 	place    string // translate.Place.Key when services depend on it
 }
 
-// variantRef is the variant an index uses, with its key in variants.
+// variantRef is a variant with its key in variants: what variants hold,
+// and what an index uses.
 type variantRef struct {
-	key  string
-	snap *cache.Snapshot
-}
-
-// variantEntry is a snapshot in variants, with its key there.
-type variantEntry struct {
 	key  string
 	snap *cache.Snapshot
 }
@@ -44,8 +39,6 @@ type variantEntry struct {
 // keyBuf builds a variant key: the assembly key, then a tagged id per
 // replaced load assignment.
 type keyBuf []byte
-
-func (k *keyBuf) WriteString(s string) { *k = append(*k, s...) }
 
 // id appends "/", tag and n.
 func (k *keyBuf) id(tag string, n uint64) {
@@ -72,7 +65,7 @@ type subsets struct {
 	planned  []planned                  // the subset services among them
 	shared   map[string]*cache.Snapshot // assembly key -> base snapshot
 	sigs     map[string]string          // assembly key -> baseSig of its base
-	variants map[string]*variantEntry   // assembly key + "/" + choice ids -> variant
+	variants map[string]*variantRef     // assembly key + "/" + choice ids -> variant
 	byIndex  map[indexKey]variantRef    // this pass's lookups
 
 	// Scratch of snapshotFor, reused node after node (a pass meets every
@@ -89,7 +82,7 @@ type subsets struct {
 
 func newSubsets(m *metrics, log *slog.Logger) *subsets {
 	return &subsets{m: m, log: log, sigs: map[string]string{},
-		variants: map[string]*variantEntry{}, byIndex: map[indexKey]variantRef{}, repl: map[int]xdscache.Item{},
+		variants: map[string]*variantRef{}, byIndex: map[indexKey]variantRef{}, repl: map[int]xdscache.Item{},
 		perNode: weightedSet{}, ownLive: map[string]bool{}}
 }
 
@@ -206,12 +199,12 @@ func (v *subsets) snapshotFor(node Node) *cache.Snapshot {
 	}
 	vr, ok := v.variants[string(*key)] // no string made for a lookup
 	if !ok {
-		vr = &variantEntry{key: string(*key), snap: xdscache.Variant(base, v.items, repl)}
+		vr = &variantRef{key: string(*key), snap: xdscache.Variant(base, v.items, repl)}
 		v.variants[vr.key] = vr
 	}
 	k, s := vr.key, vr.snap
 	if len(own) == 0 {
-		v.byIndex[ik] = variantRef{key: k, snap: s}
+		v.byIndex[ik] = *vr
 	} else {
 		v.ownLive[k] = true
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +142,7 @@ func (c *pushCollector) look() (uint64, heapState) {
 		c.next++
 		c.idle = true
 	}
-	return max(c.allocs[0], c.allocs[1], c.allocs[2], c.allocs[3]), h
+	return slices.Max(c.allocs[:]), h
 }
 
 // run collects after pushes until ctx ends.
