@@ -177,6 +177,24 @@ func measure(t *testing.T, call callFunc, n int) map[string]int {
 	return got
 }
 
+// awaitNoneOn makes batches of 500 RPCs until one has none served by
+// ids (the client has taken the config that moved their share away),
+// failing the test after 20s.
+func awaitNoneOn(t *testing.T, call callFunc, ids []string, what string) {
+	t.Helper()
+	start := time.Now()
+	for {
+		got := measure(t, call, 500)
+		if shareOf(got, ids) == 0 {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%s: 20s on, RPCs still reach %v: %v", what, ids, got)
+		}
+	}
+	t.Logf("%s within %v", what, time.Since(start).Round(time.Millisecond))
+}
+
 func rpcCount(m map[string]int) int {
 	n := 0
 	for _, v := range m {
