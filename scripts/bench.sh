@@ -50,7 +50,9 @@
 # BENCH_ONLY=model runs it alone; BENCH_MODEL=0 skips it. Its knobs:
 # BENCH_MODEL_SIZES (nodes, comma-separated, at least 4 distinct:
 # 1000,2500,5000,10000), BENCH_MODEL_RUNS (runs per size, 1),
-# BENCH_MODEL_MODES (sotw), BENCH_MODEL_CHANGES (5), BENCH_MODEL_PUSHES
+# BENCH_MODEL_MODES (sotw), BENCH_MODEL_SUBSETS (the services' subset_size,
+# a variant each, comma-separated; 0: every node sees every endpoint;
+# default 0,5), BENCH_MODEL_CHANGES (5), BENCH_MODEL_PUSHES
 # (2), BENCH_MODEL_DRAINS (2), BENCH_MODEL_RESULTS (write the runs' JSON
 # lines to this file and keep it), BENCH_MODEL_ARGS (more bench/report
 # flags, e.g. "-model-nodes 100000 -model-p99 1s -model-max-cores 16").
@@ -94,6 +96,7 @@ with_model=${BENCH_MODEL:-1}
 model_sizes=${BENCH_MODEL_SIZES:-1000,2500,5000,10000}
 model_runs=${BENCH_MODEL_RUNS:-1}
 model_modes=${BENCH_MODEL_MODES:-sotw}
+model_subsets=${BENCH_MODEL_SUBSETS:-0,5}
 model_changes=${BENCH_MODEL_CHANGES:-5}
 model_pushes=${BENCH_MODEL_PUSHES:-2}
 model_drains=${BENCH_MODEL_DRAINS:-2}
@@ -263,26 +266,26 @@ run_model() {
 	{
 		echo "BENCH_ONLY=model make bench   # = PATH=\"\$XDS_SERVER_CACHE/bin:\$PATH\" BENCH_ONLY=model bash scripts/bench.sh, which runs:"
 		echo "go build -o \$TMP/xds-server ./cmd/xds-server && go test -c -o \$TMP/bench.test ./bench"
-		echo "for n in ${model_sizes//,/ }; do"
+		echo "for s in ${model_subsets//,/ }; do for n in ${model_sizes//,/ }; do"
 		echo "  XDS_SERVER_BIN=\$TMP/xds-server \$TMP/bench.test -test.run '^\$' -test.bench '^BenchmarkConsulFleet\$' -test.benchtime 1x \\"
-		echo "    -test.count $model_runs -modes $model_modes -nodes \$n -services $services -endpoints $endpoints -openers 0 \\"
+		echo "    -test.count $model_runs -modes $model_modes -nodes \$n -services $services -endpoints $endpoints -subset-size \$s -openers 0 \\"
 		echo "    -changes $model_changes -pushes $model_pushes -drains $model_drains -results \$TMP/model-runs.jsonl"
-		echo "done"
+		echo "done; done"
 		echo "go run ./bench/report -model \$TMP/model-runs.jsonl ${model_args:+$model_args }-out $out   # rewrites only its marked section"
 	} >"$tmp/model-commands.txt"
-	for n in ${model_sizes//,/ }; do
-		echo "bench: cost model, $n nodes, $model_runs run(s) per protocol ($model_modes)" >&2
+	for s in ${model_subsets//,/ }; do for n in ${model_sizes//,/ }; do
+		echo "bench: cost model, $n nodes, subset_size $s, $model_runs run(s) per protocol ($model_modes)" >&2
 		env XDS_SERVER_BIN="$tmp/xds-server" TMPDIR="$tmp/go-tmp" "$tmp/bench.test" \
 			-test.run '^$' -test.bench '^BenchmarkConsulFleet$' -test.benchtime 1x -test.count "$model_runs" -test.timeout 60m \
-			-modes "$model_modes" -nodes "$n" -services "$services" -endpoints "$endpoints" -openers 0 \
+			-modes "$model_modes" -nodes "$n" -services "$services" -endpoints "$endpoints" -subset-size "$s" -openers 0 \
 			-changes "$model_changes" -pushes "$model_pushes" -drains "$model_drains" -results "$results" \
 			2>&1 | tee "$tmp/model.txt" | grep -E '^(Benchmark|PASS|FAIL|ok|---|\s+\S+\.go:)' >&2 || true
 		if ! grep -q '^PASS' "$tmp/model.txt"; then
-			echo "bench: BenchmarkConsulFleet at $n nodes (cost model) failed; its output:" >&2
+			echo "bench: BenchmarkConsulFleet at $n nodes, subset_size $s (cost model) failed; its output:" >&2
 			tail -n 80 "$tmp/model.txt" >&2
 			exit 1
 		fi
-	done
+	done; done
 	# shellcheck disable=SC2086 # BENCH_MODEL_ARGS is a list of flags
 	go run ./bench/report -model "$results" $model_args -commands "$tmp/model-commands.txt" -out "$out"
 }

@@ -51,8 +51,8 @@ func renderModelRuns(runs []bench.Run, src modelSource, q modelQuestion, cores f
 		at.Format("2006-01-02 15:04 MST"), src.runs, src.digest)
 	p("on %.0f cores shared with the load generator and Consul. Every input below is read from that file; nothing is typed in.", cores)
 	p("Each cost is a least-squares line over the fleet size n (nodes on the replica); its error is the largest")
-	p("relative residual over the measured runs and R². With one run per size the fits are a first cut: more runs")
-	p("(`BENCH_MODEL_RUNS`) narrow them.")
+	p("relative residual over the measured runs (a row each below) and R². With a run or two per size the fits are")
+	p("a first cut: more runs (`BENCH_MODEL_RUNS`) narrow them.")
 	fitted := 0
 	var skipped []string
 	for _, g := range groupScale(runs) {
