@@ -5,12 +5,15 @@ package nodeindex
 // the same subsets.
 //
 // KV layout: one key per group, <prefix>/index/group=<url.PathEscape(group)>
-// (the empty group is ".../group="), whose value is the whole table as JSON:
+// (the empty group is ".../group="), whose value is the whole table,
+// {"version": 2, "gzip": "<base64>"}, gzip holding the table's JSON:
 //
-//	{"version": 1,
-//	 "holders": [{"session": "<session id>", "replica": "xds-1"}, ...],
+//	{"holders": [{"session": "<session id>", "replica": "xds-1"}, ...],
 //	 "slots": [{"node": "a", "held_by": [0, 1]},
 //	           {"node": "b", "released_at": "2025-01-02T03:04:05.5Z"}]}
+//
+// (version 1, written before, is that JSON with "version": 1 and no gzip:
+// still read, written back as version 2).
 //
 // Slot i is client index i. A slot is held while held_by (positions in
 // holders) is not empty: the replicas the node is connected through, each
@@ -55,9 +58,15 @@ package nodeindex
 // index when it is free (counted in xds_subset_index_holds_lost_total
 // when it is not). A table of a newer version is never overwritten.
 //
-// Size: Consul limits a value to 512 KiB by default (kv_max_value_size); a
-// slot takes about 30 bytes plus its node id, so one group holds roughly
-// 5,000 to 10,000 nodes unless that limit is raised.
+// Size: Consul limits a value (kv_max_value_size) and a transaction
+// (txn_max_req_len) to 512 KiB by default, and a write's transaction
+// carries the value twice (table and backup), base64-encoded, and the
+// gzip in it base64-encoded too: about 3.6 times the gzip. A slot's gzip
+// is about 3 bytes for node ids of one form with a counter, about 9 for
+// ids with 13 random characters (Kubernetes pods'), so one group holds
+// about 16,000 such nodes (the tests place 12,000), or some 50,000 of the
+// first kind, unless those limits are raised. Past them a write fails:
+// the node gets this replica's local index (xds logs it).
 
 import (
 	"cmp"

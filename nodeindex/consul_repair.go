@@ -2,7 +2,6 @@ package nodeindex
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,14 +29,11 @@ type repairReport struct {
 // and a release time that does not parse becomes now (reserved afresh). A
 // newer version is an error (errTableNewer): never overwritten.
 func repairIndexTable(data, good []byte, now time.Time) (*indexTable, repairReport, error) {
-	var head struct {
-		Version int `json:"version"`
-	}
-	if json.Unmarshal(data, &head) == nil && head.Version > indexTableVersion {
+	v, err := tableBody(data)
+	if errors.Is(err, errTableNewer) {
 		return nil, repairReport{}, errTableNewer
 	}
-	var v indexTableJSON
-	if err := json.Unmarshal(data, &v); err != nil || v.Version != indexTableVersion {
+	if err != nil {
 		tb, gerr := decodeIndexTable(good)
 		if gerr != nil {
 			tb = newIndexTable()

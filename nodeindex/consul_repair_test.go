@@ -64,7 +64,7 @@ func TestRepairIndexTable(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := repairIndexTable([]byte(`{"version":2,"slots":"whatever"}`), nil, now); !errors.Is(err, errTableNewer) {
+	if _, _, err := repairIndexTable([]byte(`{"version":3,"slots":"whatever"}`), nil, now); !errors.Is(err, errTableNewer) {
 		t.Errorf("a newer version: %v, want errTableNewer", err)
 	}
 	for _, v := range []string{`{"version":1,"slots":[{"node":"x","released_at":"yesterday"}]}`,
@@ -101,7 +101,8 @@ func TestReassert(t *testing.T) {
 func FuzzIndexTable(f *testing.F) {
 	for _, seed := range []string{
 		`{"version":1,"holders":[{"session":"s1"}],"slots":[{"node":"a","held_by":[0]},{"node":"b","released_at":"2025-01-02T03:00:00Z"}]}`,
-		`{"version":1,"slots":[{"node":"x"},{"node":"x"}]}`, `{"version":2}`, `{}`, `null`, `[`, `"x"`,
+		`{"version":1,"slots":[{"node":"x"},{"node":"x"}]}`, `{"version":2}`, `{"version":3}`, `{}`,
+		`{"version":2,"gzip":"H4sIAAAAAAAA/6pWKsrPySlWsoqOrQUEAAD//+LxVAEQAAAA"}`, `null`, `[`, `"x"`,
 		`{"version":1,"holders":[{"session":""}],"slots":[{"node":"a","held_by":[0,-1,5]},{"held_by":[0]}]}`,
 	} {
 		f.Add([]byte(seed))
@@ -161,10 +162,16 @@ func consulCorruptTable(t *testing.T, e *consulIndexEnv) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v := string(pair.Value)
-			i := strings.Index(v, `"slots":[`) + len(`"slots":[`)
-			first := v[i : strings.Index(v[i:], "}")+i+1]
-			put(key, strings.TrimSuffix(strings.TrimSuffix(v, "}"), "]")+","+first+"]}")
+			body, err := tableBody(pair.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body.Slots = append(body.Slots, body.Slots[0])
+			v, err := encodeBody(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			put(key, string(v))
 			put(backup, "garbage")
 		},
 	} {

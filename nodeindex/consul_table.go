@@ -1,17 +1,28 @@
 package nodeindex
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 )
 
-// indexTableVersion is the "version" of the JSON value this code reads and
-// writes; a table of a newer version is an error, never overwritten (a
-// newer replica wrote it); one of an older or no version is corrupt.
-const indexTableVersion = 1
+// indexTableVersion is the "version" of the JSON value this code writes:
+// 2, the table's JSON gzipped in "gzip" (about 3 bytes a slot for node ids
+// that share their form, 9 for ids with 13 random characters, against 30
+// plus the id in version 1's plain JSON). It reads version 1 too, so a
+// table written before keeps its indices; a table of a newer version is an
+// error, never overwritten (a newer replica wrote it); one of no version
+// is corrupt.
+const indexTableVersion = 2
+
+// maxTableJSON bounds a stored table's JSON once decompressed: a value
+// that inflates past it is corrupt (a gzip bomb costs a bounded read).
+const maxTableJSON = 64 << 20
 
 // maxTableNode bounds a node id in a stored table, in bytes (xDS refuses
 // longer node ids).
@@ -140,13 +151,22 @@ func (tb *indexTable) sessions() []string {
 	return out
 }
 
-// indexTableJSON is the stored form of an indexTable. Holder sessions are
-// listed once and slots refer to them by position, to keep the value small
-// (Consul limits a value to 512 KiB by default).
+// indexTableJSON is the stored form of an indexTable: version 2 holds
+// the gzip of its body's JSON, version 1 the body itself. Holder sessions
+// are listed once and slots refer to them by position, to keep the value
+// small (Consul limits a value to 512 KiB by default, and a transaction,
+// which carries it base64-encoded twice over, table and backup, to 512
+// KiB too).
 type indexTableJSON struct {
-	Version int               `json:"version"`
+	Version int    `json:"version"`
+	Gzip    []byte `json:"gzip,omitempty"` // version 2
+	indexTableBody
+}
+
+// indexTableBody is the table itself.
+type indexTableBody struct {
 	Holders []indexHolderJSON `json:"holders,omitempty"`
-	Slots   []indexSlotJSON   `json:"slots"`
+	Slots   []indexSlotJSON   `json:"slots,omitempty"`
 }
 
 type indexHolderJSON struct {
@@ -160,10 +180,10 @@ type indexSlotJSON struct {
 	ReleasedAt string `json:"released_at,omitempty"` // RFC 3339 UTC; set when node is set and held_by is empty
 }
 
-// encode renders tb as its stored JSON value; the same table always gives
-// the same bytes.
+// encode renders tb as its stored value (version 2); the same table
+// always gives the same bytes.
 func (tb *indexTable) encode() ([]byte, error) {
-	v := indexTableJSON{Version: indexTableVersion, Slots: make([]indexSlotJSON, len(tb.slots))}
+	v := indexTableBody{Slots: make([]indexSlotJSON, len(tb.slots))}
 	pos := map[string]int{}
 	for _, sess := range tb.sessions() {
 		pos[sess] = len(v.Holders)
@@ -179,11 +199,64 @@ func (tb *indexTable) encode() ([]byte, error) {
 		}
 		v.Slots[i] = js
 	}
-	data, err := json.Marshal(v)
+	return encodeBody(v)
+}
+
+// encodeBody renders body as a stored value (version 2).
+func encodeBody(v indexTableBody) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode table: %w", err)
+	}
+	var gz bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&gz, gzip.DefaultCompression) // a valid level: no error
+	_, _ = w.Write(body)                                      // writes to a bytes.Buffer do not fail
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode table: %w", err)
+	}
+	data, err := json.Marshal(indexTableJSON{Version: indexTableVersion, Gzip: gz.Bytes()})
 	if err != nil {
 		return nil, fmt.Errorf("encode table: %w", err)
 	}
 	return data, nil
+}
+
+// tableBody reads a stored value: version 1's body as it is, version 2's
+// once decompressed (at most maxTableJSON bytes). A newer version wraps
+// errTableNewer; no version, or a body in the wrong place, is an error.
+func tableBody(data []byte) (indexTableBody, error) {
+	var head struct {
+		Version int `json:"version"`
+	}
+	if json.Unmarshal(data, &head) == nil && head.Version > indexTableVersion { // whatever the rest is
+		return indexTableBody{}, fmt.Errorf("%w: version %d, want at most %d", errTableNewer, head.Version, indexTableVersion)
+	}
+	var v indexTableJSON
+	if err := json.Unmarshal(data, &v); err != nil {
+		return indexTableBody{}, fmt.Errorf("decode table: %w", err)
+	}
+	switch {
+	case v.Version == 1 && v.Gzip == nil:
+		return v.indexTableBody, nil
+	case v.Version == 2 && v.Holders == nil && v.Slots == nil:
+		zr, err := gzip.NewReader(bytes.NewReader(v.Gzip))
+		if err != nil {
+			return indexTableBody{}, fmt.Errorf("decode table: gzip: %w", err)
+		}
+		raw, err := io.ReadAll(io.LimitReader(zr, maxTableJSON+1))
+		if err != nil {
+			return indexTableBody{}, fmt.Errorf("decode table: gzip: %w", err)
+		}
+		if len(raw) > maxTableJSON {
+			return indexTableBody{}, fmt.Errorf("decode table: more than %d bytes once decompressed", maxTableJSON)
+		}
+		var body indexTableBody
+		if err := json.Unmarshal(raw, &body); err != nil {
+			return indexTableBody{}, fmt.Errorf("decode table: the decompressed table: %w", err)
+		}
+		return body, nil
+	}
+	return indexTableBody{}, fmt.Errorf("decode table: version %d (with gzip: %t), want 1 (without) or 2 (with only gzip)", v.Version, v.Gzip != nil)
 }
 
 // decodeIndexTable parses a stored value; an empty value is an empty table.
@@ -194,15 +267,9 @@ func decodeIndexTable(data []byte) (*indexTable, error) {
 	if len(data) == 0 {
 		return tb, nil
 	}
-	var v indexTableJSON
-	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("decode table: %w", err)
-	}
-	if v.Version > indexTableVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", errTableNewer, v.Version, indexTableVersion)
-	}
-	if v.Version != indexTableVersion {
-		return nil, fmt.Errorf("decode table: version %d, want %d", v.Version, indexTableVersion)
+	v, err := tableBody(data)
+	if err != nil {
+		return nil, err
 	}
 	for _, h := range v.Holders {
 		if h.Session == "" {

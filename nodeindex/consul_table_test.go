@@ -1,8 +1,12 @@
 package nodeindex
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -159,10 +163,34 @@ func TestConsulIndexTableEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"version":1,"holders":[{"session":"sess-1","replica":"xds-1"},{"session":"sess-2","replica":"xds-2"}],` +
-		`"slots":[{"node":"a","held_by":[0,1]},{"node":"b","released_at":"2025-01-02T02:04:05.5Z"}]}`
-	if string(data) != want {
-		t.Fatalf("encode:\n got %s\nwant %s", data, want)
+	var stored struct {
+		Version int    `json:"version"`
+		Gzip    []byte `json:"gzip"`
+	}
+	if err := json.Unmarshal(data, &stored); err != nil || stored.Version != 2 {
+		t.Fatalf("encode: %s: want version 2 (%v)", data, err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(stored.Gzip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const table = `"holders":[{"session":"sess-1","replica":"xds-1"},{"session":"sess-2","replica":"xds-2"}],` +
+		`"slots":[{"node":"a","held_by":[0,1]},{"node":"b","released_at":"2025-01-02T02:04:05.5Z"}]`
+	if want := "{" + table + "}"; string(body) != want {
+		t.Fatalf("encode, decompressed:\n got %s\nwant %s", body, want)
+	}
+	// A table written before version 2 keeps its indices: read as it
+	// is, written again as version 2.
+	v1, err := decodeIndexTable([]byte(`{"version":1,` + table + `}`))
+	if err != nil {
+		t.Fatalf("version 1: %v", err)
+	}
+	if again, err := v1.encode(); err != nil || string(again) != string(data) {
+		t.Fatalf("version 1 written again:\n got %s (%v)\nwant %s", again, err, data)
 	}
 	if tb, err := decodeIndexTable(nil); err != nil || len(tb.slots) != 0 {
 		t.Fatalf("empty value: %v, %v", tb, err)
@@ -173,7 +201,12 @@ func TestConsulIndexTableDecodeRejects(t *testing.T) {
 	const holders = `"holders":[{"session":"s1"}]`
 	for name, value := range map[string]string{
 		"not json":            `{`,
-		"unknown version":     `{"version":2,"slots":[]}`,
+		"newer version":       `{"version":3,"slots":[]}`,
+		"no version":          `{"slots":[]}`,
+		"version 2 in plain":  `{"version":2,"slots":[]}`,
+		"version 1 gzipped":   `{"version":1,"gzip":"H4sIAAAAAAAA/6pWKsrPySlWsoqOrQUEAAD//+LxVAEQAAAA"}`,
+		"version 2 not gzip":  `{"version":2,"gzip":"bm90IGd6aXA="}`,
+		"gzip bomb":           bomb(t),
 		"duplicate node":      `{"version":1,"slots":[{"node":"a","released_at":"2025-01-02T03:04:05Z"},{"node":"a","released_at":"2025-01-02T03:04:05Z"}]}`,
 		"holder out of range": `{"version":1,` + holders + `,"slots":[{"node":"a","held_by":[1]}]}`,
 		"holder twice":        `{"version":1,` + holders + `,"slots":[{"node":"a","held_by":[0,0]}]}`,
@@ -187,6 +220,23 @@ func TestConsulIndexTableDecodeRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bomb is a version 2 value whose table inflates past maxTableJSON.
+func bomb(t *testing.T) string {
+	var gz bytes.Buffer
+	w := gzip.NewWriter(&gz)
+	if _, err := w.Write(make([]byte, maxTableJSON+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := json.Marshal(map[string]any{"version": 2, "gzip": gz.Bytes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(v)
 }
 
 func TestConsulIndexNeedsLiveness(t *testing.T) {

@@ -141,6 +141,7 @@ func TestConsulIndex(t *testing.T) {
 		"groups are separate tables":                  consulGroups,
 		"acquire given up by its context is released": consulAbandonedAcquire,
 		"a corrupt table is repaired":                 consulCorruptTable,
+		"12,000 nodes fit one group":                  consulLargeGroup,
 		"a check puts back holds a rebuild lost":      consulCheckPutsBack,
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -377,4 +378,46 @@ func consulAbandonedAcquire(t *testing.T, e *consulIndexEnv) {
 	if i, ok := tb.byNode["gone"]; ok && tb.slots[i].held() {
 		t.Fatalf("a given-up acquire still holds index %d", i)
 	}
+}
+
+// consulLargeGroup: 12,000 nodes with ids as random as Kubernetes pods'
+// (13 random hex digits each), placed through two replicas at once, all
+// fit one group's table within Consul's default limits (a value and a
+// transaction of 512 KiB): version 1's plain JSON failed past about
+// 4,800 such nodes.
+func consulLargeGroup(t *testing.T, e *consulIndexEnv) {
+	const n = 12000
+	replicas := []*Consul{e.replica(t, "a"), e.replica(t, "b")}
+	got := make([]int, n)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 256) // callers at once, like a connect storm
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			node := fmt.Sprintf("web-%08x-%05x.default", uint32(i)*2654435761, uint32(i)*40503&0xfffff)
+			idx, err := replicas[i%2].Acquire(context.Background(), "g", node)
+			if err != nil {
+				errs <- err
+			}
+			got[i] = idx
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("acquire: %v", err)
+	}
+	slices.Sort(got)
+	for i, idx := range got {
+		if idx != i {
+			t.Fatalf("sorted indices: %d at %d, want 0..%d each once", idx, i, n-1)
+		}
+	}
+	pair, _, err := e.client.KV().Get(replicas[0].key("g"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d nodes: a stored table of %d bytes", n, len(pair.Value))
 }
