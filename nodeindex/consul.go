@@ -64,7 +64,7 @@ package nodeindex
 // gzip in it base64-encoded too: about 3.6 times the gzip. A slot's gzip
 // is about 3 bytes for node ids of one form with a counter, about 9 for
 // ids with 13 random characters (Kubernetes pods'), so one group holds
-// about 16,000 such nodes (the tests place 12,000), or some 50,000 of the
+// about 15,000 such nodes (the tests place 12,000), or some 50,000 of the
 // first kind, unless those limits are raised. Past them a write fails:
 // the node gets this replica's local index (xds logs it).
 

@@ -89,6 +89,14 @@ type groupQueue struct {
 	held    map[string]heldNode // nodes this replica holds or is acquiring
 
 	good []byte          // the last stored value that decoded; used by the drain goroutine only
+	// last is the table this replica last wrote (or read unchanged) and
+	// the ModifyIndex the key got: a round that reads that index takes it
+	// instead of decoding the value again (the decoding is most of a
+	// round's CPU for a large table). Drain goroutine only.
+	last struct {
+		index uint64
+		tb    *indexTable
+	}
 	lost map[string]bool // held nodes counted as lost (another node has their index); under mu
 }
 
@@ -294,10 +302,14 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	}
 	session, own := t.sessionState()
 	now := t.now()
-	tb, rep, err := t.readTable(ctx, q, old, now)
-	if err != nil {
+	var tb *indexTable
+	var rep *repairReport
+	if q.last.tb != nil && pair != nil && pair.ModifyIndex == q.last.index {
+		tb = q.last.tb // the value is what this replica wrote
+	} else if tb, rep, err = t.readTable(ctx, q, old, now); err != nil {
 		return res, false, err
 	}
+	q.last.tb = nil // tb changes below: kept again once written
 	lost := tb.reassert(q.heldIndices(), session, t.replica)
 	if needsLiveness(tb, ops, session) {
 		alive, err := consulstate.LiveSessions(ctx, t.client)
@@ -312,9 +324,12 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 		return res, false, err
 	}
 	if bytes.Equal(data, old) || (pair == nil && len(tb.slots) == 0) {
+		if pair != nil {
+			q.last.index, q.last.tb = modify, tb
+		}
 		return res, true, nil // nothing to write
 	}
-	ok, _, err = consulstate.Txn(ctx, t.client, api.TxnOps{
+	ok, index, err := consulstate.Txn(ctx, t.client, api.TxnOps{
 		{KV: &api.KVTxnOp{Verb: api.KVCAS, Key: q.key, Value: data, Index: modify}},
 		{KV: &api.KVTxnOp{Verb: api.KVSet, Key: q.backup, Value: data}},
 	})
@@ -323,6 +338,7 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	}
 	if ok {
 		q.good = data
+		q.last.index, q.last.tb = index, tb
 		t.repaired(q, rep, lost)
 	}
 	return res, ok, nil
@@ -335,12 +351,19 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 // that its reservation starts now, not when the dead holder is found later).
 func needsLiveness(tb *indexTable, ops []*indexOp, session string) bool {
 	other := func(s string) bool { return s != session }
+	others := -1 // whether other sessions hold slots (a pass over the table): found once, when first needed
+	othersHold := func() bool {
+		if others < 0 {
+			others = b2i(slices.ContainsFunc(tb.sessions(), other))
+		}
+		return others == 1
+	}
 	for _, op := range ops {
 		switch op.kind {
 		case opRehold:
-			return slices.ContainsFunc(tb.sessions(), other)
+			return othersHold()
 		case opAcquire:
-			if !tb.has(op.node) && slices.ContainsFunc(tb.sessions(), other) {
+			if !tb.has(op.node) && othersHold() {
 				return true
 			}
 		case opRelease, opUndo:

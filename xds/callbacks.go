@@ -94,7 +94,11 @@ func (c *callbacks) closed(stream int64) {
 		} else {
 			c.m.logSuppressed.Inc()
 		}
-		if node, ok := c.reg.get(id); ok {
+		// While the server shuts down its nodes leave all at once: the
+		// index table's Close lets go of every index this replica holds
+		// in one write, where a release each would queue thousands of
+		// writes and hold up the stop.
+		if node, ok := c.reg.get(id); ok && (c.refusing == nil || !c.refusing.Load()) {
 			c.idx.release(node)
 		}
 	}
