@@ -3,10 +3,13 @@ package xds
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/xds-server/xds-server/nodeindex"
 )
 
 // fakeClock is a settable clock for tables and reconcilers.
@@ -165,4 +168,34 @@ func TestNodeKeepsItsIndexAcrossReconnect(t *testing.T) {
 func testMetrics() *metrics {
 	m, _ := newMetrics(nil)
 	return m
+}
+
+// countingTable is a Local that counts Release calls.
+type countingTable struct {
+	*nodeindex.Local
+	releases atomic.Int64
+}
+
+func (c *countingTable) Release(ctx context.Context, group, node string) error {
+	c.releases.Add(1)
+	return c.Local.Release(ctx, group, node)
+}
+
+// A node that leaves while the server runs lets go of its index; nodes
+// that leave once it shuts down do not (the table's Close lets go of
+// every index of the replica in one write).
+func TestNoReleasePerNodeWhileShuttingDown(t *testing.T) {
+	table := &countingTable{Local: nodeindex.NewLocal(time.Minute, time.Now)}
+	s := newTestServer(t, Config{Subsetting: SubsetConfig{IndexSource: IndexConsul, Table: table}})
+	connect(s, 1, "a")
+	connect(s, 2, "b")
+	s.cb.OnStreamClosed(1, nil)
+	if got := table.releases.Load(); got != 1 {
+		t.Fatalf("releases after a left while serving: %d, want 1", got)
+	}
+	s.shutting.Store(true) // what StopAccepting sets first
+	s.cb.OnStreamClosed(2, nil)
+	if got := table.releases.Load(); got != 1 {
+		t.Errorf("releases after b left while shutting down: %d, want still 1", got)
+	}
 }
