@@ -40,17 +40,27 @@ func BenchmarkSubsetReconcile(b *testing.B) {
 
 // BenchmarkSubsetStats measures one scrape of the subset balance metrics
 // (xds_subset_connections and co.) at 10,000 nodes x 50 services: it
-// holds the reconciler's lock, so a pass waits for it.
+// holds the reconciler's lock, so a pass waits for it. computed: after
+// a pass or a connect (the memo dropped each time); unchanged: the
+// memo's answer, nothing having changed since the last scrape.
 //
 //	go test ./xds -run '^$' -bench SubsetStats -benchmem -count 5
 func BenchmarkSubsetStats(b *testing.B) {
 	s := benchSubsetServer(b, subsetting.Steady, 10000, 50, 20, 5, 1)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if st := s.rec.subsetStats(s.reg.indexCounts(0).connected); len(st) != 50 {
-			b.Fatalf("%d services in the stats, want 50", len(st))
-		}
+	for _, memo := range []bool{false, true} {
+		b.Run(map[bool]string{false: "computed", true: "unchanged"}[memo], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !memo {
+					s.rec.mu.Lock()
+					s.rec.sub.stats = statsMemo{}
+					s.rec.mu.Unlock()
+				}
+				if st := s.rec.subsetStats(s.reg.indexCounts(0).connected); len(st) != 50 {
+					b.Fatalf("%d services in the stats, want 50", len(st))
+				}
+			}
+		})
 	}
 }
 

@@ -165,3 +165,35 @@ func TestSubsetReportCostFollowsTheLimit(t *testing.T) {
 		t.Errorf("bytes per call at 8,000 nodes: %d; want under 3 MiB", b8)
 	}
 }
+
+// TestSubsetStatsMemo: a scrape after no pass and no connect or
+// disconnect gets the last figures (the same answer, not computed
+// again); a node that connects, or a pass, makes the next scrape compute
+// them afresh, and they agree with /debug/subsets.
+func TestSubsetStatsMemo(t *testing.T) {
+	s := subsetServer(t, 4, subsetting.Steady)
+	for i := range 40 {
+		connect(s, int64(i+1), fmt.Sprintf("n%03d", i))
+	}
+	s.Update(world(1, 12))
+	s.rec.reconcile()
+	stats := func() []subsetStat { return s.rec.subsetStats(s.reg.indexCounts(0).connected) }
+	first := stats()
+	if again := stats(); &again[0] != &first[0] {
+		t.Error("a scrape with nothing changed computed the figures again")
+	}
+	connect(s, 41, "n040")
+	after := stats()
+	if &after[0] == &first[0] {
+		t.Fatal("a scrape after a node connected got the old figures")
+	}
+	full, _ := s.Subsets("svc-000", everyNode)
+	if after[0].bal != full.Balance {
+		t.Errorf("after a connect: the metrics' balance %+v, the report's %+v", after[0].bal, full.Balance)
+	}
+	s.Update(world(1, 11))
+	s.rec.reconcile()
+	if next := stats(); &next[0] == &after[0] {
+		t.Error("a scrape after a pass got the old figures")
+	}
+}

@@ -60,6 +60,8 @@ type subsets struct {
 	build func(key string) (*cache.Snapshot, error) // the base of a key no node had at rebase
 
 	choiceIDs uint64 // numbers choices across plans
+	rebases   uint64 // passes started (rebase calls): what subsetStats' cache is keyed by
+	stats     statsMemo
 
 	items    []xdscache.ServiceItems    // every service's items, sorted by name
 	planned  []planned                  // the subset services among them
@@ -91,6 +93,7 @@ func newSubsets(m *metrics, log *slog.Logger) *subsets {
 // whose base changed outside the subset load assignments are dropped.
 func (v *subsets) rebase(items []xdscache.ServiceItems, plans []planned, shared map[string]*cache.Snapshot, nodeW NodeWeights, inputs map[string]envoy.Service, locals []localService) {
 	v.items, v.planned, v.shared, v.local.services = items, plans, shared, locals
+	v.rebases++
 	v.nodeW, v.inputs = nodeW, inputs
 	v.byIndex, v.ownLive = map[indexKey]variantRef{}, map[string]bool{}
 	sigs := make(map[string]string, len(shared))
