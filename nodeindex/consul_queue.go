@@ -88,7 +88,7 @@ type groupQueue struct {
 	gen     uint64              // Acquire submissions so far
 	held    map[string]heldNode // nodes this replica holds or is acquiring
 
-	good []byte          // the last stored value that decoded; used by the drain goroutine only
+	good []byte // the last stored value that decoded; used by the drain goroutine only
 	// last is the table this replica last wrote (or read unchanged) and
 	// the ModifyIndex the key got: a round that reads that index takes it
 	// instead of decoding the value again (the decoding is most of a

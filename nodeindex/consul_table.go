@@ -219,7 +219,7 @@ func encodeBody(v indexTableBody) ([]byte, error) {
 	}
 	var gz bytes.Buffer
 	w, _ := gzip.NewWriterLevel(&gz, gzip.BestSpeed) // a valid level: no error
-	_, _ = w.Write(body)                                      // writes to a bytes.Buffer do not fail
+	_, _ = w.Write(body)                             // writes to a bytes.Buffer do not fail
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("encode table: %w", err)
 	}
