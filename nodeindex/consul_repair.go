@@ -106,8 +106,9 @@ func repairSlot(js indexSlotJSON, holders []indexHolderJSON, now time.Time) (s i
 // their index when that slot is free, and adds session to their holders
 // where it is missing (a table rebuilt or repaired by another replica may
 // have lost them). It returns, sorted, those that could not be put back
-// because another node has their index, or the table gives them another.
-func (tb *indexTable) reassert(held map[string]int, session, replica string) (lost []string) {
+// because another node has their index, or the table gives them another,
+// and whether it changed tb.
+func (tb *indexTable) reassert(held map[string]int, session, replica string) (lost []string, changed bool) {
 	for _, node := range sortedKeys(held) {
 		i := held[node]
 		if i < 0 {
@@ -119,6 +120,7 @@ func (tb *indexTable) reassert(held map[string]int, session, replica string) (lo
 			} else if s := &tb.slots[j]; !slices.Contains(s.holders, session) {
 				s.holders, s.releasedAt = append(s.holders, session), time.Time{}
 				tb.replicas[session] = replica
+				changed = true
 			}
 			continue
 		}
@@ -132,8 +134,9 @@ func (tb *indexTable) reassert(held map[string]int, session, replica string) (lo
 		tb.slots[i] = indexSlot{node: node, holders: []string{session}}
 		tb.byNode[node] = i
 		tb.replicas[session] = replica
+		changed = true
 	}
-	return lost
+	return lost, changed
 }
 
 func sortedKeys(m map[string]int) []string {

@@ -79,7 +79,10 @@ func TestRepairIndexTable(t *testing.T) {
 func TestReassert(t *testing.T) {
 	tb := newIndexTable()
 	tb.acquire("other", "s2", "r2", time.Time{}, time.Minute) // 0
-	lost := tb.reassert(map[string]int{"mine": 2, "taken": 0, "pending": -1}, "s1", "r1")
+	lost, changed := tb.reassert(map[string]int{"mine": 2, "taken": 0, "pending": -1}, "s1", "r1")
+	if !changed {
+		t.Error("reassert put a node back but reports no change")
+	}
 	if len(lost) != 1 || lost[0] != "taken" {
 		t.Errorf("lost %v, want [taken] (its index 0 belongs to other)", lost)
 	}
