@@ -274,9 +274,13 @@ func (t *Consul) settleRehold(q *groupQueue, reheld map[string]int) {
 func (t *Consul) commit(ctx context.Context, q *groupQueue, ops []*indexOp) (roundResult, error) {
 	for n := 1; ; n++ {
 		res, ok, err := t.attempt(ctx, q, ops)
+		if err != nil {
+			t.metrics.attempts.WithLabelValues("failed").Inc()
+		}
 		if err != nil || ok {
 			return res, err
 		}
+		t.metrics.attempts.WithLabelValues("conflict").Inc()
 		t.log.Debug("consul index check-and-set conflict; retrying", "group", q.group, "attempt", n, "ops", len(ops))
 		if n == casAttempts {
 			return roundResult{}, fmt.Errorf("key %s: %d check-and-set conflicts in a row", q.key, n)
@@ -314,6 +318,7 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	lost, changed := tb.reassert(q.heldIndices(), session, t.replica)
 	if known && !changed && onlyChecks(ops) {
 		q.last.tb = tb
+		t.metrics.attempts.WithLabelValues("unchanged").Inc()
 		return roundResult{index: make([]int, len(ops))}, true, nil // a check of a table as it was: nothing to encode
 	}
 	if needsLiveness(tb, ops, session) {
@@ -332,6 +337,7 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 		if pair != nil {
 			q.last.index, q.last.tb = modify, tb
 		}
+		t.metrics.attempts.WithLabelValues("unchanged").Inc()
 		return res, true, nil // nothing to write
 	}
 	ok, index, err := consulstate.Txn(ctx, t.client, api.TxnOps{
@@ -344,6 +350,8 @@ func (t *Consul) attempt(ctx context.Context, q *groupQueue, ops []*indexOp) (re
 	if ok {
 		q.good = data
 		q.last.index, q.last.tb = index, tb
+		t.metrics.attempts.WithLabelValues("written").Inc()
+		t.metrics.valueBytes.Observe(float64(len(data)))
 		t.repaired(q, rep, lost)
 	}
 	return res, ok, nil

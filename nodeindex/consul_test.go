@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/xds-server/xds-server/e2e/harness"
 )
@@ -419,5 +420,15 @@ func consulLargeGroup(t *testing.T, e *consulIndexEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d nodes: a stored table of %d bytes", n, len(pair.Value))
+	count := func(ix *Consul, result string) float64 {
+		return testutil.ToFloat64(ix.metrics.attempts.WithLabelValues(result))
+	}
+	var written, conflicts float64
+	for _, ix := range replicas {
+		written, conflicts = written+count(ix, "written"), conflicts+count(ix, "conflict")
+	}
+	if written == 0 || testutil.CollectAndCount(replicas[0].metrics.valueBytes) != 1 {
+		t.Errorf("xds_subset_index_attempts_total{result=written} %v, want > 0, and the value size histogram", written)
+	}
+	t.Logf("%d nodes: a stored table of %d bytes; %v writes, %v conflicts over both replicas", n, len(pair.Value), written, conflicts)
 }
