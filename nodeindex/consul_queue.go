@@ -23,6 +23,15 @@ const casAttempts = 50
 // casBackoffMax caps the jittered wait between two attempts.
 const casBackoffMax = 100 * time.Millisecond
 
+// roundGap is the pause of a group's drain between two rounds (none
+// before the first): the ops that arrive meanwhile go in the next round
+// together. Each round writes the whole table, so in a connect storm
+// fewer, larger rounds write less and conflict less with the other
+// replicas: 12,000 nodes through two replicas took 93 writes, 40
+// conflicts and 4.7 s with it, 381, 159 and 8.7 s without (the
+// 12,000-node test, one run each).
+const roundGap = 50 * time.Millisecond
+
 var errIndexClosed = errors.New("nodeindex: consul: closed")
 
 // opKind is what an indexOp does to a group's table.
@@ -170,10 +179,13 @@ func (t *Consul) wait(ctx context.Context, group string, op *indexOp) (int, erro
 	return r.index, nil
 }
 
-// drain runs rounds until q has nothing pending.
+// drain runs rounds, roundGap apart, until q has nothing pending.
 func (t *Consul) drain(q *groupQueue) {
 	defer t.rounds.Done()
-	for {
+	for first := true; ; first = false {
+		if !first {
+			_ = consulstate.Sleep(t.ctx, nil, roundGap)
+		}
 		q.mu.Lock()
 		ops := q.pending
 		q.pending = nil
