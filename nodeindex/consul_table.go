@@ -234,17 +234,20 @@ func encodeBody(v indexTableBody) ([]byte, error) {
 // once decompressed (at most maxTableJSON bytes). A newer version wraps
 // errTableNewer; no version, or a body in the wrong place, is an error.
 func tableBody(data []byte) (indexTableBody, error) {
-	var head struct {
-		Version int `json:"version"`
-	}
-	if json.Unmarshal(data, &head) == nil && head.Version > indexTableVersion { // whatever the rest is
-		return indexTableBody{}, fmt.Errorf("%w: version %d, want at most %d", errTableNewer, head.Version, indexTableVersion)
-	}
 	var v indexTableJSON
 	if err := json.Unmarshal(data, &v); err != nil {
-		return indexTableBody{}, fmt.Errorf("decode table: %w", err)
+		var head struct { // a newer version may not fit our fields: its version alone decides
+			Version int `json:"version"`
+		}
+		if json.Unmarshal(data, &head) == nil && head.Version > indexTableVersion {
+			v.Version = head.Version
+		} else {
+			return indexTableBody{}, fmt.Errorf("decode table: %w", err)
+		}
 	}
 	switch {
+	case v.Version > indexTableVersion:
+		return indexTableBody{}, fmt.Errorf("%w: version %d, want at most %d", errTableNewer, v.Version, indexTableVersion)
 	case v.Version == 1 && v.Gzip == nil:
 		return v.indexTableBody, nil
 	case v.Version == 2 && v.Holders == nil && v.Slots == nil:
