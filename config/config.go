@@ -37,6 +37,9 @@ type RuntimeConfig struct {
 	// GCBetweenPushes collects garbage in the quiet after an xDS push
 	// when the next push would likely start a collection mid-push.
 	GCBetweenPushes bool `mapstructure:"gc_between_pushes"`
+	// ReleaseFreeMemory returns a burst's garbage and free heap to the
+	// system once the process is quiet (debug.FreeOSMemory).
+	ReleaseFreeMemory bool `mapstructure:"release_free_memory"`
 }
 
 // SubsettingConfig configures client indices for subsetting.

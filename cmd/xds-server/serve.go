@@ -46,6 +46,9 @@ func (a *app) start(l *lifecycle) {
 	if a.gc != nil {
 		l.loop(a.gc.run)
 	}
+	if a.mem != nil {
+		l.loop(a.mem.run)
+	}
 	a.ha.start(l)
 	l.loop(a.ui.Run)
 	l.loop(a.drains.Watch) // a no-op without HA

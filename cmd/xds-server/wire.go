@@ -54,6 +54,7 @@ type app struct {
 	ui       *console.Console
 	admin    *http.Server
 	gc       *pushCollector // nil: runtime.gc_between_pushes off
+	mem      *memReleaser   // nil: runtime.release_free_memory off
 }
 
 // wire builds the components of cfg in order; what a step acquires goes
@@ -85,6 +86,9 @@ func (a *app) wireXDS(ctx context.Context, cl *closers) error {
 	if a.cfg.Runtime.GCBetweenPushes {
 		a.gc = newPushCollector(a.reg)
 		xc.Passes = a.gc
+	}
+	if a.cfg.Runtime.ReleaseFreeMemory {
+		a.mem = newMemReleaser(a.reg)
 	}
 	if tc, err := a.sec.serverTLS("xds", a.cfg.XDS.TLS); err != nil {
 		return err

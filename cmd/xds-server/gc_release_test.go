@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestReleaseDue(t *testing.T) {
+	const mib = 1 << 20
+	prev := heapMem{allocated: 1000 * mib}
+	for _, c := range []struct {
+		name string
+		cur  heapMem
+		want bool
+	}{
+		{"a storm's garbage, quiet", heapMem{allocated: 1001 * mib, live: 250 * mib, objects: 400 * mib, free: 50 * mib}, true},
+		{"free pages alone", heapMem{allocated: 1000 * mib, live: 250 * mib, objects: 250 * mib, free: 70 * mib}, true},
+		{"still allocating", heapMem{allocated: 1003 * mib, live: 250 * mib, objects: 400 * mib, free: 50 * mib}, false},
+		{"under the least surplus", heapMem{allocated: 1000 * mib, live: 10 * mib, objects: 60 * mib, free: 3 * mib}, false},
+		{"small against the live heap", heapMem{allocated: 1000 * mib, live: 1000 * mib, objects: 1100 * mib, free: 100 * mib}, false},
+		{"live above objects (read between a collection's phases)", heapMem{allocated: 1000 * mib, live: 300 * mib, objects: 200 * mib, free: 80 * mib}, true},
+	} {
+		if got := releaseDue(prev, c.cur); got != c.want {
+			t.Errorf("%s: releaseDue = %v, want %v (surplus %d MiB)", c.name, got, c.want, c.cur.surplus()/mib)
+		}
+	}
+}
+
+// fakeHeap is a heap the releaser reads; release returns its surplus.
+type fakeHeap struct {
+	mu  sync.Mutex
+	h   heapMem
+	now time.Time
+}
+
+func (f *fakeHeap) read() heapMem { f.mu.Lock(); defer f.mu.Unlock(); return f.h }
+
+func (f *fakeHeap) set(fn func(h *heapMem)) { f.mu.Lock(); fn(&f.h); f.mu.Unlock() }
+
+func (f *fakeHeap) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+
+// TestMemReleaserLoop: a release after two quiet reads with a surplus,
+// none while allocating or within releaseGap of the last, and the
+// counters.
+func TestMemReleaserLoop(t *testing.T) {
+	const mib = 1 << 20
+	f := &fakeHeap{h: heapMem{live: 200 * mib, objects: 200 * mib}, now: time.Unix(1000, 0)}
+	released := make(chan struct{}, 4)
+	reg := prometheus.NewRegistry()
+	r := newMemReleaser(reg)
+	r.read, r.now = f.read, f.clock
+	r.release = func() {
+		f.set(func(h *heapMem) { h.objects, h.free = h.live, 0 })
+		released <- struct{}{}
+	}
+	ticks := make(chan time.Time) // unbuffered: a send returns once the loop took it, the read before it done
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { r.loop(ctx, ticks); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	tick := func() { ticks <- time.Time{} }
+	storm := func() { // a burst: 300 MiB allocated, 200 MiB of it garbage now
+		f.set(func(h *heapMem) { h.allocated += 300 * mib; h.objects = h.live + 200*mib })
+	}
+	none := func(when string) {
+		tick() // the loop took it: the previous read, and any release, are done
+		select {
+		case <-released:
+			t.Fatalf("released %s", when)
+		default:
+		}
+	}
+
+	storm()
+	tick()                   // the storm's read: busy
+	none("while allocating") // quiet 1
+	tick()                   // quiet 2: the release
+	<-released
+	if got := testutil.ToFloat64(r.releases); got != 1 {
+		t.Fatalf("xds_memory_releases_total = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(r.bytes); got != 200*mib {
+		t.Fatalf("xds_memory_released_bytes_total = %v, want %d", got, 200*mib)
+	}
+
+	storm()
+	for range 4 {
+		none("within releaseGap of the last release")
+	}
+	f.mu.Lock()
+	f.now = f.now.Add(releaseGap)
+	f.mu.Unlock()
+	tick()
+	<-released
+	if got := testutil.ToFloat64(r.releases); got != 2 {
+		t.Fatalf("xds_memory_releases_total = %v, want 2", got)
+	}
+}
