@@ -154,6 +154,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 	after := settled(b, metrics)
 	r.RSSAfter, r.HeapAfter, r.GoalAfter = after[MetricRSS], after[MetricHeapInuse], after[MetricHeapGoal]
 	r.Goroutines = after[MetricGoroutines]
+	r.SyncReleases = after[MetricReleases]
 	if *flagHeapProfile != "" {
 		if err := fetchTo(ctx, "http://"+srv.AdminAddr+"/debug/pprof/heap?gc=1", *flagHeapProfile); err != nil {
 			b.Fatal(err)
@@ -216,6 +217,7 @@ func runConsulFleet(b *testing.B, mode string) Run {
 		b.Fatal(err)
 	}
 	r.ConsulWrites = Sum(end, MetricConsulWrites)
+	r.Releases = end[MetricReleases]
 	if r.Refused = Refused(end); r.Refused != 0 {
 		b.Errorf("the server refused %v nodes or connections", r.Refused)
 	}

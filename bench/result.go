@@ -93,6 +93,12 @@ type Run struct {
 	// QuietGCs are the server's collections between pushes over the
 	// change phase (xds_gc_between_pushes_total, runtime.gc_between_pushes).
 	QuietGCs float64 `json:"quiet_gcs,omitempty"`
+	// SyncReleases are the server's memory releases (xds_memory_releases_total,
+	// runtime.release_free_memory) by the reading of RSSAfter, Releases
+	// those by the end of the run: more at the end came during the
+	// measured changes, pushes or drains.
+	SyncReleases float64 `json:"sync_releases,omitempty"`
+	Releases     float64 `json:"releases,omitempty"`
 }
 
 // Push is one full push: one endpoint of every service flipped at once.

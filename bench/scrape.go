@@ -24,6 +24,7 @@ const (
 	MetricHAWrites   = "xds_ha_consul_writes_total"
 	MetricGCs        = "go_gc_duration_seconds_count"
 	MetricQuietGCs   = "xds_gc_between_pushes_total"
+	MetricReleases   = "xds_memory_releases_total"
 )
 
 // Metrics are the samples of one Prometheus text exposition, by series

@@ -43,6 +43,10 @@ func (t *gcTuner) tune() {
 	if t.stopped.Load() {
 		return
 	}
+	if gcHeld.Load() { // a memory release holds GOGC for a cycle (gc_release.go)
+		runtime.AddCleanup(new(gcSentinel), func(t *gcTuner) { t.tune() }, t)
+		return
+	}
 	metrics.Read(t.live)
 	var live uint64
 	if t.live[0].Value.Kind() == metrics.KindUint64 {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +55,8 @@ func TestMemReleaserLoop(t *testing.T) {
 	released := make(chan struct{}, 4)
 	reg := prometheus.NewRegistry()
 	r := newMemReleaser(reg)
-	r.read, r.now = f.read, f.clock
+	var held []uint64
+	r.read, r.now, r.hold = f.read, f.clock, func(goal uint64) { held = append(held, goal) }
 	r.release = func() {
 		f.set(func(h *heapMem) { h.objects, h.free = h.live, 0 })
 		released <- struct{}{}
@@ -64,8 +67,8 @@ func TestMemReleaserLoop(t *testing.T) {
 	go func() { r.loop(ctx, ticks); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 	tick := func() { ticks <- time.Time{} }
-	storm := func() { // a burst: 300 MiB allocated, 200 MiB of it garbage now
-		f.set(func(h *heapMem) { h.allocated += 300 * mib; h.objects = h.live + 200*mib })
+	storm := func() { // a burst: 300 MiB allocated, 200 MiB of it garbage now, the goal at 800 MiB
+		f.set(func(h *heapMem) { h.allocated += 300 * mib; h.objects, h.goal = h.live+200*mib, 800*mib })
 	}
 	none := func(when string) {
 		tick() // the loop took it: the previous read, and any release, are done
@@ -87,6 +90,9 @@ func TestMemReleaserLoop(t *testing.T) {
 	if got := testutil.ToFloat64(r.bytes); got != 200*mib {
 		t.Fatalf("xds_memory_released_bytes_total = %v, want %d", got, 200*mib)
 	}
+	if len(held) != 1 || held[0] != 800*mib {
+		t.Fatalf("goals held %v, want the goal before the release, 800 MiB", held)
+	}
 
 	storm()
 	for range 4 {
@@ -99,5 +105,52 @@ func TestMemReleaserLoop(t *testing.T) {
 	<-released
 	if got := testutil.ToFloat64(r.releases); got != 2 {
 		t.Fatalf("xds_memory_releases_total = %v, want 2", got)
+	}
+}
+
+func TestHeldPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		goal, live uint64
+		now, want  int
+		ok         bool
+	}{
+		{goal: 900 * mib, live: 300 * mib, now: 100, want: 200, ok: true}, // the storm's goal kept
+		{goal: 500 * mib, live: 300 * mib, now: 100, want: 100},           // pacing comes later anyway
+		{goal: 200 * mib, live: 300 * mib, now: 100, want: 100},           // the goal is behind the live heap
+		{goal: 900 * mib, live: 0, now: 100, want: 100},
+		{goal: 900 * mib, live: 300 * mib, now: 400, want: 400}, // a heap floor's GOGC is larger
+	} {
+		got, ok := heldPercent(c.goal, c.live, c.now)
+		if got != c.want || ok != c.ok {
+			t.Errorf("heldPercent(%d MiB, %d MiB, %d) = %d, %v; want %d, %v", c.goal/mib, c.live/mib, c.now, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestHoldGoal: the runtime's GOGC is raised for one cycle and set back
+// after the next collection, with the heap floor's tuner held off.
+func TestHoldGoal(t *testing.T) {
+	runtime.GC()
+	gogc := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := gogc()
+	holdGoal(1 << 40) // far past any live heap here
+	if !gcHeld.Load() || gogc() <= before {
+		t.Fatalf("after holdGoal: held %v, GOGC %d (was %d): want held and raised", gcHeld.Load(), gogc(), before)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for gcHeld.Load() { // the cleanup runs after a collection, on its own goroutine
+		if time.Now().After(deadline) {
+			t.Fatal("the hold was not released after collections")
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if got := gogc(); got != before {
+		t.Fatalf("GOGC after the hold = %d, want %d back", got, before)
 	}
 }
