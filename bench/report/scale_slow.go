@@ -38,6 +38,7 @@ func renderSlowChanges(p func(string, ...any), groups []scaleGroup) {
 		srvSlow, srvRest   []float64
 		loadSlow, loadRest []float64
 		quiet              float64
+		syncRel, laterRel  float64 // memory releases by the RSS reading, and after it
 	}
 	var rows []row
 	for _, g := range groups {
@@ -53,6 +54,7 @@ func renderSlowChanges(p func(string, ...any), groups []scaleGroup) {
 				continue
 			}
 			rw.quiet += r.QuietGCs
+			rw.syncRel, rw.laterRel = rw.syncRel+r.SyncReleases, rw.laterRel+max(r.Releases-r.SyncReleases, 0)
 			for i, v := range ps {
 				cs = append(cs, change{v, r.ChangeServerGCs[i], r.ChangeLoadGenGCs[i]})
 				p99s = append(p99s, v)
@@ -81,17 +83,19 @@ func renderSlowChanges(p func(string, ...any), groups []scaleGroup) {
 	p("mean per change, in the server (`go_gc_duration_seconds_count`) and in the load generator (its own).")
 	p("")
 	p("Quiet GCs: the server's collections between pushes over the change phases (`xds_gc_between_pushes_total`,")
-	p("`runtime.gc_between_pushes`), which are not during a change.")
+	p("`runtime.gc_between_pushes`), which are not during a change. Memory releases: the server's returns of a")
+	p("burst's garbage to the system once quiet (`xds_memory_releases_total`, `runtime.release_free_memory`), summed")
+	p("over the runs: by the reading of the RSS after the connect storm / after it (during the measured phases).")
 	p("")
-	p("| variant | changes | median change p99 | slow changes | their p99 | server GCs: slow / others | load generator GCs: slow / others | quiet GCs |")
-	p("|---|---|---|---|---|---|---|---|")
+	p("| variant | changes | median change p99 | slow changes | their p99 | server GCs: slow / others | load generator GCs: slow / others | quiet GCs | memory releases: by the RSS reading / after |")
+	p("|---|---|---|---|---|---|---|---|---|")
 	for _, rw := range rows {
 		their := strings.Join(rw.slowP99, ", ")
 		if their == "" {
 			their = "-"
 		}
-		p("| %s | %d | %s | %d | %s | %s / %s | %s / %s | %.0f |", rw.name, rw.all, secs(rw.med), rw.slow, their,
-			meanOr(rw.srvSlow), meanOr(rw.srvRest), meanOr(rw.loadSlow), meanOr(rw.loadRest), rw.quiet)
+		p("| %s | %d | %s | %d | %s | %s / %s | %s / %s | %.0f | %.0f / %.0f |", rw.name, rw.all, secs(rw.med), rw.slow, their,
+			meanOr(rw.srvSlow), meanOr(rw.srvRest), meanOr(rw.loadSlow), meanOr(rw.loadRest), rw.quiet, rw.syncRel, rw.laterRel)
 	}
 	p("")
 }
