@@ -275,8 +275,12 @@ func TestDepartedBatched(t *testing.T) {
 	w := a.metrics.Writes
 	writes := testutil.ToFloat64(w.WithLabelValues("departed_txn")) + testutil.ToFloat64(w.WithLabelValues("departed_put"))
 	t.Logf("%d departures written in %v Consul writes", n, writes)
-	if writes > n/consulstate.MaxTxnOps+2 {
-		t.Errorf("%v writes for %d departures, want at most %d (transactions of %d)", writes, n, n/consulstate.MaxTxnOps+2, consulstate.MaxTxnOps)
+	// Full transactions would take ceil(200/64) = 4; the writer may start
+	// while departures still queue, so some go partly filled (6 seen
+	// once in CI): the bound is twice that plus one, far from one write
+	// per departure.
+	if most := 2*((n+consulstate.MaxTxnOps-1)/consulstate.MaxTxnOps) + 1; writes > float64(most) {
+		t.Errorf("%v writes for %d departures, want at most %d (transactions of %d)", writes, n, most, consulstate.MaxTxnOps)
 	}
 	// B starts after the departures with api still listed (without
 	// instances): it did not see them leave, they left before it started
