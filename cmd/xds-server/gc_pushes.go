@@ -48,12 +48,14 @@ const (
 	pushesRemembered = 4
 )
 
-// heapState is what the collector reads of the runtime.
+// heapState is what the collector and the releaser (gc_release.go)
+// read of the runtime.
 type heapState struct {
 	allocated uint64 // bytes allocated since the process started
 	goal      uint64 // the heap goal of the current cycle
 	live      uint64 // the heap the last collection marked live
 	inUse     uint64 // the heap in use by objects now (live, or dead and not yet swept)
+	free      uint64 // free heap pages kept resident (not returned to the system)
 }
 
 // trigger is the earliest heap at which Go starts a collection by
@@ -175,7 +177,7 @@ func (c *pushCollector) run(ctx context.Context) {
 // readHeap reads heapState from runtime/metrics.
 func readHeap() heapState {
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/gc/heap/live:bytes"},
-		{Name: "/memory/classes/heap/objects:bytes"}}
+		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	metrics.Read(s)
 	v := func(i int) uint64 {
 		if s[i].Value.Kind() == metrics.KindUint64 {
@@ -183,5 +185,5 @@ func readHeap() heapState {
 		}
 		return 0
 	}
-	return heapState{allocated: v(0), goal: v(1), live: v(2), inUse: v(3)}
+	return heapState{allocated: v(0), goal: v(1), live: v(2), inUse: v(3), free: v(4)}
 }

@@ -41,21 +41,12 @@ const (
 	releaseGap   = 30 * time.Second       // the least time between two releases
 )
 
-// heapMem is what the releaser reads of the runtime.
-type heapMem struct {
-	allocated uint64 // bytes allocated since the process started
-	live      uint64 // the heap the last collection marked live
-	objects   uint64 // the heap in objects: live, or dead and not yet collected
-	free      uint64 // free heap pages kept resident (not returned)
-	goal      uint64 // the heap goal of the current cycle
-}
-
 // surplus is what a collection and a release would return: the garbage
 // and the free pages.
-func (h heapMem) surplus() uint64 {
+func (h heapState) surplus() uint64 {
 	garbage := uint64(0)
-	if h.objects > h.live {
-		garbage = h.objects - h.live
+	if h.inUse > h.live {
+		garbage = h.inUse - h.live
 	}
 	return h.free + garbage
 }
@@ -63,7 +54,7 @@ func (h heapMem) surplus() uint64 {
 // releaseDue reports whether cur, read after prev, is a quiet moment with
 // a surplus worth returning: at most releaseQuiet allocated in between,
 // and at least releaseMin and a quarter of the live heap to return.
-func releaseDue(prev, cur heapMem) bool {
+func releaseDue(prev, cur heapState) bool {
 	if cur.allocated-prev.allocated > releaseQuiet {
 		return false
 	}
@@ -73,7 +64,7 @@ func releaseDue(prev, cur heapMem) bool {
 
 // memReleaser implements runtime.release_free_memory.
 type memReleaser struct {
-	read     func() heapMem    // runtime/metrics; tests inject
+	read     func() heapState  // readHeap; tests inject
 	release  func()            // debug.FreeOSMemory; tests inject
 	hold     func(goal uint64) // holdGoal; tests inject
 	now      func() time.Time
@@ -82,7 +73,7 @@ type memReleaser struct {
 }
 
 func newMemReleaser(reg prometheus.Registerer) *memReleaser {
-	r := &memReleaser{read: readHeapMem, release: debug.FreeOSMemory, hold: holdGoal, now: time.Now,
+	r := &memReleaser{read: readHeap, release: debug.FreeOSMemory, hold: holdGoal, now: time.Now,
 		releases: prometheus.NewCounter(prometheus.CounterOpts{Name: "xds_memory_releases_total",
 			Help: "times the process returned a burst's garbage and free heap to the system once quiet (runtime.release_free_memory)"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "xds_memory_released_bytes_total",
@@ -128,20 +119,6 @@ func (r *memReleaser) loop(ctx context.Context, ticks <-chan time.Time) {
 		r.bytes.Add(float64(cur.surplus()))
 		prev = r.read() // the release's own collection allocated
 	}
-}
-
-// readHeapMem reads heapMem from runtime/metrics.
-func readHeapMem() heapMem {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/live:bytes"},
-		{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/goal:bytes"}}
-	metrics.Read(s)
-	v := func(i int) uint64 {
-		if s[i].Value.Kind() == metrics.KindUint64 {
-			return s[i].Value.Uint64()
-		}
-		return 0
-	}
-	return heapMem{allocated: v(0), live: v(1), objects: v(2), free: v(3), goal: v(4)}
 }
 
 // gcHeld is set while holdGoal holds GOGC: the heap floor's tuner

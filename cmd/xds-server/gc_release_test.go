@@ -14,18 +14,18 @@ import (
 
 func TestReleaseDue(t *testing.T) {
 	const mib = 1 << 20
-	prev := heapMem{allocated: 1000 * mib}
+	prev := heapState{allocated: 1000 * mib}
 	for _, c := range []struct {
 		name string
-		cur  heapMem
+		cur  heapState
 		want bool
 	}{
-		{"a storm's garbage, quiet", heapMem{allocated: 1001 * mib, live: 250 * mib, objects: 400 * mib, free: 50 * mib}, true},
-		{"free pages alone", heapMem{allocated: 1000 * mib, live: 250 * mib, objects: 250 * mib, free: 70 * mib}, true},
-		{"still allocating", heapMem{allocated: 1003 * mib, live: 250 * mib, objects: 400 * mib, free: 50 * mib}, false},
-		{"under the least surplus", heapMem{allocated: 1000 * mib, live: 10 * mib, objects: 60 * mib, free: 3 * mib}, false},
-		{"small against the live heap", heapMem{allocated: 1000 * mib, live: 1000 * mib, objects: 1100 * mib, free: 100 * mib}, false},
-		{"live above objects (read between a collection's phases)", heapMem{allocated: 1000 * mib, live: 300 * mib, objects: 200 * mib, free: 80 * mib}, true},
+		{"a storm's garbage, quiet", heapState{allocated: 1001 * mib, live: 250 * mib, inUse: 400 * mib, free: 50 * mib}, true},
+		{"free pages alone", heapState{allocated: 1000 * mib, live: 250 * mib, inUse: 250 * mib, free: 70 * mib}, true},
+		{"still allocating", heapState{allocated: 1003 * mib, live: 250 * mib, inUse: 400 * mib, free: 50 * mib}, false},
+		{"under the least surplus", heapState{allocated: 1000 * mib, live: 10 * mib, inUse: 60 * mib, free: 3 * mib}, false},
+		{"small against the live heap", heapState{allocated: 1000 * mib, live: 1000 * mib, inUse: 1100 * mib, free: 100 * mib}, false},
+		{"live above objects (read between a collection's phases)", heapState{allocated: 1000 * mib, live: 300 * mib, inUse: 200 * mib, free: 80 * mib}, true},
 	} {
 		if got := releaseDue(prev, c.cur); got != c.want {
 			t.Errorf("%s: releaseDue = %v, want %v (surplus %d MiB)", c.name, got, c.want, c.cur.surplus()/mib)
@@ -36,13 +36,13 @@ func TestReleaseDue(t *testing.T) {
 // fakeHeap is a heap the releaser reads; release returns its surplus.
 type fakeHeap struct {
 	mu  sync.Mutex
-	h   heapMem
+	h   heapState
 	now time.Time
 }
 
-func (f *fakeHeap) read() heapMem { f.mu.Lock(); defer f.mu.Unlock(); return f.h }
+func (f *fakeHeap) read() heapState { f.mu.Lock(); defer f.mu.Unlock(); return f.h }
 
-func (f *fakeHeap) set(fn func(h *heapMem)) { f.mu.Lock(); fn(&f.h); f.mu.Unlock() }
+func (f *fakeHeap) set(fn func(h *heapState)) { f.mu.Lock(); fn(&f.h); f.mu.Unlock() }
 
 func (f *fakeHeap) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
 
@@ -51,14 +51,14 @@ func (f *fakeHeap) clock() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return 
 // counters.
 func TestMemReleaserLoop(t *testing.T) {
 	const mib = 1 << 20
-	f := &fakeHeap{h: heapMem{live: 200 * mib, objects: 200 * mib}, now: time.Unix(1000, 0)}
+	f := &fakeHeap{h: heapState{live: 200 * mib, inUse: 200 * mib}, now: time.Unix(1000, 0)}
 	released := make(chan struct{}, 4)
 	reg := prometheus.NewRegistry()
 	r := newMemReleaser(reg)
 	var held []uint64
 	r.read, r.now, r.hold = f.read, f.clock, func(goal uint64) { held = append(held, goal) }
 	r.release = func() {
-		f.set(func(h *heapMem) { h.objects, h.free = h.live, 0 })
+		f.set(func(h *heapState) { h.inUse, h.free = h.live, 0 })
 		released <- struct{}{}
 	}
 	ticks := make(chan time.Time) // unbuffered: a send returns once the loop took it, the read before it done
@@ -68,7 +68,7 @@ func TestMemReleaserLoop(t *testing.T) {
 	defer func() { cancel(); <-stopped }()
 	tick := func() { ticks <- time.Time{} }
 	storm := func() { // a burst: 300 MiB allocated, 200 MiB of it garbage now, the goal at 800 MiB
-		f.set(func(h *heapMem) { h.allocated += 300 * mib; h.objects, h.goal = h.live+200*mib, 800*mib })
+		f.set(func(h *heapState) { h.allocated += 300 * mib; h.inUse, h.goal = h.live+200*mib, 800*mib })
 	}
 	none := func(when string) {
 		tick() // the loop took it: the previous read, and any release, are done
