@@ -25,7 +25,9 @@ type WatcherConfig struct {
 	Logger      *slog.Logger  // nil: slog.Default()
 	// OnChange, if set, is called after each applied list that changed a
 	// service's policy or rejected an entry, from the watching goroutine
-	// of that kind (calls for different kinds may overlap).
+	// of that kind. Calls never overlap, and each comes after its list is
+	// applied: a callback that reads All and hands the result on leaves
+	// the newest policies with the last call.
 	OnChange func(kind string, up Update)
 }
 
@@ -35,6 +37,7 @@ type WatcherConfig struct {
 type Watcher struct {
 	cfg WatcherConfig
 
+	notify sync.Mutex // serializes OnChange
 	mu     sync.Mutex
 	set    *Set
 	read   map[string]bool // kinds read at least once
@@ -98,6 +101,11 @@ func (w *Watcher) apply(kind string, entries []api.ConfigEntry) {
 		w.cfg.Logger.Info("consul config entries applied", "kind", kind, "services", up.Changed)
 	}
 	if w.cfg.OnChange != nil && (len(up.Changed) > 0 || len(up.Rejected) > 0) {
+		// Unserialized, a callback that read All before another kind's
+		// list landed could hand its older view on after that kind's
+		// callback handed on the newer one.
+		w.notify.Lock()
+		defer w.notify.Unlock()
 		w.cfg.OnChange(kind, up)
 	}
 }
