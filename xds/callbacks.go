@@ -100,7 +100,18 @@ func (c *callbacks) closed(stream int64) {
 		// writes and hold up the stop.
 		if node, ok := c.reg.get(id); ok && (c.refusing == nil || !c.refusing.Load()) {
 			c.idx.release(node)
+			c.reattached(id)
 		}
+	}
+}
+
+// reattached takes the index of a node back after its release when a
+// stream of it attached since its last one closed: that stream acquired
+// the index before the release marked it free, which would let another
+// node take it once reserved no more.
+func (c *callbacks) reattached(id string) {
+	if node, ok := c.reg.get(id); ok && node.Streams > 0 {
+		c.idx.hold(node)
 	}
 }
 

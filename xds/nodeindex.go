@@ -119,12 +119,9 @@ func (x *indexer) place(n Node) (group string, index int, source string, err err
 // room for another (xds.max_known_nodes), in tables that can (this
 // process's: nodeindex.Local); others keep it for their TTL.
 func (x *indexer) evict(n Node) {
-	if n.Index < 0 || n.IndexSource == IndexMetadata {
+	table, ok := x.tableOf(n)
+	if !ok {
 		return
-	}
-	table := x.cfg.Table
-	if n.IndexSource == indexFallback {
-		table = x.fallback
 	}
 	if f, ok := table.(forgetter); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
@@ -181,18 +178,47 @@ func (x *indexer) assign(n Node) (group string, index int, source string) {
 
 // release lets go of a node's index (it stays reserved for the TTL).
 func (x *indexer) release(n Node) {
-	if n.Index < 0 || n.IndexSource == IndexMetadata {
+	table, ok := x.tableOf(n)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
 	defer cancel()
-	table := x.cfg.Table
-	if n.IndexSource == indexFallback {
-		table = x.fallback
-	}
 	if err := table.Release(ctx, n.Group, n.ID); err != nil {
 		x.m.indexErrors.WithLabelValues("release").Inc()
 		x.log.Error("client index release failed; it expires with the table's own rules", "node", clip(n.ID), "group", clip(n.Group), "error", err)
+	}
+}
+
+// hold takes a released node's index again: a stream of the node
+// attached (and acquired the index it still reserved) between its last
+// stream's detach and the release. Acquire returns that reserved index.
+func (x *indexer) hold(n Node) {
+	table, ok := x.tableOf(n)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), x.cfg.Timeout)
+	defer cancel()
+	i, err := table.Acquire(ctx, n.Group, n.ID)
+	if err != nil {
+		x.m.indexErrors.WithLabelValues("acquire").Inc()
+		x.log.Error("client index acquire failed after a reconnect; the index expires with the table's own rules", "node", clip(n.ID), "group", clip(n.Group), "error", err)
+	} else if i != n.Index {
+		x.log.Warn("node index changed across a reconnect", "node", clip(n.ID), "group", clip(n.Group), "held", n.Index, "table", i)
+	}
+}
+
+// tableOf is the table that holds n's index; ok is false when it holds
+// none (no index yet, or one the node sends itself).
+func (x *indexer) tableOf(n Node) (nodeindex.Table, bool) {
+	switch {
+	case n.Index < 0 || n.IndexSource == IndexMetadata:
+		return nil, false
+	case n.IndexSource == indexFallback:
+		return x.fallback, true
+	default:
+		return x.cfg.Table, true
 	}
 }
 

@@ -199,3 +199,39 @@ func TestNoReleasePerNodeWhileShuttingDown(t *testing.T) {
 		t.Errorf("releases after b left while shutting down: %d, want still 1", got)
 	}
 }
+
+// hookTable is a Local that runs beforeRelease (once) before a release.
+type hookTable struct {
+	*nodeindex.Local
+	beforeRelease func()
+}
+
+func (h *hookTable) Release(ctx context.Context, group, node string) error {
+	if f := h.beforeRelease; f != nil {
+		h.beforeRelease = nil
+		f()
+	}
+	return h.Local.Release(ctx, group, node)
+}
+
+// A node's stream attaches between its last stream's detach and the
+// release of its index: the new stream acquired the index before the
+// release marked it free, so the release is taken back. Without that,
+// the index would go to another node once its reservation ran out,
+// while the node still used it.
+func TestReattachDuringReleaseKeepsTheIndex(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	table := &hookTable{Local: nodeindex.NewLocal(time.Minute, clock.now)}
+	s := newTestServer(t, Config{Subsetting: SubsetConfig{IndexSource: IndexConsul, Table: table}, Now: clock.now})
+	connect(s, 1, "a")
+	table.beforeRelease = func() { connect(s, 2, "a") } // a is back, on stream 2
+	s.cb.OnStreamClosed(1, nil)
+	if n, _ := s.reg.get("a"); n.Streams != 1 || n.Index != 0 {
+		t.Fatalf("a after reattaching: %d stream(s), index %d; want 1 stream and index 0", n.Streams, n.Index)
+	}
+	clock.advance(2 * time.Minute) // past any reservation
+	connect(s, 3, "b")
+	if n, _ := s.reg.get("b"); n.Index == 0 {
+		t.Errorf("b got index 0, which a (connected) still uses")
+	}
+}

@@ -331,13 +331,15 @@ func (r *reconciler) connected(id string) {
 	}
 }
 
-// forget drops a node's snapshot.
+// forget drops a node's snapshot. The cache's goes under r.mu too: a
+// node that came back meanwhile (connected) must not have the snapshot
+// it was just given cleared while r still holds it as given.
 func (r *reconciler) forget(id string) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	delete(r.nodeSnap, id)
 	r.pushes.forget(id) // under r.mu: a node set meanwhile gets a new entry
 	r.nodesChangedLocked()
-	r.mu.Unlock()
 	r.cache.Clear(id)
 }
 
