@@ -17,10 +17,20 @@ type groupCount struct {
 	mu      sync.Mutex
 	members map[string]int    // group -> known nodes in it
 	of      map[string]string // node -> its group
+	// counted, if set, is told the number of groups after each change,
+	// under mu: two changes' counts cannot land in the wrong order.
+	counted func(groups int)
 }
 
 func newGroupCount(max int) *groupCount {
 	return &groupCount{max: max, members: map[string]int{}, of: map[string]string{}}
+}
+
+// changed tells counted the number of groups. Under g.mu.
+func (g *groupCount) changed() {
+	if g.counted != nil {
+		g.counted(len(g.members))
+	}
 }
 
 // admit puts node in group (moving it from the group it had), or returns
@@ -41,6 +51,7 @@ func (g *groupCount) admit(node, group string) error {
 	}
 	g.of[node] = group
 	g.members[group]++
+	g.changed()
 	return nil
 }
 
@@ -50,6 +61,7 @@ func (g *groupCount) forget(node string) {
 	defer g.mu.Unlock()
 	if group, ok := g.of[node]; ok {
 		g.leave(node, group)
+		g.changed()
 	}
 }
 

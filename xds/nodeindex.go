@@ -95,7 +95,9 @@ func newIndexer(cfg SubsetConfig, now func() time.Time, m *metrics, log *slog.Lo
 	if cfg.Table == nil {
 		cfg.Table = fb
 	}
-	return &indexer{cfg: cfg, fallback: fb, m: m, log: log, groups: newGroupCount(cfg.MaxGroups)}
+	groups := newGroupCount(cfg.MaxGroups)
+	groups.counted = func(n int) { m.groups.Set(float64(n)) }
+	return &indexer{cfg: cfg, fallback: fb, m: m, log: log, groups: groups}
 }
 
 // place admits node into its group (ResourceExhausted past
@@ -110,7 +112,6 @@ func (x *indexer) place(n Node) (group string, index int, source string, err err
 	if err := x.groups.admit(n.ID, group); err != nil {
 		return "", -1, "", err
 	}
-	x.m.groups.Set(float64(x.groups.len()))
 	group, index, source = x.assign(n)
 	return group, index, source, nil
 }
@@ -138,7 +139,6 @@ type forgetter interface {
 // forget drops an expired node from its group's count.
 func (x *indexer) forget(id string) {
 	x.groups.forget(id)
-	x.m.groups.Set(float64(x.groups.len()))
 }
 
 // sweep drops the expired reservations and empty groups of this process's
