@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 )
 
@@ -32,6 +33,11 @@ type gcTuner struct {
 	tuned   chan<- int // tests: each GOGC set, if not nil
 }
 
+// gcMu orders the writers of GOGC: the tuner's reading of gcHeld and
+// its setting, against a release's hold and its restore (gc_release.go),
+// which run on other goroutines (cleanups run concurrently).
+var gcMu sync.Mutex
+
 // gcSentinel is garbage from birth: its cleanup runs after the next
 // collection. It holds a pointer, so the tiny allocator never batches it
 // with other objects.
@@ -43,7 +49,9 @@ func (t *gcTuner) tune() {
 	if t.stopped.Load() {
 		return
 	}
+	gcMu.Lock()
 	if gcHeld.Load() { // a memory release holds GOGC for a cycle (gc_release.go)
+		gcMu.Unlock()
 		runtime.AddCleanup(new(gcSentinel), func(t *gcTuner) { t.tune() }, t)
 		return
 	}
@@ -54,6 +62,7 @@ func (t *gcTuner) tune() {
 	}
 	pct := gcPercent(live, t.floor)
 	debug.SetGCPercent(pct)
+	gcMu.Unlock()
 	runtime.AddCleanup(new(gcSentinel), func(t *gcTuner) { t.tune() }, t)
 	if t.tuned != nil {
 		t.tuned <- pct

@@ -130,6 +130,8 @@ var gcHeld atomic.Bool
 // GOGC after that collection. Nothing is held when Go's pacing (twice the
 // live heap now) already puts it there or later, or while a hold is on.
 func holdGoal(goal uint64) {
+	gcMu.Lock()
+	defer gcMu.Unlock()
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/gogc:percent"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
@@ -145,6 +147,8 @@ func holdGoal(goal uint64) {
 	}
 	prev := debug.SetGCPercent(pct)
 	runtime.AddCleanup(new(gcSentinel), func(prev int) {
+		gcMu.Lock()
+		defer gcMu.Unlock()
 		debug.SetGCPercent(prev)
 		gcHeld.Store(false)
 	}, prev)
