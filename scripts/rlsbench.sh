@@ -16,7 +16,9 @@
 # RLSBENCH_WARMUP (2s), RLSBENCH_CONCURRENCY (64), RLSBENCH_CONNS (8),
 # RLSBENCH_WORKLOADS (within,within3,overlimit), RLSBENCH_LEGS
 # (envoy,xds-redis,xds-memory), RLSBENCH_REDIS (single,cluster: the Redis
-# topologies, one after the other), RLSBENCH_OUT (BENCHMARKS.md; empty: print
+# topologies, one after the other), RLSBENCH_SWEEP (128,256: the headline
+# workload again at these requests in flight, both Redis legs, to see each
+# at its capacity; empty: none), RLSBENCH_OUT (BENCHMARKS.md; empty: print
 # only), RATELIMIT_VERSION (the pinned pseudo-version below).
 set -euo pipefail
 export GOTOOLCHAIN=local
@@ -71,7 +73,7 @@ args=(-compare -envoy-bin "$envoy_bin" -xds-bin "$tmp/xds-server" -redis-bin "$r
 	-rounds "${RLSBENCH_ROUNDS:-5}" -duration "${RLSBENCH_DURATION:-10s}" -warmup "${RLSBENCH_WARMUP:-2s}"
 	-concurrency "${RLSBENCH_CONCURRENCY:-64}" -conns "${RLSBENCH_CONNS:-8}"
 	-workloads "${RLSBENCH_WORKLOADS:-within,within3,overlimit}" -legs "${RLSBENCH_LEGS:-envoy,xds-redis,xds-memory}"
-	-redis "${RLSBENCH_REDIS:-single,cluster}")
+	-redis "${RLSBENCH_REDIS:-single,cluster}" -sweep "${RLSBENCH_SWEEP-128,256}")
 if [ -n "$out" ]; then
 	args+=(-markdown "$out")
 fi

@@ -32,6 +32,8 @@ type compareOptions struct {
 	envoyPipelineWindow time.Duration
 	redis               string // -redis: topologies to measure, of single, cluster
 	redisCLI            string // redis-cli binary (cluster)
+	sweep               string // -sweep: more concurrencies for the headline workload
+	sweepAt             []int  // parsed
 	topology            string // the topology being measured (set per topology)
 }
 
@@ -132,6 +134,9 @@ func runCompare(ctx context.Context, o compareOptions, args []string, stdout io.
 	if err != nil {
 		return err
 	}
+	if o.sweepAt, err = parseSweep(o.sweep, o.load.Concurrency); err != nil {
+		return err
+	}
 	ps := &procs{log: log}
 	defer ps.stopAll()
 	dir, err := workDir(o.workDir, ps)
@@ -187,7 +192,9 @@ func (c *compareRun) run(ctx context.Context, wls []namedWorkload, legNames []st
 		}
 		t.workloads = append(t.workloads, workloadResult{named: wl, runs: runs})
 	}
-	return t, nil
+	var err error
+	t.sweep, err = c.sweep(ctx, wls[0], c.o.sweepAt)
+	return t, err
 }
 
 // selection returns the workloads, legs and Redis topologies asked for.

@@ -83,6 +83,7 @@ func parseFlags(fs *flag.FlagSet, args []string) options {
 	fs.IntVar(&c.envoyLocalCache, "envoy-local-cache", 64<<20, "compare: envoyproxy/ratelimit's LOCAL_CACHE_SIZE_IN_BYTES (its local over-limit cache; xds-server has one too); 0 disables")
 	fs.StringVar(&c.redis, "redis", topoSingle, "compare: Redis topologies to measure, one after the other: single (one redis-server), cluster (3 masters, 3 replicas, started with redis-cli --cluster create) or single,cluster")
 	fs.StringVar(&c.redisCLI, "redis-cli", "", "compare: redis-cli binary, for -redis cluster (empty: the one next to -redis-bin, else redis-cli on PATH)")
+	fs.StringVar(&c.sweep, "sweep", "", "compare: requests in flight, comma-separated and above -concurrency, at which the headline (first) workload runs again on each topology, envoy and xds-redis legs, to see each server at its capacity; empty: none")
 	fs.DurationVar(&c.envoyPipelineWindow, "envoy-pipeline-window", 0, "compare: envoyproxy/ratelimit's REDIS_PIPELINE_WINDOW (its write batching); 0 keeps its default (none)")
 	_ = fs.Parse(args)
 	if c.redisCLI == "" {

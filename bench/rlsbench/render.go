@@ -30,6 +30,7 @@ type topologyResult struct {
 	name      string // topoSingle or topoCluster
 	legs      []legInfo
 	workloads []workloadResult
+	sweep     []sweepPoint // the headline workload at more requests in flight (sweep.go)
 }
 
 // machine describes where it ran.
@@ -116,6 +117,7 @@ func render(r report) string {
 	renderSetup(&b, r)
 	if len(r.topologies) == 1 && r.topologies[0].name == topoSingle {
 		renderTopology(&b, r.topologies[0], "###")
+		renderSweep(&b, r.topologies[0], r.load.Concurrency, "###")
 		return b.String()
 	}
 	for i, t := range r.topologies {
@@ -129,6 +131,7 @@ func render(r report) string {
 			b.WriteString("### Redis: one node\n\n")
 		}
 		renderTopology(&b, t, "####")
+		renderSweep(&b, t, r.load.Concurrency, "####")
 	}
 	renderScaling(&b, r)
 	return b.String()

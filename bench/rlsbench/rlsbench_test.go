@@ -365,3 +365,48 @@ func TestServerNote(t *testing.T) {
 		t.Errorf("grpc: %q", got)
 	}
 }
+
+func TestParseSweep(t *testing.T) {
+	if got, err := parseSweep(" 256,128,256 ", 64); err != nil || !slices.Equal(got, []int{128, 256}) {
+		t.Errorf("parseSweep = %v, %v; want [128 256]", got, err)
+	}
+	if got, err := parseSweep("", 64); err != nil || got != nil {
+		t.Errorf("empty: %v, %v", got, err)
+	}
+	for _, bad := range []string{"64", "32", "x", "20000"} {
+		if _, err := parseSweep(bad, 64); err == nil {
+			t.Errorf("parseSweep(%q) accepted", bad)
+		}
+	}
+}
+
+// The sweep's peaks: envoyproxy/ratelimit's highest decisions/s, and
+// xds-server's highest among the loads whose p99 stays within the p99 of
+// that peak (not its highest overall, which costs more latency here).
+func TestRenderSweep(t *testing.T) {
+	wl := workloadsFor("rlsbench", 10000)[0]
+	point := func(n int, e, x float64, ep, xp time.Duration) sweepPoint {
+		return sweepPoint{concurrency: n, runs: []legRun{fakeRun(legEnvoy, 0, e, ep), fakeRun(legXDSRedis, 0, x, xp)}}
+	}
+	top := topologyResult{name: topoCluster, workloads: []workloadResult{{named: wl, runs: point(64, 15000, 40000, 10*time.Millisecond, 3*time.Millisecond).runs}},
+		sweep: []sweepPoint{point(128, 20000, 65000, 15*time.Millisecond, 5*time.Millisecond), point(256, 19000, 90000, 30*time.Millisecond, 16*time.Millisecond)}}
+	var b strings.Builder
+	renderSweep(&b, top, 64, "####")
+	got := b.String()
+	for _, want := range []string{
+		"| 64 | 15,000 | 10.00 ms | 1.00 / 0.25 / 0.50 | 40,000 | 3.00 ms |",
+		"| 256 | 19,000 | 30.00 ms |",
+		"peaks at 20,000 decisions/s (128 in flight, p99 15.00 ms)",
+		"at 65,000 decisions/s (128 in flight, p99 5.00 ms): **3.25x**",
+		"each at its capacity: 3.25x at 0.33x the p99 — **met**",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("sweep lacks %q; got:\n%s", want, got)
+		}
+	}
+	b.Reset()
+	renderSweep(&b, topologyResult{name: topoCluster, workloads: top.workloads}, 64, "####")
+	if b.Len() != 0 {
+		t.Errorf("no sweep: wrote %q", b.String())
+	}
+}
