@@ -62,7 +62,7 @@ func renderSweep(b *strings.Builder, t topologyResult, base int, h string) {
 	}
 	head := t.workloads[0]
 	points := append([]sweepPoint{{concurrency: base, runs: head.runs}}, t.sweep...)
-	fmt.Fprintf(b, "%s Capacity: the headline workload (%s) at more requests in flight\n\n", h, head.named.name)
+	fmt.Fprintf(b, "\n%s Capacity: the headline workload (%s) at more requests in flight\n\n", h, head.named.name)
 	b.WriteString("Both servers at each offered load (closed loops, medians of the rounds): decisions/s and p99, the first row " +
 		"is the table above. A server whose decisions/s stop growing with the load is at its capacity; more load only " +
 		"lengthens its queue (its p99).\n\n")
@@ -91,17 +91,17 @@ func renderSweep(b *strings.Builder, t topologyResult, base int, h string) {
 		}
 	}
 	if envoyPeak.runs == 0 || xdsPeak.runs == 0 {
-		b.WriteString("\nPeaks: **not measured** (a leg is missing, or xds-server's p99 never stayed within envoyproxy/ratelimit's).\n\n")
+		b.WriteString("\nPeaks: **not measured** (a leg is missing, or xds-server's p99 never stayed within envoyproxy/ratelimit's).\n")
 		return
 	}
 	tp, lat := xdsPeak.decisionsPerSec/envoyPeak.decisionsPerSec, float64(xdsPeak.p99)/float64(envoyPeak.p99)
 	fmt.Fprintf(b, "\nAt capacity: envoyproxy/ratelimit peaks at %s decisions/s (%d in flight, p99 %s); xds-server, "+
-		"with its p99 within that, at %s decisions/s (%d in flight, p99 %s): **%.2fx** at %.2fx the p99.\n\n",
+		"with its p99 within that, at %s decisions/s (%d in flight, p99 %s): **%.2fx** at %.2fx the p99.\n",
 		thousands(uint64(envoyPeak.decisionsPerSec+0.5)), envoyAt, fmtLatency(envoyPeak.p99),
 		thousands(uint64(xdsPeak.decisionsPerSec+0.5)), xdsAt, fmtLatency(xdsPeak.p99), tp, lat)
 	if t.name == topoCluster {
-		fmt.Fprintf(b, "- xds-server Redis Cluster >= 3x envoyproxy/ratelimit's decisions/s at <= its p99 (issue 28), "+
-			"each at its capacity: %.2fx at %.2fx the p99 — **%s**\n\n", tp, lat, metOrMissed(tp >= 3 && lat <= 1))
+		fmt.Fprintf(b, "\n- xds-server Redis Cluster >= 3x envoyproxy/ratelimit's decisions/s at <= its p99 (issue 28), "+
+			"each at its capacity: %.2fx at %.2fx the p99 — **%s**\n", tp, lat, metOrMissed(tp >= 3 && lat <= 1))
 	}
 }
 
