@@ -150,37 +150,26 @@ local nargs = {f = 4, w = 7, l = 6, g = 7}   -- arguments after the name
 local nreply = {f = 1, w = 3, l = 4, g = 2}  -- reply values used
 -- The functions read their arguments from ARGV after offset o (no table
 -- per check) and return their reply values.
-local keys, o, node = KEYS, 2, ARGV[2] == 'k'
-if node then
-  -- One run per cluster master (redis_cluster_node.go): ARGV[4] keys
+local keys, o = KEYS, 2
+if ARGV[2] == 'k' then
+  -- One run per cluster master (redis_cluster_node.go): ARGV[3] keys
   -- follow in ARGV (KEYS[1], the first, only routes the run), over
   -- several slots of this node, which the script's allow-cross-slot-keys
-  -- flag permits. ARGV[3] is the id of the master it was planned for:
-  -- redirected elsewhere (MOVED, or ASK, which would let it write keys of
-  -- an importing slot that still live on the source), it runs nothing.
-  -- Each check runs under pcall: one whose key this node does not serve
-  -- (its slot moved or moving) fails at the key's first access, before
-  -- any write, and replies nil (false) in every value; the caller runs
-  -- such checks again on their slot. The others stand.
-  if redis.call('CLUSTER', 'MYID') ~= ARGV[3] then
-    return redis.error_reply('NOTPLANNED node run reached another node')
+  -- flag permits. Each is read before anything is written: one that
+  -- this node does not serve (its slot moved or moving) fails the run
+  -- with no write made, and the caller runs the checks per slot.
+  local nk = tonumber(ARGV[3])
+  keys, o = {}, 4 + nk
+  for i = 1, nk do
+    keys[i] = ARGV[3 + i]
+    redis.call('EXISTS', keys[i])
   end
-  local nk = tonumber(ARGV[4])
-  keys, o = {}, 5 + nk
-  for i = 1, nk do keys[i] = ARGV[4 + i] end
 end
 local out, n = {}, 0
 for i = 1, #keys do
   local alg = ARGV[o]
+  local r1, r2, r3, r4 = algorithms[alg](keys[i], o)
   local k = nreply[alg]
-  local r1, r2, r3, r4
-  if node then
-    local ok
-    ok, r1, r2, r3, r4 = pcall(algorithms[alg], keys[i], o)
-    if not ok then r1, r2, r3, r4 = false, false, false, false end
-  else
-    r1, r2, r3, r4 = algorithms[alg](keys[i], o)
-  end
   out[n + 1] = r1
   if k > 1 then out[n + 2] = r2 end
   if k > 2 then out[n + 3] = r3 end

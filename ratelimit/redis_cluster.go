@@ -79,7 +79,7 @@ func (noRetryCmd) NoRetry() bool { return true }
 func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (reply []any, errs []error, ok bool) {
 	groups, offsets, want := groupBySlot(keys, args)
 	b.admit(ctx, groups)
-	runs := b.planRuns(ctx, groups)
+	runs := b.planRuns(groups)
 	pipe := b.cluster.Pipeline()
 	for _, r := range runs {
 		r.cmd = r.command(ctx, false)

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -16,49 +15,22 @@ import (
 // (redisNodeScript): its keys travel in ARGV, which Redis 7's
 // allow-cross-slot-keys flag lets it touch, and KEYS[1] (the first key)
 // routes the run, so go-redis still picks the node and follows MOVED and
-// ASK. A check whose key this master no longer serves (resharding, a
-// failover go-redis has not seen yet) fails alone, at the key's first
-// access, before it writes: it replies nil and runs again one script per
-// slot, where go-redis's redirections apply, while the run's other
-// checks stand (no read of every key first: that doubled the commands a
-// run makes). A run that fails whole (its KEYS[1] moved: MOVED, ASK)
-// runs again one script per slot. A master that cannot load the flagged
-// script (Redis before 7) turns the node runs off for the store's life.
+// ASK. The script reads every key before it writes one: a key whose slot
+// this master no longer serves (resharding, a failover go-redis has not
+// seen yet) fails the run before any write, and its slot groups run
+// again one script per slot, where go-redis's redirections apply. A
+// master that cannot load the flagged script (Redis before 7) turns the
+// node runs off for the store's life.
 
 // redisNodeLua is redis.lua with the allow-cross-slot-keys flag.
 var redisNodeLua = "#!lua flags=allow-cross-slot-keys\n" + redisLua
 
 var redisNodeScript = redis.NewScript(redisNodeLua)
 
-// nodeIDs are the ids of the masters (CLUSTER MYID) by address, asked
-// once per address: a node run carries its master's id and runs nothing
-// on another node. A master's id that cannot be read leaves its slots to
-// one script each until it can. Bounded like nodeBreakers: by the
-// cluster's masters.
-type nodeIDs struct{ m sync.Map }
-
-func (n *nodeIDs) get(ctx context.Context, cluster *redis.ClusterClient, addr, key string) (string, bool) {
-	if id, ok := n.m.Load(addr); ok {
-		return id.(string), true
-	}
-	c, err := cluster.MasterForKey(ctx, key)
-	if err != nil || c.Options().Addr != addr {
-		return "", false
-	}
-	id, err := c.ClusterMyID(ctx).Result()
-	if err != nil || id == "" {
-		return "", false
-	}
-	n.m.Store(addr, id)
-	return id, true
-}
-
-func (n *nodeIDs) forget(addr string) { n.m.Delete(addr) }
-
 // nodeRunStats counts the node runs redone per slot.
 type nodeRunStats struct {
 	off    atomic.Bool   // a master could not load redisNodeLua: per slot only
-	redone atomic.Uint64 // node runs with checks redone per slot (a key not served there)
+	redone atomic.Uint64 // node runs redone per slot (a key not served there)
 }
 
 // clusterRun is one script run of a batch in cluster mode: one slot
@@ -67,15 +39,13 @@ type clusterRun struct {
 	node    string
 	groups  []*slotGroup
 	replies int
-	id      string // node runs: the id of the master (CLUSTER MYID) it is for
 	cmd     *noRetryCmd
-	split   bool // its unserved checks were sent again (retryRuns)
 }
 
 // planRuns turns the admitted slot groups into runs: one per master for
 // masters with several slot groups, one per slot otherwise (or when node
-// runs are off, or the master's id is not known).
-func (b *batcher) planRuns(ctx context.Context, groups []*slotGroup) []*clusterRun {
+// runs are off).
+func (b *batcher) planRuns(groups []*slotGroup) []*clusterRun {
 	runs := make([]*clusterRun, 0, 4)
 	byNode := make(map[string]*clusterRun, 4)
 	for _, g := range groups {
@@ -88,12 +58,7 @@ func (b *batcher) planRuns(ctx context.Context, groups []*slotGroup) []*clusterR
 		}
 		r := byNode[g.node]
 		if r == nil {
-			id, ok := b.nodeIDs.get(ctx, b.cluster, g.node, g.keys[0])
-			if !ok {
-				runs = append(runs, slotRun(g))
-				continue
-			}
-			r = &clusterRun{node: g.node, id: id}
+			r = &clusterRun{node: g.node}
 			byNode[g.node] = r
 			runs = append(runs, r)
 		}
@@ -125,8 +90,8 @@ func (r *clusterRun) command(ctx context.Context, eval bool) *noRetryCmd {
 	for _, g := range r.groups {
 		nk, na = nk+len(g.keys), na+len(g.args)-1
 	}
-	args := make([]any, 0, 4+nk+na)
-	args = append(args, r.groups[0].args[0], "k", r.id, nk) // the grace, the marker, the master's id, the key count
+	args := make([]any, 0, 3+nk+na)
+	args = append(args, r.groups[0].args[0], "k", nk) // the grace, the marker, the key count
 	for _, g := range r.groups {
 		for _, k := range g.keys {
 			args = append(args, k)
@@ -158,21 +123,6 @@ func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterR
 		out := make([]*clusterRun, 0, len(runs))
 		for _, r := range runs {
 			err := r.cmd.Err()
-			if err == nil && len(r.groups) > 1 && !r.split {
-				if redo := r.unserved(); len(redo) > 0 {
-					r.split = true // once: its nil replies stay in it
-					// Kept first: the slot runs' replies, later in
-					// runs, take the place of its nil ones.
-					b.nodeRuns.redone.Add(1)
-					out = append(out, r)
-					for _, g := range redo {
-						s := slotRun(g)
-						send(s)
-						out = append(out, s)
-					}
-					continue
-				}
-			}
 			switch {
 			case err == nil || !isRedisError(err):
 			case redis.HasErrorPrefix(err, "NOSCRIPT"):
@@ -180,9 +130,6 @@ func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterR
 			case len(r.groups) > 1 && (notServedHere(err) || scriptUnsupported(err)):
 				if scriptUnsupported(err) {
 					b.nodeRuns.off.Store(true)
-				}
-				if redis.HasErrorPrefix(err, "NOTPLANNED") {
-					b.nodeIDs.forget(r.node) // a new process at that address, perhaps
 				}
 				b.nodeRuns.redone.Add(1)
 				for _, g := range r.groups {
@@ -220,7 +167,7 @@ func isRedisError(err error) bool { return !breakerFailure(err) }
 // or go-redis gave up following redirections.
 func notServedHere(err error) bool {
 	msg := err.Error()
-	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN ", "CROSSSLOT ", "NOTPLANNED "} {
+	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN ", "CROSSSLOT "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
@@ -238,63 +185,14 @@ func scriptUnsupported(err error) bool {
 
 // splitChecks is g's checks, a slot group each.
 func splitChecks(g *slotGroup) []*slotGroup {
-	out := make([]*slotGroup, 0, len(g.keys))
-	g.each(func(j int, args []any, nreply int) {
-		out = append(out, g.part().add(g, j, args, nreply))
-	})
-	return out
-}
-
-// unserved is the checks of a node run that replied nil: redis.lua's
-// checks whose key the master does not serve, nothing of them written.
-// They come back as slot groups, one per slot with such checks, to run
-// again one script per slot; the run's other checks stand.
-func (r *clusterRun) unserved() []*slotGroup {
-	vals, err := r.cmd.Slice()
-	if err != nil || len(vals) != r.replies {
-		return nil
-	}
-	var out []*slotGroup
-	off := 0
-	for _, g := range r.groups {
-		var miss *slotGroup
-		g.each(func(j int, args []any, nreply int) {
-			if vals[off] == nil {
-				if miss == nil {
-					miss = g.part()
-					out = append(out, miss)
-				}
-				miss.add(g, j, args, nreply)
-			}
-			off += nreply
-		})
-	}
-	return out
-}
-
-// each calls f with each check of g: its position, its arguments (the
-// algorithm's name first) and how many values it replies.
-func (g *slotGroup) each(f func(j int, args []any, nreply int)) {
+	out := make([]*slotGroup, len(g.keys))
 	o := 1
-	for j := range g.keys {
+	for j, key := range g.keys {
 		name, _ := g.args[o].(string)
 		nargs, nreply := scriptShape(name)
-		f(j, g.args[o:o+1+nargs], nreply)
+		out[j] = &slotGroup{slot: g.slot, node: g.node, keys: []string{key}, checks: []int{g.checks[j]},
+			args: append([]any{g.args[0]}, g.args[o:o+1+nargs]...), replies: nreply}
 		o += 1 + nargs
 	}
-}
-
-// part is an empty slot group of g's slot and node, to add some of g's
-// checks to.
-func (g *slotGroup) part() *slotGroup {
-	return &slotGroup{slot: g.slot, node: g.node, args: []any{g.args[0]}}
-}
-
-// add appends check j of from (args and nreply as each gives them) to g.
-func (g *slotGroup) add(from *slotGroup, j int, args []any, nreply int) *slotGroup {
-	g.keys = append(g.keys, from.keys[j])
-	g.checks = append(g.checks, from.checks[j])
-	g.args = append(g.args, args...)
-	g.replies += nreply
-	return g
+	return out
 }

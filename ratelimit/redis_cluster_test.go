@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -444,7 +443,6 @@ func TestNodeRunErrors(t *testing.T) {
 		{"MOVED 3999 127.0.0.1:6381", true, false},
 		{"ASK 3999 127.0.0.1:6381", true, false},
 		{"TRYAGAIN Multiple keys request during rehashing of slot", true, false},
-		{"NOTPLANNED node run reached another node", true, false},
 		{"ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'", false, true},
 		{"ERR Unknown lua shebang option: flags", false, true},
 		{"ERR WRONGTYPE Operation against a key holding the wrong kind of value", false, false},
@@ -566,33 +564,4 @@ func startMigration(t *testing.T, nodes map[string]*redis.Client, ids map[string
 		t.Fatal(err)
 	}
 	return b
-}
-
-// A node run's checks that replied nil (their key not served there) come
-// back grouped by slot, with their own arguments, reply lengths and
-// places in the batch; the others are not run again.
-func TestNodeRunUnserved(t *testing.T) {
-	grace := int64(100)
-	g1 := &slotGroup{slot: 1, node: "n", keys: []string{"a", "b"}, checks: []int{0, 2}, replies: 4,
-		args: []any{grace, "f", 1, 10, 10, 60000, "w", 1, 10, 5, 60, 1, 2, 120000}}
-	g2 := &slotGroup{slot: 2, node: "n", keys: []string{"c", "d"}, checks: []int{1, 3}, replies: 2,
-		args: []any{grace, "f", 1, 10, 10, 60000, "f", 2, 10, 10, 60000}}
-	r := &clusterRun{node: "n", groups: []*slotGroup{g1, g2}, replies: 6, cmd: &noRetryCmd{redis.NewCmd(context.Background())}}
-	r.cmd.SetVal([]any{int64(3), nil, nil, nil, nil, int64(4)}) // b (3 values) and c unserved
-	got := r.unserved()
-	want := []*slotGroup{
-		{slot: 1, node: "n", keys: []string{"b"}, checks: []int{2}, replies: 3, args: []any{grace, "w", 1, 10, 5, 60, 1, 2, 120000}},
-		{slot: 2, node: "n", keys: []string{"c"}, checks: []int{1}, replies: 1, args: []any{grace, "f", 1, 10, 10, 60000}},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("unserved = %+v\nwant %+v", got, want)
-	}
-	r.cmd.SetVal([]any{int64(3), int64(0), int64(0), int64(0), int64(1), int64(4)})
-	if got := r.unserved(); got != nil {
-		t.Errorf("every check served: unserved = %+v, want none", got)
-	}
-	r.cmd.SetVal([]any{int64(3)}) // a reply of the wrong length fails the run as a whole instead
-	if got := r.unserved(); got != nil {
-		t.Errorf("short reply: unserved = %+v, want none", got)
-	}
 }

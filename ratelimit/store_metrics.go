@@ -25,7 +25,7 @@ func newRedisDescs(l prometheus.Labels) *redisDescs {
 		slotCalls: prometheus.NewDesc("ratelimit_redis_slot_calls_failed_total",
 			"Cluster mode: store calls answered by the failure mode because one of their slots' runs failed while other slots of the same batch were decided.", nil, l),
 		nodeRedone: prometheus.NewDesc("ratelimit_redis_node_runs_redone_total",
-			"Cluster mode: scripts run for all the slots of one master that found a key the master no longer serves (resharding, failover); the checks of those keys (nothing of them written) were run again one script per slot, the others stood.", nil, l),
+			"Cluster mode: scripts run for all the slots of one master that found a key the master no longer serves (resharding, failover) and were run again one script per slot; nothing was written by the first run.", nil, l),
 	}
 }
 
