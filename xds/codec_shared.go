@@ -51,7 +51,7 @@ type heads struct {
 // headLife is how long a head is kept: a push or a connect storm of
 // 10,000 nodes is written in a few seconds; one that lasts longer
 // encodes the head again.
-const headLife = time.Second
+var headLife = time.Second // a var for tests (export_test.go)
 
 // head is one shared encoding. keep holds the resources slice, so that
 // its identity stays its own while the head is kept.
