@@ -71,10 +71,3 @@ func (g *groupCount) leave(node, group string) {
 		delete(g.members, group)
 	}
 }
-
-// len is the number of groups with known nodes.
-func (g *groupCount) len() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.members)
-}
