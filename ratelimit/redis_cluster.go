@@ -80,14 +80,10 @@ func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (repl
 	groups, offsets, want := groupBySlot(keys, args)
 	b.admit(ctx, groups)
 	runs := b.planRuns(groups)
-	pipe := b.cluster.Pipeline()
 	for _, r := range runs {
 		r.cmd = r.command(ctx, false)
-		_ = pipe.Process(ctx, r.cmd)
 	}
-	if pipe.Len() > 0 {
-		_, _ = pipe.Exec(ctx) // each command has its own error
-	}
+	b.execRuns(ctx, runs)
 	runs = b.retryRuns(ctx, runs)
 	reply, errs = make([]any, want), make([]error, len(keys))
 	for _, g := range groups {

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -112,13 +113,10 @@ func (r *clusterRun) command(ctx context.Context, eval bool) *noRetryCmd {
 // earlier form, so three is the bound.
 func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterRun {
 	for range 3 {
-		var again redis.Pipeliner
+		var again []*clusterRun
 		send := func(r *clusterRun) {
-			if again == nil {
-				again = b.cluster.Pipeline()
-			}
 			r.cmd = r.command(ctx, true)
-			_ = again.Process(ctx, r.cmd)
+			again = append(again, r)
 		}
 		out := make([]*clusterRun, 0, len(runs))
 		for _, r := range runs {
@@ -155,9 +153,46 @@ func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterR
 		if again == nil {
 			break
 		}
-		_, _ = again.Exec(ctx)
+		b.execRuns(ctx, again)
 	}
 	return runs
+}
+
+// execRuns sends runs (their cmd set) in one pipeline per master, the
+// masters' at once, and returns when every run has its reply or error.
+// The masters must not share a pipeline: go-redis sends again the
+// commands of a node it could not connect to (nothing was sent) and,
+// when the pipeline's context ends during the wait before such a retry,
+// sets that error on every command of the pipeline, replies received
+// from the other masters included.
+func (b *batcher) execRuns(ctx context.Context, runs []*clusterRun) {
+	byNode := make(map[string][]redis.Cmder, 4)
+	for _, r := range runs {
+		byNode[r.node] = append(byNode[r.node], r.cmd)
+	}
+	var wg sync.WaitGroup
+	var mine []redis.Cmder // one master's, sent from this goroutine
+	for _, cmds := range byNode {
+		if mine == nil {
+			mine = cmds
+			continue
+		}
+		wg.Go(func() { b.execPipeline(ctx, cmds) })
+	}
+	if mine != nil {
+		b.execPipeline(ctx, mine)
+	}
+	wg.Wait()
+}
+
+// execPipeline sends cmds in one go-redis cluster pipeline; each command
+// keeps its own error.
+func (b *batcher) execPipeline(ctx context.Context, cmds []redis.Cmder) {
+	pipe := b.cluster.Pipeline()
+	for _, c := range cmds {
+		_ = pipe.Process(ctx, c)
+	}
+	_, _ = pipe.Exec(ctx)
 }
 
 func isRedisError(err error) bool { return !breakerFailure(err) }

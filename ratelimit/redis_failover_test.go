@@ -34,6 +34,8 @@ type failoverKey struct {
 	recovered  atomic.Int64 // unix ns of the first success after a failure
 	lost       atomic.Int64 // hits acked before the kill that the first success after did not see
 	ackedAtErr atomic.Int64 // acked at the first failure
+	errText    atomic.Value // string: the first failure's error
+	errAt      atomic.Int64 // unix ns of the first failure
 }
 
 // failoverLoad decides keys with workers goroutines until stop is
@@ -61,7 +63,10 @@ func failoverLoad(st *Redis, keys []*failoverKey, workers int, stop <-chan struc
 					now := time.Now().UnixNano()
 					switch {
 					case err != nil || len(res) != 1 || !res[0].Allowed:
-						k.errs.Add(1)
+						if k.errs.Add(1) == 1 {
+							k.errText.Store(fmt.Sprint(err))
+							k.errAt.Store(now)
+						}
 						if k.firstErr.Load() == 0 {
 							k.firstErr.Store(now)
 							k.ackedAtErr.Store(k.acked.Load())
@@ -108,7 +113,8 @@ func failoverReport(t *testing.T, keys []*failoverKey, killed, promoted time.Tim
 		decided += k.acked.Load() + k.errs.Load()
 		if !k.dead {
 			if n := k.errs.Load(); n != 0 {
-				t.Errorf("key %s (live master): %d failed decisions", k.check.Key, n)
+				t.Errorf("key %s (live master): %d failed decisions, the first at %v: %v", k.check.Key, n,
+					time.Unix(0, k.errAt.Load()).Sub(killed).Round(time.Millisecond), k.errText.Load())
 			}
 			continue
 		}
