@@ -14,9 +14,10 @@ import (
 // check has exactly one key (see Redis), so a decision's state never
 // spans slots and no hash tag is needed: keys hash over their whole name
 // and spread over every master. A batch is split by slot, the slots of
-// one master run as one script there (redis_cluster_node.go), and all
-// runs go in one go-redis cluster pipeline, which writes them per node:
-// one round trip per node per batch. Within a slot the checks keep their
+// one master run as one script there (redis_cluster_node.go), and each
+// master's runs go in a go-redis cluster pipeline of their own, all at
+// once: one round trip per node per batch, and no master's failure in
+// another's pipeline (execRuns). Within a slot the checks keep their
 // batch order; checks on different slots touch different keys, so their
 // order does not matter. A run that fails (its node down, paused or
 // slow) fails only the calls with a check in it: the failure mode
@@ -72,8 +73,8 @@ type noRetryCmd struct{ *redis.Cmd }
 func (noRetryCmd) NoRetry() bool { return true }
 
 // runSlots runs keys' checks (args as the batcher builds them, args[0]
-// the grace) in one pipeline: one script per master, or per slot (see
-// redis_cluster_node.go). It returns the reply values in the order of
+// the grace) in one pipeline per master: one script per master, or per
+// slot (see redis_cluster_node.go). It returns the reply values in the order of
 // keys, as one script run would, and the error of each check's run (nil
 // when it ran); ok reports whether any run succeeded.
 func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (reply []any, errs []error, ok bool) {
