@@ -152,16 +152,22 @@ local nreply = {f = 1, w = 3, l = 4, g = 2}  -- reply values used
 -- per check) and return their reply values.
 local keys, o = KEYS, 2
 if ARGV[2] == 'k' then
-  -- One run per cluster master (redis_cluster_node.go): ARGV[3] keys
+  -- One run per cluster master (redis_cluster_node.go): ARGV[4] keys
   -- follow in ARGV (KEYS[1], the first, only routes the run), over
   -- several slots of this node, which the script's allow-cross-slot-keys
-  -- flag permits. Each is read before anything is written: one that
+  -- flag permits. ARGV[3] is the id of the master it was planned for:
+  -- redirected to another node (MOVED, or ASK, whose ASKING would let it
+  -- touch keys of the importing slot that still live on the source), it
+  -- runs nothing. Each key is read before anything is written: one that
   -- this node does not serve (its slot moved or moving) fails the run
-  -- with no write made, and the caller runs the checks per slot.
-  local nk = tonumber(ARGV[3])
-  keys, o = {}, 4 + nk
+  -- with no write made. Either way the caller runs the checks per slot.
+  if redis.call('CLUSTER', 'MYID') ~= ARGV[3] then
+    return redis.error_reply('NOTPLANNED node run reached another node')
+  end
+  local nk = tonumber(ARGV[4])
+  keys, o = {}, 5 + nk
   for i = 1, nk do
-    keys[i] = ARGV[3 + i]
+    keys[i] = ARGV[4 + i]
     redis.call('EXISTS', keys[i])
   end
 end

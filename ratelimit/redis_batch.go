@@ -64,6 +64,7 @@ type batcher struct {
 	nodes    nodeBreakers         // cluster mode: each master's breaker (br never opens)
 	stats    clusterStats
 	nodeRuns nodeRunStats // cluster mode: one script per master
+	ids      nodeIDs      // cluster mode: the masters' ids, for their node runs
 	br       *breaker     // told the outcome of every run
 	timeout  time.Duration
 	calls    chan *redisCall

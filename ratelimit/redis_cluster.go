@@ -57,8 +57,9 @@ func (n *nodeBreakers) each(f func(*breaker)) {
 // slotGroup is the part of a batch on one hash slot.
 type slotGroup struct {
 	slot    uint16
-	node    string // address of the master that serves the slot (set when err is nil)
-	err     error  // set before the run: not sent
+	node    string        // address of the master that serves the slot (set when err is nil)
+	client  *redis.Client // that master's client (set with node)
+	err     error         // set before the run: not sent
 	keys    []string
 	args    []any // args[0]: the TTL grace, then the checks' arguments
 	checks  []int // indexes in the batch's keys
@@ -80,12 +81,7 @@ func (noRetryCmd) NoRetry() bool { return true }
 func (b *batcher) runSlots(ctx context.Context, keys []string, args []any) (reply []any, errs []error, ok bool) {
 	groups, offsets, want := groupBySlot(keys, args)
 	b.admit(ctx, groups)
-	runs := b.planRuns(groups)
-	for _, r := range runs {
-		r.cmd = r.command(ctx, false)
-	}
-	b.execRuns(ctx, runs)
-	runs = b.retryRuns(ctx, runs)
+	runs := b.sendRuns(ctx, b.planRuns(groups))
 	reply, errs = make([]any, want), make([]error, len(keys))
 	for _, g := range groups {
 		for _, i := range g.checks {
@@ -161,7 +157,7 @@ func (b *batcher) admit(ctx context.Context, groups []*slotGroup) {
 			g.err, lookupErr = err, err
 			continue
 		}
-		g.node = c.Options().Addr
+		g.node, g.client = c.Options().Addr, c
 		ok, seen := allowed[g.node]
 		if !seen {
 			ok = b.nodes.get(g.node).allow(now)

@@ -16,17 +16,64 @@ import (
 // (redisNodeScript): its keys travel in ARGV, which Redis 7's
 // allow-cross-slot-keys flag lets it touch, and KEYS[1] (the first key)
 // routes the run, so go-redis still picks the node and follows MOVED and
-// ASK. The script reads every key before it writes one: a key whose slot
-// this master no longer serves (resharding, a failover go-redis has not
-// seen yet) fails the run before any write, and its slot groups run
-// again one script per slot, where go-redis's redirections apply. A
-// master that cannot load the flagged script (Redis before 7) turns the
-// node runs off for the store's life.
+// ASK. A run carries the id of the master it was planned for and runs
+// nothing on another node (NOTPLANNED): ASKING would let it touch keys
+// of the importing slot that still live on the source. The script reads
+// every key before it writes one: a key whose slot this master no longer
+// serves (resharding, a failover go-redis has not seen yet) fails the
+// run before any write. Either way its slot groups run again one script
+// per slot, where go-redis's redirections apply. A master that cannot
+// load the flagged script (Redis before 7) turns the node runs off for
+// the store's life.
 
 // redisNodeLua is redis.lua with the allow-cross-slot-keys flag.
 var redisNodeLua = "#!lua flags=allow-cross-slot-keys\n" + redisLua
 
 var redisNodeScript = redis.NewScript(redisNodeLua)
+
+// nodeIDs are the masters' ids (CLUSTER MYID) by address, for their
+// node runs. An id is looked up off the batch's path, when a master
+// first has slot groups in a batch; until it is known (or while it
+// cannot be read) that master's slots run one script each. Bounded by
+// the cluster's masters, like nodeBreakers.
+type nodeIDs struct {
+	m       sync.Map // address -> id
+	pending sync.Map // address -> struct{}: a lookup in flight
+}
+
+// id is the id of the master at addr, when known.
+func (n *nodeIDs) id(addr string) (string, bool) {
+	v, ok := n.m.Load(addr)
+	if !ok {
+		return "", false
+	}
+	return v.(string), true
+}
+
+func (n *nodeIDs) known(addr string) bool { _, ok := n.m.Load(addr); return ok }
+
+// lookup asks c, the master at addr, for its id in the background (one
+// lookup per address at a time, bounded by the store's timeout; the
+// store's close waits for it).
+func (n *nodeIDs) lookup(b *batcher, addr string, c *redis.Client) {
+	if _, busy := n.pending.LoadOrStore(addr, struct{}{}); busy {
+		return
+	}
+	b.wg.Add(1) // the pipeline calling holds a count: Add cannot race Wait
+	go func() {
+		defer b.wg.Done()
+		defer n.pending.Delete(addr)
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		defer cancel()
+		if id, err := c.ClusterMyID(ctx).Result(); err == nil && id != "" {
+			n.m.Store(addr, id)
+		}
+	}()
+}
+
+// forget drops addr's id: a node run met another node there, or the
+// address now serves another process; the next batch looks it up again.
+func (n *nodeIDs) forget(addr string) { n.m.Delete(addr) }
 
 // nodeRunStats counts the node runs redone per slot.
 type nodeRunStats struct {
@@ -38,6 +85,7 @@ type nodeRunStats struct {
 // group, or every slot group of one master.
 type clusterRun struct {
 	node    string
+	id      string // node runs: the id of the master they are for
 	groups  []*slotGroup
 	replies int
 	cmd     *noRetryCmd
@@ -45,10 +93,10 @@ type clusterRun struct {
 
 // planRuns turns the admitted slot groups into runs: one per master for
 // masters with several slot groups, one per slot otherwise (or when node
-// runs are off).
+// runs are off, or the master's id is not known yet).
 func (b *batcher) planRuns(groups []*slotGroup) []*clusterRun {
 	runs := make([]*clusterRun, 0, 4)
-	byNode := make(map[string]*clusterRun, 4)
+	byNode := make(map[string]*clusterRun, 4) // nil: that master's slots run one script each
 	for _, g := range groups {
 		if g.err != nil {
 			continue
@@ -57,11 +105,19 @@ func (b *batcher) planRuns(groups []*slotGroup) []*clusterRun {
 			runs = append(runs, slotRun(g))
 			continue
 		}
-		r := byNode[g.node]
-		if r == nil {
-			r = &clusterRun{node: g.node}
+		r, seen := byNode[g.node]
+		if !seen {
+			if id, ok := b.ids.id(g.node); ok {
+				r = &clusterRun{node: g.node, id: id}
+				runs = append(runs, r)
+			} else {
+				b.ids.lookup(b, g.node, g.client)
+			}
 			byNode[g.node] = r
-			runs = append(runs, r)
+		}
+		if r == nil {
+			runs = append(runs, slotRun(g))
+			continue
 		}
 		r.groups = append(r.groups, g)
 		r.replies += g.replies
@@ -91,8 +147,8 @@ func (r *clusterRun) command(ctx context.Context, eval bool) *noRetryCmd {
 	for _, g := range r.groups {
 		nk, na = nk+len(g.keys), na+len(g.args)-1
 	}
-	args := make([]any, 0, 3+nk+na)
-	args = append(args, r.groups[0].args[0], "k", nk) // the grace, the marker, the key count
+	args := make([]any, 0, 4+nk+na)
+	args = append(args, r.groups[0].args[0], "k", r.id, nk) // the grace, the marker, the master's id, the key count
 	for _, g := range r.groups {
 		for _, k := range g.keys {
 			args = append(args, k)
@@ -129,6 +185,9 @@ func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterR
 				if scriptUnsupported(err) {
 					b.nodeRuns.off.Store(true)
 				}
+				if redis.HasErrorPrefix(err, "NOTPLANNED") {
+					b.ids.forget(r.node) // another node at that address, perhaps
+				}
 				b.nodeRuns.redone.Add(1)
 				for _, g := range r.groups {
 					s := slotRun(g)
@@ -156,6 +215,47 @@ func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterR
 		b.execRuns(ctx, again)
 	}
 	return runs
+}
+
+// sendRuns sends runs, each master's in a pipeline of its own, all at
+// once, and then, for each master as soon as its replies are in, what
+// retryRuns sends again: one master that is slow to fail (a refused
+// connection is retried until the context ends) leaves the others their
+// time. It returns the runs whose replies count.
+func (b *batcher) sendRuns(ctx context.Context, runs []*clusterRun) []*clusterRun {
+	byNode := make(map[string][]*clusterRun, 4)
+	for _, r := range runs {
+		byNode[r.node] = append(byNode[r.node], r)
+	}
+	out := make([][]*clusterRun, 0, len(byNode))
+	for _, rs := range byNode {
+		out = append(out, rs)
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(out); i++ {
+		wg.Go(func() { out[i] = b.sendNode(ctx, out[i]) })
+	}
+	if len(out) > 0 {
+		out[0] = b.sendNode(ctx, out[0]) // from this goroutine
+	}
+	wg.Wait()
+	runs = runs[:0]
+	for _, rs := range out {
+		runs = append(runs, rs...)
+	}
+	return runs
+}
+
+// sendNode sends the runs of one master in one pipeline, then again
+// those retryRuns picks, and returns the runs whose replies count.
+func (b *batcher) sendNode(ctx context.Context, runs []*clusterRun) []*clusterRun {
+	cmds := make([]redis.Cmder, len(runs))
+	for i, r := range runs {
+		r.cmd = r.command(ctx, false)
+		cmds[i] = r.cmd
+	}
+	b.execPipeline(ctx, cmds)
+	return b.retryRuns(ctx, runs)
 }
 
 // execRuns sends runs (their cmd set) in one pipeline per master, the
@@ -202,7 +302,7 @@ func isRedisError(err error) bool { return !breakerFailure(err) }
 // or go-redis gave up following redirections.
 func notServedHere(err error) bool {
 	msg := err.Error()
-	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN ", "CROSSSLOT "} {
+	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN ", "CROSSSLOT ", "NOTPLANNED "} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
@@ -215,7 +315,7 @@ func notServedHere(err error) bool {
 func scriptUnsupported(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "compiling script") || strings.Contains(msg, "Unknown lua shebang") ||
-		strings.Contains(msg, "Unexpected flag")
+		strings.Contains(msg, "Unexpected flag") || strings.Contains(msg, "not allowed from script")
 }
 
 // splitChecks is g's checks, a slot group each.

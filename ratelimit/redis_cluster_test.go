@@ -141,6 +141,19 @@ func newClusterBatch(t *testing.T, c *harness.RedisClusterServers, st *Redis, pr
 		}
 		b.checks, b.keys, b.master[ch.Key] = append(b.checks, ch), append(b.keys, key), m.Options().Addr
 	}
+	// Twice: the first batch runs one script per slot while the store
+	// learns the masters' ids, the second one script per master.
+	if _, err := st.Decide(ctx, t0, b.checks); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the store knows every master's id", func() bool {
+		for _, m := range b.master {
+			if !st.batch.ids.known(m) {
+				return false
+			}
+		}
+		return true
+	})
 	if _, err := st.Decide(ctx, t0, b.checks); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +181,7 @@ func (b *clusterBatch) runSlots(t *testing.T, st *Redis, d time.Duration) {
 	_, errs, ok := st.batch.runSlots(ctx, b.keys, b.args)
 	cancel()
 	if !ok {
-		t.Fatal("no run of the batch succeeded")
+		t.Fatalf("no run of the batch succeeded: %v", errs)
 	}
 	for i, ch := range b.checks {
 		if failed := errs[i] != nil; failed != (b.master[ch.Key] == b.down) {
@@ -491,6 +504,8 @@ func TestNodeRunErrors(t *testing.T) {
 		{"MOVED 3999 127.0.0.1:6381", true, false},
 		{"ASK 3999 127.0.0.1:6381", true, false},
 		{"TRYAGAIN Multiple keys request during rehashing of slot", true, false},
+		{"NOTPLANNED node run reached another node", true, false},
+		{"ERR This Redis command is not allowed from script script: 1f0e, on @user_script:156.", false, true},
 		{"ERR Error compiling script (new function): user_script:1: unexpected symbol near '#'", false, true},
 		{"ERR Unknown lua shebang option: flags", false, true},
 		{"ERR WRONGTYPE Operation against a key holding the wrong kind of value", false, false},
@@ -612,4 +627,81 @@ func startMigration(t *testing.T, nodes map[string]*redis.Client, ids map[string
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A node run that go-redis follows through ASK to a slot's importing
+// master must not run there: ASKING lets a script touch every key of the
+// importing slot, those still on the source included, and with a slot
+// map that also has the run's other slot stale (moved to the same
+// target behind the store's back) every read of the run passes there,
+// so a counter left on the source would start again from zero on the
+// target. The run carries its master's id and refuses another node
+// (NOTPLANNED): its checks run again one script per slot, where each
+// counter is found where it lives.
+func TestRedisClusterNodeRunAskedElsewhere(t *testing.T) {
+	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
+	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "ask:", Timeout: 2 * time.Second})
+	ctx := context.Background()
+	const limit = 1000
+	mk := func(name string) (Check, string) {
+		ch := Check{Key: name, Limit: Limit{FixedWindow, limit, Hour, 0}, Cap: limit, Hits: 1}
+		return ch, st.prefix + FixedWindowKey(ch.Key, t0, Hour)
+	}
+	moved, movedKey := mk("a{s}_")
+	stays, staysKey := mk("b{s}_")
+	slot := int(hashSlot(movedKey))
+	cc := clusterClient(t, c)
+	src, err := cc.MasterForKey(ctx, movedKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := src.Options().Addr
+	other, otherKey := sameMasterCheck(t, cc, st, a, slot)
+	otherSlot := int(hashSlot(otherKey))
+	used := 0
+	decide := func(stage string) {
+		t.Helper()
+		res, err := st.Decide(ctx, t0, []Check{moved, stays, other}) // movedKey routes the node run
+		used++
+		if err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		for i, r := range res {
+			if !r.Allowed || r.Remaining != uint32(limit-used) {
+				t.Fatalf("%s: check %d: %+v; want remaining %d", stage, i, r, limit-used)
+			}
+		}
+	}
+	decide("before")
+	waitFor(t, 5*time.Second, "the store knows the master's id", func() bool { return st.batch.ids.known(a) })
+	decide("before, a node run")
+	nodes, ids := clusterNodes(t, c)
+	b := startMigration(t, nodes, ids, otherSlot, a)
+	_, port, _ := net.SplitHostPort(b)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other slot moves to b whole, and the store is not told.
+	must(nodes[a].Migrate(ctx, "127.0.0.1", port, otherKey, 0, 5*time.Second).Err())
+	for _, cl := range nodes {
+		must(cl.Do(ctx, "cluster", "setslot", otherSlot, "node", ids[b]).Err())
+	}
+	if m, err := st.cluster.MasterForKey(ctx, otherKey); err != nil || m.Options().Addr != a {
+		t.Fatalf("the store's slot map was refreshed (%v, %v): the case needs it stale", m, err)
+	}
+	// The routing key's slot starts moving to b too, its key first.
+	must(nodes[b].Do(ctx, "cluster", "setslot", slot, "importing", ids[a]).Err())
+	must(nodes[a].Do(ctx, "cluster", "setslot", slot, "migrating", ids[b]).Err())
+	must(nodes[a].Migrate(ctx, "127.0.0.1", port, movedKey, 0, 5*time.Second).Err())
+	decide("routing key moved (ASK), the other slot moved unseen")
+	decide("again")
+	if got, err := nodes[a].Get(ctx, staysKey).Int(); err != nil || got != used {
+		t.Errorf("the counter left on the source: %d, %v; want %d", got, err, used)
+	}
+	if n := gatherCounter(t, st, "ratelimit_redis_node_runs_redone_total"); n < 1 {
+		t.Errorf("node runs redone per slot: %v, want at least 1", n)
+	}
 }
