@@ -526,55 +526,29 @@ func TestNodeRunErrors(t *testing.T) {
 // scripts and the lone checks all take their turn in one Decide, and
 // every counter counts each call once.
 func TestRedisClusterSlotMigrationTryAgain(t *testing.T) {
-	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
-	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "try:", Timeout: 2 * time.Second})
-	ctx := context.Background()
-	const limit = 1000
-	mk := func(name string) (Check, string) {
-		ch := Check{Key: name, Limit: Limit{FixedWindow, limit, Hour, 0}, Cap: limit, Hits: 1}
-		return ch, st.prefix + FixedWindowKey(ch.Key, t0, Hour)
-	}
-	moved, movedKey := mk("a{t}_")
-	stays, staysKey := mk("b{t}_")
-	slot := int(hashSlot(movedKey))
-	cc := clusterClient(t, c)
-	src, err := cc.MasterForKey(ctx, movedKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := src.Options().Addr
-	other, otherKey := sameMasterCheck(t, cc, st, a, slot)
-	used := 0
-	decide := func(stage string, checks ...Check) {
-		t.Helper()
-		res, err := st.Decide(ctx, t0, checks)
-		used++
-		if err != nil {
-			t.Fatalf("%s: %v", stage, err)
-		}
-		for i, r := range res {
-			if !r.Allowed || r.Remaining != uint32(limit-used) {
-				t.Fatalf("%s: check %d: %+v; want remaining %d", stage, i, r, limit-used)
-			}
-		}
-	}
-	decide("before", moved, stays, other)
+	sc := newSlotCase(t, "try:", "t")
+	st, ctx, a, slot := sc.st, context.Background(), sc.a, sc.slot
+	moved, stays, other := sc.moved, sc.stays, sc.other
+	movedKey, staysKey, otherKey := sc.movedKey, sc.staysKey, sc.otherKey
+	decide := sc.decide
+	c := sc.c
+	decide(t, "before", moved, stays, other)
 	nodes, ids := clusterNodes(t, c)
 	b := startMigration(t, nodes, ids, slot, a)
 	_, port, _ := net.SplitHostPort(b)
 	if err := nodes[a].Migrate(ctx, "127.0.0.1", port, movedKey, 0, 5*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	decide("half moved, the moved key first", moved, stays, other)
-	decide("half moved, the other slot first", other, stays, moved)
-	decide("half moved, the slot alone", stays, moved)
+	decide(t, "half moved, the moved key first", moved, stays, other)
+	decide(t, "half moved, the other slot first", other, stays, moved)
+	decide(t, "half moved, the slot alone", stays, moved)
 	// The slot is still moving: the moved key counts on the target (read
 	// after ASKING), the one left behind on the source; the other key
 	// was in every call but the last.
 	for _, w := range []struct {
 		key, node string
 		want      int
-	}{{movedKey, b, used}, {staysKey, a, used}, {otherKey, a, used - 1}} {
+	}{{movedKey, b, sc.used}, {staysKey, a, sc.used}, {otherKey, a, sc.used - 1}} {
 		var get *redis.StringCmd
 		_, err := nodes[w.node].Pipelined(ctx, func(p redis.Pipeliner) error {
 			p.Do(ctx, "asking")
@@ -587,6 +561,58 @@ func TestRedisClusterSlotMigrationTryAgain(t *testing.T) {
 	}
 	if n := gatherCounter(t, st, "ratelimit_redis_node_runs_redone_total"); n < 1 {
 		t.Errorf("node runs redone per slot: %v, want at least 1", n)
+	}
+}
+
+// slotCase is a 3-master cluster without replicas, a store on it, two
+// checks on one slot of master a (hash tag tag: moved and stays) and
+// one on another slot of a (other), each counting to slotCaseLimit.
+type slotCase struct {
+	c                            *harness.RedisClusterServers
+	st                           *Redis
+	moved, stays, other          Check
+	movedKey, staysKey, otherKey string
+	slot                         int
+	a                            string
+	used                         int // calls decided: each check's count
+}
+
+const slotCaseLimit = 1000
+
+func newSlotCase(t *testing.T, prefix, tag string) *slotCase {
+	t.Helper()
+	sc := &slotCase{c: harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})}
+	sc.st = newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: sc.c.Addrs(), KeyPrefix: prefix, Timeout: 2 * time.Second})
+	mk := func(name string) (Check, string) {
+		ch := Check{Key: name, Limit: Limit{FixedWindow, slotCaseLimit, Hour, 0}, Cap: slotCaseLimit, Hits: 1}
+		return ch, sc.st.prefix + FixedWindowKey(ch.Key, t0, Hour)
+	}
+	sc.moved, sc.movedKey = mk("a{" + tag + "}_")
+	sc.stays, sc.staysKey = mk("b{" + tag + "}_")
+	sc.slot = int(hashSlot(sc.movedKey))
+	cc := clusterClient(t, sc.c)
+	src, err := cc.MasterForKey(context.Background(), sc.movedKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.a = src.Options().Addr
+	sc.other, sc.otherKey = sameMasterCheck(t, cc, sc.st, sc.a, sc.slot)
+	return sc
+}
+
+// decide decides checks in one call and fails the test unless each is
+// allowed with the count of a check in every call so far.
+func (sc *slotCase) decide(t *testing.T, stage string, checks ...Check) {
+	t.Helper()
+	res, err := sc.st.Decide(context.Background(), t0, checks)
+	sc.used++
+	if err != nil {
+		t.Fatalf("%s: %v", stage, err)
+	}
+	for i, r := range res {
+		if !r.Allowed || r.Remaining != uint32(slotCaseLimit-sc.used) {
+			t.Fatalf("%s: check %d: %+v; want remaining %d", stage, i, r, slotCaseLimit-sc.used)
+		}
 	}
 }
 
@@ -639,43 +665,18 @@ func startMigration(t *testing.T, nodes map[string]*redis.Client, ids map[string
 // (NOTPLANNED): its checks run again one script per slot, where each
 // counter is found where it lives.
 func TestRedisClusterNodeRunAskedElsewhere(t *testing.T) {
-	c := harness.RedisCluster(t, harness.RedisClusterOptions{Replicas: -1})
-	st := newModeStore(t, RedisConfig{Mode: RedisCluster, Addresses: c.Addrs(), KeyPrefix: "ask:", Timeout: 2 * time.Second})
-	ctx := context.Background()
-	const limit = 1000
-	mk := func(name string) (Check, string) {
-		ch := Check{Key: name, Limit: Limit{FixedWindow, limit, Hour, 0}, Cap: limit, Hits: 1}
-		return ch, st.prefix + FixedWindowKey(ch.Key, t0, Hour)
-	}
-	moved, movedKey := mk("a{s}_")
-	stays, staysKey := mk("b{s}_")
-	slot := int(hashSlot(movedKey))
-	cc := clusterClient(t, c)
-	src, err := cc.MasterForKey(ctx, movedKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := src.Options().Addr
-	other, otherKey := sameMasterCheck(t, cc, st, a, slot)
+	sc := newSlotCase(t, "ask:", "s")
+	st, ctx, a, slot := sc.st, context.Background(), sc.a, sc.slot
+	movedKey, staysKey, otherKey := sc.movedKey, sc.staysKey, sc.otherKey
 	otherSlot := int(hashSlot(otherKey))
-	used := 0
 	decide := func(stage string) {
 		t.Helper()
-		res, err := st.Decide(ctx, t0, []Check{moved, stays, other}) // movedKey routes the node run
-		used++
-		if err != nil {
-			t.Fatalf("%s: %v", stage, err)
-		}
-		for i, r := range res {
-			if !r.Allowed || r.Remaining != uint32(limit-used) {
-				t.Fatalf("%s: check %d: %+v; want remaining %d", stage, i, r, limit-used)
-			}
-		}
+		sc.decide(t, stage, sc.moved, sc.stays, sc.other) // movedKey routes the node run
 	}
 	decide("before")
 	waitFor(t, 5*time.Second, "the store knows the master's id", func() bool { return st.batch.ids.known(a) })
 	decide("before, a node run")
-	nodes, ids := clusterNodes(t, c)
+	nodes, ids := clusterNodes(t, sc.c)
 	b := startMigration(t, nodes, ids, otherSlot, a)
 	_, port, _ := net.SplitHostPort(b)
 	must := func(err error) {
@@ -698,8 +699,8 @@ func TestRedisClusterNodeRunAskedElsewhere(t *testing.T) {
 	must(nodes[a].Migrate(ctx, "127.0.0.1", port, movedKey, 0, 5*time.Second).Err())
 	decide("routing key moved (ASK), the other slot moved unseen")
 	decide("again")
-	if got, err := nodes[a].Get(ctx, staysKey).Int(); err != nil || got != used {
-		t.Errorf("the counter left on the source: %d, %v; want %d", got, err, used)
+	if got, err := nodes[a].Get(ctx, staysKey).Int(); err != nil || got != sc.used {
+		t.Errorf("the counter left on the source: %d, %v; want %d", got, err, sc.used)
 	}
 	if n := gatherCounter(t, st, "ratelimit_redis_node_runs_redone_total"); n < 1 {
 		t.Errorf("node runs redone per slot: %v, want at least 1", n)
