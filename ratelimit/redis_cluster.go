@@ -17,7 +17,7 @@ import (
 // one master run as one script there (redis_cluster_node.go), and each
 // master's runs go in a go-redis cluster pipeline of their own, all at
 // once: one round trip per node per batch, and no master's failure in
-// another's pipeline (execRuns). Within a slot the checks keep their
+// another's pipeline (sendRuns). Within a slot the checks keep their
 // batch order; checks on different slots touch different keys, so their
 // order does not matter. A run that fails (its node down, paused or
 // slow) fails only the calls with a check in it: the failure mode

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -50,11 +51,11 @@ func (n *nodeIDs) id(addr string) (string, bool) {
 	return v.(string), true
 }
 
-func (n *nodeIDs) known(addr string) bool { _, ok := n.m.Load(addr); return ok }
-
 // lookup asks c, the master at addr, for its id in the background (one
 // lookup per address at a time, bounded by the store's timeout; the
-// store's close waits for it).
+// store's close waits for it). A lookup that fails (the master down, an
+// ACL without CLUSTER) is not tried again for idRetry: not a command
+// per batch.
 func (n *nodeIDs) lookup(b *batcher, addr string, c *redis.Client) {
 	if _, busy := n.pending.LoadOrStore(addr, struct{}{}); busy {
 		return
@@ -62,14 +63,21 @@ func (n *nodeIDs) lookup(b *batcher, addr string, c *redis.Client) {
 	b.wg.Add(1) // the pipeline calling holds a count: Add cannot race Wait
 	go func() {
 		defer b.wg.Done()
-		defer n.pending.Delete(addr)
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		defer cancel()
-		if id, err := c.ClusterMyID(ctx).Result(); err == nil && id != "" {
-			n.m.Store(addr, id)
+		id, err := c.ClusterMyID(ctx).Result()
+		if err != nil || id == "" {
+			time.AfterFunc(idRetry, func() { n.pending.Delete(addr) })
+			return
 		}
+		n.m.Store(addr, id)
+		n.pending.Delete(addr)
 	}()
 }
+
+// idRetry is how long a master whose id could not be read waits for the
+// next lookup.
+const idRetry = time.Second
 
 // forget drops addr's id: a node run met another node there, or the
 // address now serves another process; the next batch looks it up again.
@@ -169,10 +177,10 @@ func (r *clusterRun) command(ctx context.Context, eval bool) *noRetryCmd {
 // earlier form, so three is the bound.
 func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterRun {
 	for range 3 {
-		var again []*clusterRun
+		var again []redis.Cmder
 		send := func(r *clusterRun) {
 			r.cmd = r.command(ctx, true)
-			again = append(again, r)
+			again = append(again, r.cmd)
 		}
 		out := make([]*clusterRun, 0, len(runs))
 		for _, r := range runs {
@@ -212,16 +220,21 @@ func (b *batcher) retryRuns(ctx context.Context, runs []*clusterRun) []*clusterR
 		if again == nil {
 			break
 		}
-		b.execRuns(ctx, again)
+		b.execPipeline(ctx, again)
 	}
 	return runs
 }
 
 // sendRuns sends runs, each master's in a pipeline of its own, all at
 // once, and then, for each master as soon as its replies are in, what
-// retryRuns sends again: one master that is slow to fail (a refused
-// connection is retried until the context ends) leaves the others their
-// time. It returns the runs whose replies count.
+// retryRuns sends again (the same master's runs, in one more pipeline).
+// The masters must not share a pipeline: go-redis sends again the
+// commands of a node it could not connect to (nothing was sent) and,
+// when the pipeline's context ends during the wait before such a retry,
+// sets that error on every command of the pipeline, replies received
+// from the other masters included. And one master slow to fail leaves
+// the others their time for their retries. It returns the runs whose
+// replies count.
 func (b *batcher) sendRuns(ctx context.Context, runs []*clusterRun) []*clusterRun {
 	byNode := make(map[string][]*clusterRun, 4)
 	for _, r := range runs {
@@ -256,33 +269,6 @@ func (b *batcher) sendNode(ctx context.Context, runs []*clusterRun) []*clusterRu
 	}
 	b.execPipeline(ctx, cmds)
 	return b.retryRuns(ctx, runs)
-}
-
-// execRuns sends runs (their cmd set) in one pipeline per master, the
-// masters' at once, and returns when every run has its reply or error.
-// The masters must not share a pipeline: go-redis sends again the
-// commands of a node it could not connect to (nothing was sent) and,
-// when the pipeline's context ends during the wait before such a retry,
-// sets that error on every command of the pipeline, replies received
-// from the other masters included.
-func (b *batcher) execRuns(ctx context.Context, runs []*clusterRun) {
-	byNode := make(map[string][]redis.Cmder, 4)
-	for _, r := range runs {
-		byNode[r.node] = append(byNode[r.node], r.cmd)
-	}
-	var wg sync.WaitGroup
-	var mine []redis.Cmder // one master's, sent from this goroutine
-	for _, cmds := range byNode {
-		if mine == nil {
-			mine = cmds
-			continue
-		}
-		wg.Go(func() { b.execPipeline(ctx, cmds) })
-	}
-	if mine != nil {
-		b.execPipeline(ctx, mine)
-	}
-	wg.Wait()
 }
 
 // execPipeline sends cmds in one go-redis cluster pipeline; each command

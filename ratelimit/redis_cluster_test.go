@@ -148,7 +148,7 @@ func newClusterBatch(t *testing.T, c *harness.RedisClusterServers, st *Redis, pr
 	}
 	waitFor(t, 5*time.Second, "the store knows every master's id", func() bool {
 		for _, m := range b.master {
-			if !st.batch.ids.known(m) {
+			if _, ok := st.batch.ids.id(m); !ok {
 				return false
 			}
 		}
@@ -674,7 +674,7 @@ func TestRedisClusterNodeRunAskedElsewhere(t *testing.T) {
 		sc.decide(t, stage, sc.moved, sc.stays, sc.other) // movedKey routes the node run
 	}
 	decide("before")
-	waitFor(t, 5*time.Second, "the store knows the master's id", func() bool { return st.batch.ids.known(a) })
+	waitFor(t, 5*time.Second, "the store knows the master's id", func() bool { _, ok := st.batch.ids.id(a); return ok })
 	decide("before, a node run")
 	nodes, ids := clusterNodes(t, sc.c)
 	b := startMigration(t, nodes, ids, otherSlot, a)
