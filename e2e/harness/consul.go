@@ -175,7 +175,7 @@ func (a *ConsulAgent) Start() {
 	}
 	if err := a.start(); err != nil {
 		a.Stop()
-		a.t.Fatalf("harness: consul did not restart on port %d: %v", a.http, err)
+		a.t.Fatalf("harness: consul did not restart on port %d: %v\nlog tail:\n%s", a.http, err, a.logTail(60))
 	}
 }
 
