@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/xds-server/xds-server/internal/freeport"
 )
 
 var serverBin built
@@ -51,13 +53,14 @@ func FreePort(t testing.TB) int {
 }
 
 // freeAddr returns 127.0.0.1:<a port that was free a moment ago>.
+// It is outside the kernel's ephemeral range (freeport), so a process
+// restarted on it does not find it taken by an outgoing connection.
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		return "", fmt.Errorf("harness: free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), nil
 }
 
 // Server is a running xds-server process.
