@@ -1,9 +1,11 @@
 package xdscache
 
 import (
+	"errors"
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -29,27 +31,13 @@ func mapID(m map[string]string) unsafe.Pointer {
 // recent keeps the last few values worked out from one or two version
 // maps, by the maps' identities. An entry holds its maps, so that their
 // identities stay theirs while it is kept.
-type recent[V any] struct {
-	slots [8]atomic.Pointer[recentEntry[V]]
-	next  atomic.Uint32
-}
-
-type recentEntry[V any] struct {
-	a, b map[string]string
-	v    V
-}
+type recent[V any] struct{ few lastFew[[2]unsafe.Pointer, V] }
 
 // of returns the value kept for (a, b), else make(a, b), kept.
 func (r *recent[V]) of(a, b map[string]string, make func(a, b map[string]string) V) V {
-	ia, ib := mapID(a), mapID(b)
-	for i := range r.slots {
-		if e := r.slots[i].Load(); e != nil && mapID(e.a) == ia && mapID(e.b) == ib {
-			return e.v
-		}
-	}
-	e := &recentEntry[V]{a: a, b: b, v: make(a, b)}
-	r.slots[r.next.Add(1)%uint32(len(r.slots))].Store(e)
-	return e.v
+	v, _ := r.few.get([2]unsafe.Pointer{mapID(a), mapID(b)}, [2]map[string]string{a, b},
+		func() (V, error) { return make(a, b), nil })
+	return v
 }
 
 // wildcardDiff is what a stream holding the version map from must be sent
@@ -108,16 +96,21 @@ var (
 // resourceMemo keeps the last few resource slices built, by the identities of
 // their names and items and their type URL. An entry holds its names and
 // items, so that their identities stay theirs while it is kept.
-type resourceMemo[R any] struct {
-	slots [8]atomic.Pointer[resourceMemoEntry[R]]
-	next  atomic.Uint32
+type resourceMemo[R any] struct{ few lastFew[resourceKey, []R] }
+
+// resourceKey identifies the resources of names (a slice's identity and
+// length) of items (a map's identity) under a type URL.
+type resourceKey struct {
+	names unsafe.Pointer
+	n     int
+	items unsafe.Pointer
+	url   string
 }
 
-type resourceMemoEntry[R any] struct {
+// resourceHold is what an entry holds for its key's identities.
+type resourceHold struct {
 	names []string
 	items map[string]types.ResourceWithTTL
-	url   string
-	v     []R
 }
 
 // of returns the slice kept for (names, items, url), else build's, kept.
@@ -126,17 +119,86 @@ func (s *resourceMemo[R]) of(names []string, items map[string]types.ResourceWith
 	if len(names) == 0 {
 		return build()
 	}
-	in, ii := unsafe.SliceData(names), reflect.ValueOf(items).UnsafePointer()
-	for i := range s.slots {
-		if e := s.slots[i].Load(); e != nil && unsafe.SliceData(e.names) == in && len(e.names) == len(names) &&
-			reflect.ValueOf(e.items).UnsafePointer() == ii && e.url == url {
-			return e.v, nil
+	key := resourceKey{names: unsafe.Pointer(unsafe.SliceData(names)), n: len(names), items: reflect.ValueOf(items).UnsafePointer(), url: url}
+	return s.few.get(key, resourceHold{names, items}, build)
+}
+
+// lastFew keeps the last few values built, by key, and builds each value
+// once: the goroutines that miss a key while it is being built wait for
+// that build rather than build it too. This is what makes a value's
+// identity shared: the first streams of a connect storm come at once, and
+// two slices of the same resources would be two heads for the codec to
+// encode and the send budget to hold (TestPendingBytesShared caught two
+// streams missing the same key together). A failed build is not kept;
+// its waiters get its error.
+type lastFew[K comparable, V any] struct {
+	slots [8]atomic.Pointer[fewEntry[K, V]]
+	next  atomic.Uint32
+
+	mu       sync.Mutex
+	building map[K]*fewBuild[V] // keys being built, at most one build each
+}
+
+type fewEntry[K comparable, V any] struct {
+	key  K
+	hold any // keeps the identities the key is made of
+	v    V
+}
+
+// fewBuild is one build in progress; v and err are set before done is
+// closed.
+type fewBuild[V any] struct {
+	done chan struct{}
+	v    V
+	err  error
+}
+
+// lookup returns the value kept for key.
+func (m *lastFew[K, V]) lookup(key K) (V, bool) {
+	for i := range m.slots {
+		if e := m.slots[i].Load(); e != nil && e.key == key {
+			return e.v, true
 		}
 	}
-	v, err := build()
-	if err != nil {
-		return nil, err
-	}
-	s.slots[s.next.Add(1)%uint32(len(s.slots))].Store(&resourceMemoEntry[R]{names: names, items: items, url: url, v: v})
-	return v, nil
+	var zero V
+	return zero, false
 }
+
+// get returns the value kept for key, else the value of the build in
+// progress for it, else build's, kept with hold.
+func (m *lastFew[K, V]) get(key K, hold any, build func() (V, error)) (V, error) {
+	if v, ok := m.lookup(key); ok {
+		return v, nil
+	}
+	m.mu.Lock()
+	if v, ok := m.lookup(key); ok { // kept since the look above
+		m.mu.Unlock()
+		return v, nil
+	}
+	if b, ok := m.building[key]; ok {
+		m.mu.Unlock()
+		<-b.done
+		return b.v, b.err
+	}
+	b := &fewBuild[V]{done: make(chan struct{})}
+	if m.building == nil {
+		m.building = map[K]*fewBuild[V]{}
+	}
+	m.building[key] = b
+	m.mu.Unlock()
+	defer func() { // also if build panics: its waiters must not hang
+		m.mu.Lock()
+		if b.err == nil {
+			m.slots[m.next.Add(1)%uint32(len(m.slots))].Store(&fewEntry[K, V]{key: key, hold: hold, v: b.v})
+		}
+		delete(m.building, key)
+		m.mu.Unlock()
+		close(b.done)
+	}()
+	b.err = errBuildPanicked
+	b.v, b.err = build()
+	return b.v, b.err
+}
+
+// errBuildPanicked is the error the waiters of a build that panicked get.
+var errBuildPanicked = errors.New("xdscache: building a shared value panicked")
