@@ -1,12 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,7 +36,8 @@ func TestQuickLabEnvoy(t *testing.T) {
 			t.Skip(err)
 		}
 	}
-	t.Setenv("TMPDIR", t.TempDir()) // binaries, logs and the Envoys' files, removed after the test
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // binaries, logs and the Envoys' files, removed after the test
 	o := defaultOptions()
 	o.quick()
 	o.kind, o.seed, o.only = envoyClients, 3, roundRobin+"|"+perNode
@@ -64,6 +70,7 @@ func TestQuickLabEnvoy(t *testing.T) {
 		t.Logf("%-12s max/mean %.3f (simulator %.3f), errors %d, subsets unlike the simulator's %d", p.Name, p.MaxMean, p.SimMaxMean, p.Errors, p.SubsetsUnlike)
 		if p.Errors != 0 {
 			t.Errorf("%s: %d requests through Envoy failed, want 0", p.Name, p.Errors)
+			logDiagnostics(t, tmp, p.Name)
 		}
 		if p.SubsetsUnlike != 0 {
 			t.Errorf("%s: %d client nodes (their Envoy's /clusters or /debug/config) without the simulator's subset, want 0", p.Name, p.SubsetsUnlike)
@@ -78,4 +85,49 @@ func TestQuickLabEnvoy(t *testing.T) {
 	// 1.807 against round robin's 1.392 once (CI, fresh clone), and 1.07-1.12
 	// otherwise. Here it is reported, not judged.
 	t.Logf("per-node %.3f against round robin %.3f", pn.MaxMean, rr.MaxMean)
+}
+
+// logDiagnostics logs what the diagnostics of a policy's run say about
+// its failed requests (the files go with the test's TMPDIR): their codes,
+// the seconds they fell in, each backend's utilization by second, and the
+// weights the Envoys with the most errors gave each backend.
+func logDiagnostics(t *testing.T, tmp, policy string) {
+	t.Helper()
+	slug := strings.Fields(policy)[0]
+	files, _ := filepath.Glob(filepath.Join(tmp, "xds-lab-*", "diag-"+slug+"*-run*.json"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Log(err)
+			continue
+		}
+		var d diagnostics
+		if err := json.Unmarshal(b, &d); err != nil {
+			t.Log(err)
+			continue
+		}
+		bySec, byClient := map[int]int64{}, map[int]int64{}
+		for c, m := range d.Errors {
+			for s, n := range m {
+				bySec[s] += n
+				byClient[c] += n
+			}
+		}
+		t.Logf("%s: error codes by client %v; errors by second %v", filepath.Base(f), d.Codes, bySec)
+		for j, u := range d.Util {
+			t.Logf("  backend %d utilization by second: %.2f", j, u)
+		}
+		worst := slices.SortedFunc(maps.Keys(byClient), func(a, b int) int { return cmp.Compare(byClient[b], byClient[a]) })
+		for _, c := range worst[:min(3, len(worst))] {
+			var line []string
+			for _, s := range d.Envoys {
+				var hs []string
+				for _, h := range s.Envoys[c] {
+					hs = append(hs, fmt.Sprintf("b%d:w%d/a%d/t%d", h.Backend, h.Weight, h.RqActive, h.RqTimeout))
+				}
+				line = append(line, fmt.Sprintf("%ds[%s]", s.At, strings.Join(hs, " ")))
+			}
+			t.Logf("  client %d (%d errors, subset %v), backend:weight/active/timeouts by second: %s", c, byClient[c], d.Subsets[c], strings.Join(line, " "))
+		}
+	}
 }
