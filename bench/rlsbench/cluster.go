@@ -133,9 +133,13 @@ func (c *compareRun) startRedisCluster(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		bus, err := freePort() // the cluster bus: Redis's default, port+10000, may be taken or past 65535
+		if err != nil {
+			return err
+		}
 		p := strconv.Itoa(port)
 		node, err := c.ps.start("redis-cluster-"+p, c.dir, c.o.redisBin, []string{"--bind", "127.0.0.1", "--port", p,
-			"--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes-"+p+".conf"),
+			"--dir", dir, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus), "--cluster-config-file", filepath.Join(dir, "nodes-"+p+".conf"),
 			"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
 			"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"}, nil)
 		if err != nil {

@@ -34,5 +34,5 @@
 // starts is stopped when it ends, also on error or interrupt.
 //
 // It runs both servers as black boxes: it must not import anything of this
-// module but bench/section and internal/pause.
+// module but bench/section, internal/pause and internal/freeport.
 package main

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xds-server/xds-server/internal/freeport"
 	"github.com/xds-server/xds-server/internal/pause"
 )
 
@@ -121,12 +122,11 @@ func tail(path string, n int) string {
 
 // freePort returns a TCP port free on 127.0.0.1 right now.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		return 0, fmt.Errorf("rlsbench: free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // waitFor calls ready every 50 ms until it returns nil, p exits, ctx is

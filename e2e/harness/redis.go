@@ -45,8 +45,13 @@ type RedisOptions struct {
 	// directory and given first on the command line (a sentinel needs a
 	// config file it can rewrite).
 	Config string
+	// Cluster runs the server as a cluster node (--cluster-enabled yes)
+	// with a cluster bus port of its own (--cluster-port, drawn with the
+	// client port; Redis's default, port+10000, may be taken or past
+	// 65535).
+	Cluster bool
 	// Args are more command-line arguments, after the harness's own
-	// (like "--cluster-enabled", "yes" or "--sentinel").
+	// (like "--cluster-node-timeout", "5000" or "--sentinel").
 	Args []string
 }
 
@@ -60,6 +65,7 @@ type RedisServer struct {
 	dir     string
 	logPath string
 	port    int
+	bus     int // cluster bus port (Cluster)
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd     // nil while stopped
@@ -110,11 +116,11 @@ func Redis(t testing.TB, opts RedisOptions) *RedisServer {
 	})
 	// A free port can be taken before redis binds it: try fresh ones.
 	for attempt := 1; ; attempt++ {
-		ports, err := freeport.Loopback(1)
+		ports, err := freeport.Loopback(2)
 		if err != nil {
 			t.Fatalf("harness: %v", err)
 		}
-		r.port = ports[0]
+		r.port, r.bus = ports[0], ports[1]
 		if err = r.start(); err == nil {
 			return r
 		}
@@ -205,6 +211,9 @@ func (r *RedisServer) args() []string {
 		a = append(a, "--tls-port", port, "--tls-auth-clients", "no",
 			"--tls-cert-file", filepath.Join(r.dir, "server.pem"), "--tls-key-file", filepath.Join(r.dir, "server-key.pem"),
 			"--tls-ca-cert-file", r.CAFile())
+	}
+	if r.opts.Cluster {
+		a = append(a, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(r.bus))
 	}
 	if r.opts.Password != "" {
 		a = append(a, "--requirepass", r.opts.Password)

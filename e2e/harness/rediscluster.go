@@ -66,8 +66,7 @@ func RedisCluster(t testing.TB, opts RedisClusterOptions) *RedisClusterServers {
 	masters, replicas := cmp.Or(opts.Masters, 3), max(cmp.Or(opts.Replicas, 1), 0)
 	c := &RedisClusterServers{cli: cli, password: opts.Password}
 	n := masters * (1 + replicas)
-	node := RedisOptions{Password: opts.Password, Args: []string{"--cluster-enabled", "yes",
-		"--cluster-config-file", "nodes.conf",
+	node := RedisOptions{Password: opts.Password, Cluster: true, Args: []string{"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", strconv.FormatInt(cmp.Or(opts.NodeTimeout, 5*time.Second).Milliseconds(), 10)}}
 	if opts.Password != "" {
 		node.Args = append(node.Args, "--masterauth", opts.Password)
