@@ -40,6 +40,8 @@ type redisCall struct {
 	keyBuf  [inlineDescriptors]string
 	argBuf  [inlineDescriptors * redisArgsPerCheck]any
 	sentBuf [inlineDescriptors]int
+
+	laneParts // cluster mode
 }
 
 // redisReply is the part of a script run's reply for one call.
@@ -65,6 +67,8 @@ type batcher struct {
 	stats    clusterStats
 	nodeRuns nodeRunStats // cluster mode: one script per master
 	ids      nodeIDs      // cluster mode: the masters' ids, for their node runs
+	lanes    lanes        // cluster mode: each master's runs (redis_cluster_lanes.go)
+	lanesMu  sync.Mutex   // held to start a lane
 	br       *breaker     // told the outcome of every run
 	timeout  time.Duration
 	calls    chan *redisCall
@@ -75,6 +79,10 @@ type batcher struct {
 
 func newBatcher(client *redis.Client, br *breaker, timeout time.Duration, pipelines int, cluster *redis.ClusterClient) *batcher {
 	b := &batcher{client: client, cluster: cluster, br: br, timeout: timeout, calls: make(chan *redisCall, 1024), stop: make(chan struct{})}
+	if cluster != nil { // the masters' lanes run the calls, started on first use
+		b.lanes.pipelines = pipelines
+		return b
+	}
 	for range pipelines {
 		b.wg.Add(1)
 		go b.pipeline()
@@ -99,6 +107,10 @@ func (b *batcher) do(ctx context.Context, call *redisCall) ([]any, error) {
 	default:
 	}
 	call.done = replyChans.Get().(chan redisReply)
+	if b.cluster != nil {
+		b.route(ctx, call)
+		return b.await(call)
+	}
 	select {
 	case b.calls <- call:
 	default: // the queue is full
@@ -112,6 +124,11 @@ func (b *batcher) do(ctx context.Context, call *redisCall) ([]any, error) {
 			return nil, errStoreClosed
 		}
 	}
+	return b.await(call)
+}
+
+// await waits for call's reply or the batcher's end.
+func (b *batcher) await(call *redisCall) ([]any, error) {
 	select {
 	case r := <-call.done:
 		replyChans.Put(call.done) // empty again, and no run holds the call any more
@@ -137,7 +154,9 @@ func (b *batcher) close() {
 }
 
 func (b *batcher) shutdown() {
+	b.lanesMu.Lock() // a lane starting now has its goroutines counted before the wait
 	close(b.stop)
+	b.lanesMu.Unlock()
 	b.wg.Wait()
 	for {
 		select {
@@ -188,7 +207,7 @@ const gatherYields = 4
 // decision; under light load it costs a yield or two. (On 2 cores, 64
 // requests in flight: batches of 23 checks became 29, writes per
 // decision 0.29 became 0.25.)
-func gather(calls chan *redisCall) {
+func gather[T any](calls chan T) {
 	n := len(calls)
 	for range gatherYields {
 		runtime.Gosched()
@@ -213,11 +232,6 @@ func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
 		deadline = b.earliest(batch, now)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(deadline-now))
-	if b.cluster != nil {
-		b.runCluster(ctx, batch, keys, args)
-		cancel()
-		return
-	}
 	reply, err := redisScript.Run(ctx, b.client, keys, args...).Slice()
 	cancel()
 	b.br.record(err, monoNow())
@@ -237,33 +251,6 @@ func (b *batcher) run(batch []*redisCall, keys []string, args []any) {
 		}
 		c.done <- redisReply{vals: reply[off : off+n]}
 		off += n
-	}
-}
-
-// runCluster is run in cluster mode: a call with a check on a slot whose
-// run failed (or whose master's breaker is open) fails, the others get
-// their replies.
-func (b *batcher) runCluster(ctx context.Context, batch []*redisCall, keys []string, args []any) {
-	reply, errs, ok := b.runSlots(ctx, keys, args)
-	k, off := 0, 0
-	for _, c := range batch {
-		var err error
-		for _, e := range errs[k : k+len(c.keys)] {
-			if e != nil {
-				err = e
-				break
-			}
-		}
-		k += len(c.keys)
-		if err != nil {
-			if ok {
-				b.stats.callsFailed.Add(1)
-			}
-			c.done <- redisReply{err: err}
-		} else {
-			c.done <- redisReply{vals: reply[off : off+c.replies]}
-		}
-		off += c.replies
 	}
 }
 
