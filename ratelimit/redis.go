@@ -90,9 +90,10 @@ type RedisConfig struct {
 	// KeyPrefix is put before every key; "" means none (the keys of
 	// fixed windows are then envoyproxy/ratelimit's own).
 	KeyPrefix string
-	// Pipelines is how many script runs may be in flight at once; calls
-	// that arrive meanwhile are decided together in the next run (one
-	// round trip for all). 0 means DefaultRedisPipelines.
+	// Pipelines is how many script runs may be in flight at once (in
+	// cluster mode, per master); calls that arrive meanwhile are decided
+	// together in the next run (one round trip for all). 0 means
+	// DefaultRedisPipelines.
 	Pipelines int
 }
 

@@ -13,11 +13,13 @@ import (
 // In cluster mode a script's declared keys must share a hash slot. Every
 // check has exactly one key (see Redis), so a decision's state never
 // spans slots and no hash tag is needed: keys hash over their whole name
-// and spread over every master. A batch is split by slot, the slots of
-// one master run as one script there (redis_cluster_node.go), and each
-// master's runs go in a go-redis cluster pipeline of their own, all at
-// once: one round trip per node per batch, and no master's failure in
-// another's pipeline (sendRuns). Within a slot the checks keep their
+// and spread over every master. Each master has a lane of its own that
+// batches its checks (redis_cluster_lanes.go); a batch is split by slot,
+// the slots of one master run as one script there
+// (redis_cluster_node.go), and each master's runs go in a go-redis
+// cluster pipeline of their own: one round trip per node per batch, and
+// no master's failure in another's pipeline (sendRuns: a lane's batch
+// spans several masters only while a slot moves). Within a slot the checks keep their
 // batch order; checks on different slots touch different keys, so their
 // order does not matter. A run that fails (its node down, paused or
 // slow) fails only the calls with a check in it: the failure mode
@@ -26,7 +28,7 @@ import (
 // slots at once, without touching the other masters'.
 
 // clusterStats counts the slot groups and calls failed in cluster mode
-// while others of their batch were decided.
+// while the other masters' slots were decided.
 type clusterStats struct {
 	groupsFailed atomic.Uint64 // script runs of one slot that failed
 	callsFailed  atomic.Uint64 // Decide calls failed by such a run

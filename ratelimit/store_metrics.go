@@ -23,7 +23,7 @@ func newRedisDescs(l prometheus.Labels) *redisDescs {
 		slotRuns: prometheus.NewDesc("ratelimit_redis_slot_runs_failed_total",
 			"Cluster mode: script runs of one hash slot that failed (their node down, slow or paused); the calls with a check on that slot get the failure mode.", nil, l),
 		slotCalls: prometheus.NewDesc("ratelimit_redis_slot_calls_failed_total",
-			"Cluster mode: store calls answered by the failure mode because one of their slots' runs failed while other slots of the same batch were decided.", nil, l),
+			"Cluster mode: store calls answered by the failure mode because one of their slots' runs failed (its master down, slow, paused or its breaker open) while the other masters' slots were decided.", nil, l),
 		nodeRedone: prometheus.NewDesc("ratelimit_redis_node_runs_redone_total",
 			"Cluster mode: scripts run for all the slots of one master that found a key the master no longer serves (resharding, failover) and were run again one script per slot; nothing was written by the first run.", nil, l),
 	}
