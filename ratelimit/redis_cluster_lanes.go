@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,14 +26,12 @@ import (
 // seed node answers, the call fails without a lane, and the topology's
 // breaker (address "") counts it: once open, calls fail at once.
 
-// laneQueue bounds the parts waiting in one master's lane; a part that
-// finds its lane full fails at once (errLaneFull). Parts wait for one run
-// in flight, at most the timeout: a lane fills only when its master is
-// that slow and the calls on it come faster than the queue drains.
+// laneQueue bounds the parts waiting in one master's lane. A call that
+// finds its lane full waits for room (its own goroutine, none other),
+// until its deadline, its context's end or the store's close: a lane
+// fills only when its master is slow and its calls come faster than its
+// runs take them.
 const laneQueue = 4096
-
-// errLaneFull answers a part whose master's lane is full.
-var errLaneFull = errors.New("too many calls waiting for this master's script run in flight")
 
 // lane is one master's queue of parts, run by its pipelines.
 type lane struct {
@@ -109,7 +106,7 @@ func (b *batcher) route(ctx context.Context, call *redisCall) {
 	}
 	if addrs == nil { // the common case: one master, one part of every check
 		call.parts.Store(1)
-		b.queue(first, lanePart{call: call})
+		b.queue(ctx, first, lanePart{call: call})
 		return
 	}
 	call.spans()
@@ -127,7 +124,7 @@ func (b *batcher) route(ctx context.Context, call *redisCall) {
 	}
 	call.parts.Store(int32(len(parts)))
 	for i, p := range parts {
-		b.queue(on[i], p)
+		b.queue(ctx, on[i], p)
 	}
 }
 
@@ -142,12 +139,25 @@ func (b *batcher) masterOf(ctx context.Context, key string) (string, error) {
 	return c.Options().Addr, nil
 }
 
-// queue puts p on addr's lane, or fails it when the lane is full.
-func (b *batcher) queue(addr string, p lanePart) {
+// queue puts p on addr's lane, waiting for room if need be (see
+// laneQueue); a part that cannot wait longer fails.
+func (b *batcher) queue(ctx context.Context, addr string, p lanePart) {
+	l := b.lane(addr)
 	select {
-	case b.lane(addr).parts <- p:
+	case l.parts <- p:
+		return
 	default:
-		b.finish(p, errLaneFull, nil, false)
+	}
+	wait := time.NewTimer(time.Duration(p.call.deadline - monoNow()))
+	defer wait.Stop()
+	select {
+	case l.parts <- p:
+	case <-wait.C:
+		b.finish(p, errQueueTimeout, nil, false)
+	case <-ctx.Done():
+		b.finish(p, ctx.Err(), nil, false)
+	case <-b.stop:
+		b.finish(p, errStoreClosed, nil, false)
 	}
 }
 
