@@ -41,7 +41,7 @@ type redisCall struct {
 	argBuf  [inlineDescriptors * redisArgsPerCheck]any
 	sentBuf [inlineDescriptors]int
 
-	laneParts // cluster mode
+	split *split // cluster mode: checks on several masters (redis_cluster_lanes.go)
 }
 
 // redisReply is the part of a script run's reply for one call.
@@ -68,21 +68,21 @@ type batcher struct {
 	nodeRuns nodeRunStats // cluster mode: one script per master
 	ids      nodeIDs      // cluster mode: the masters' ids, for their node runs
 	lanes    lanes        // cluster mode: each master's runs (redis_cluster_lanes.go)
-	lanesMu  sync.Mutex   // held to start a lane
 	br       *breaker     // told the outcome of every run
 	timeout  time.Duration
-	calls    chan *redisCall
+	calls    chan *redisCall // single and sentinel modes: the calls waiting for a pipeline
 	stop     chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup
 }
 
 func newBatcher(client *redis.Client, br *breaker, timeout time.Duration, pipelines int, cluster *redis.ClusterClient) *batcher {
-	b := &batcher{client: client, cluster: cluster, br: br, timeout: timeout, calls: make(chan *redisCall, 1024), stop: make(chan struct{})}
+	b := &batcher{client: client, cluster: cluster, br: br, timeout: timeout, stop: make(chan struct{})}
 	if cluster != nil { // the masters' lanes run the calls, started on first use
 		b.lanes.pipelines = pipelines
 		return b
 	}
+	b.calls = make(chan *redisCall, 1024)
 	for range pipelines {
 		b.wg.Add(1)
 		go b.pipeline()
@@ -154,9 +154,9 @@ func (b *batcher) close() {
 }
 
 func (b *batcher) shutdown() {
-	b.lanesMu.Lock() // a lane starting now has its goroutines counted before the wait
+	b.lanes.mu.Lock() // a lane starting now has its goroutines counted before the wait
 	close(b.stop)
-	b.lanesMu.Unlock()
+	b.lanes.mu.Unlock()
 	b.wg.Wait()
 	for {
 		select {

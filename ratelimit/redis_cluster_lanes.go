@@ -49,8 +49,9 @@ type lanePart struct {
 // masters are few and named by the cluster, not by callers: the map is
 // bounded by them (a master replaced by its replica leaves an idle lane).
 type lanes struct {
-	m         sync.Map // address -> *lane
-	pipelines int      // runs in flight per master
+	m         sync.Map   // address -> *lane
+	mu        sync.Mutex // held to start a lane (and to close the batcher's stop)
+	pipelines int        // runs in flight per master
 }
 
 // lane returns the lane of addr, starting it on first use.
@@ -58,8 +59,8 @@ func (b *batcher) lane(addr string) *lane {
 	if l, ok := b.lanes.m.Load(addr); ok {
 		return l.(*lane)
 	}
-	b.lanesMu.Lock()
-	defer b.lanesMu.Unlock()
+	b.lanes.mu.Lock()
+	defer b.lanes.mu.Unlock()
 	if l, ok := b.lanes.m.Load(addr); ok {
 		return l.(*lane)
 	}
@@ -105,11 +106,9 @@ func (b *batcher) route(ctx context.Context, call *redisCall) {
 		return
 	}
 	if addrs == nil { // the common case: one master, one part of every check
-		call.parts.Store(1)
 		b.queue(ctx, first, lanePart{call: call})
 		return
 	}
-	call.spans()
 	var parts []lanePart
 	var on []string
 	for j, addr := range addrs {
@@ -122,7 +121,7 @@ func (b *batcher) route(ctx context.Context, call *redisCall) {
 		}
 		parts[i].checks = append(parts[i].checks, j)
 	}
-	call.parts.Store(int32(len(parts)))
+	call.split = newSplit(call, len(parts))
 	for i, p := range parts {
 		b.queue(ctx, on[i], p)
 	}
@@ -234,30 +233,39 @@ func (b *batcher) runParts(parts []lanePart, keys []string, args []any) ([]strin
 }
 
 // finish answers part p: with err, or its reply values vals (in the order
-// of its checks); the call is answered once its last part is. runFailed:
-// err is a failed run's (counted once per call).
+// of its checks); a split call is answered once its last part is.
+// runFailed: err is a failed run's (counted once per call).
 func (b *batcher) finish(p lanePart, err error, vals []any, runFailed bool) {
-	c := p.call
-	if err != nil {
-		if c.failed.CompareAndSwap(nil, &err) && runFailed {
-			b.stats.callsFailed.Add(1)
+	c, sp := p.call, p.call.split
+	if sp == nil { // the whole call: its part of the run's reply, not copied
+		if err != nil {
+			if runFailed {
+				b.stats.callsFailed.Add(1)
+			}
+			c.done <- redisReply{err: err}
+			return
 		}
-	} else if p.checks != nil {
-		off := 0
-		for _, j := range p.checks {
-			off += copy(c.vals[c.valAt[j]:c.valAt[j+1]], vals[off:])
-		}
-	} else {
-		c.vals = vals // the whole call: its part of the run's reply, not copied
-	}
-	if c.parts.Add(-1) != 0 {
+		c.done <- redisReply{vals: vals}
 		return
 	}
-	if e := c.failed.Load(); e != nil {
+	if err != nil {
+		if sp.failed.CompareAndSwap(nil, &err) && runFailed {
+			b.stats.callsFailed.Add(1)
+		}
+	} else {
+		off := 0
+		for _, j := range p.checks {
+			off += copy(sp.vals[sp.valAt[j]:sp.valAt[j+1]], vals[off:])
+		}
+	}
+	if sp.parts.Add(-1) != 0 {
+		return
+	}
+	if e := sp.failed.Load(); e != nil {
 		c.done <- redisReply{err: *e}
 		return
 	}
-	c.done <- redisReply{vals: c.vals}
+	c.done <- redisReply{vals: sp.vals}
 }
 
 // size is how many checks p has.
@@ -273,9 +281,9 @@ func (p lanePart) replies() int {
 	if p.checks == nil {
 		return p.call.replies
 	}
-	n := 0
+	n, at := 0, p.call.split.valAt
 	for _, j := range p.checks {
-		n += p.call.valAt[j+1] - p.call.valAt[j]
+		n += at[j+1] - at[j]
 	}
 	return n
 }
@@ -287,35 +295,38 @@ func (p lanePart) appendChecks(keys []string, args []any) ([]string, []any) {
 	if p.checks == nil {
 		return append(keys, c.keys...), append(args, c.args...)
 	}
+	at := c.split.argAt
 	for _, j := range p.checks {
-		keys, args = append(keys, c.keys[j]), append(args, c.args[c.argAt[j]:c.argAt[j+1]]...)
+		keys, args = append(keys, c.keys[j]), append(args, c.args[at[j]:at[j+1]]...)
 	}
 	return keys, args
 }
 
-// spans notes where each check's arguments and reply values start in the
-// call's (argAt, valAt; one more entry for the end) and makes room for
-// its reply, for a call split over several masters.
-func (c *redisCall) spans() {
+// split is what a call whose checks are on several masters carries: its
+// parts not answered yet, the first error of its parts, its reply values
+// (filled part by part, each into its checks' places) and where each
+// check's arguments and reply values start in the call's (one more entry
+// for the end).
+type split struct {
+	parts        atomic.Int32
+	failed       atomic.Pointer[error]
+	vals         []any
+	argAt, valAt []int
+}
+
+// newSplit is the split of c into parts parts.
+func newSplit(c *redisCall, parts int) *split {
 	n := len(c.keys)
-	c.argAt, c.valAt = make([]int, n+1), make([]int, n+1)
+	sp := &split{argAt: make([]int, n+1), valAt: make([]int, n+1)}
 	a, v := 0, 0
 	for j := range n {
-		c.argAt[j], c.valAt[j] = a, v
+		sp.argAt[j], sp.valAt[j] = a, v
 		name, _ := c.args[a].(string)
 		nargs, nreply := scriptShape(name)
 		a, v = a+1+nargs, v+nreply
 	}
-	c.argAt[n], c.valAt[n] = a, v
-	c.vals = make([]any, v)
-}
-
-// laneParts is what a redisCall carries for its lanes (cluster mode).
-type laneParts struct {
-	parts   atomic.Int32          // parts not answered yet
-	failed  atomic.Pointer[error] // the first error of its parts
-	vals    []any                 // its reply values
-	argAt   []int                 // split calls: where each check's arguments start
-	valAt   []int                 // split calls: where each check's reply values start
-	addrBuf [inlineDescriptors]string
+	sp.argAt[n], sp.valAt[n] = a, v
+	sp.vals = make([]any, v)
+	sp.parts.Store(int32(parts))
+	return sp
 }

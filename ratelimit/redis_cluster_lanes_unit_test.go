@@ -29,7 +29,6 @@ func TestLaneFullWaits(t *testing.T) {
 				b.lanes.m.Store("m", l)
 				l.parts <- lanePart{call: &redisCall{}}
 				call := &redisCall{keys: []string{"k"}, deadline: monoNow() + int64(b.timeout), done: make(chan redisReply, 1)}
-				call.parts.Store(1)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				queued := make(chan struct{})

@@ -35,8 +35,11 @@ type recent[V any] struct{ few lastFew[[2]unsafe.Pointer, V] }
 
 // of returns the value kept for (a, b), else make(a, b), kept.
 func (r *recent[V]) of(a, b map[string]string, make func(a, b map[string]string) V) V {
-	v, _ := r.few.get([2]unsafe.Pointer{mapID(a), mapID(b)}, [2]map[string]string{a, b},
-		func() (V, error) { return make(a, b), nil })
+	key := [2]unsafe.Pointer{mapID(a), mapID(b)}
+	if v, ok := r.few.lookup(key); ok { // no hold nor closure made for a hit
+		return v
+	}
+	v, _ := r.few.get(key, [2]map[string]string{a, b}, func() (V, error) { return make(a, b), nil })
 	return v
 }
 
@@ -120,6 +123,9 @@ func (s *resourceMemo[R]) of(names []string, items map[string]types.ResourceWith
 		return build()
 	}
 	key := resourceKey{names: unsafe.Pointer(unsafe.SliceData(names)), n: len(names), items: reflect.ValueOf(items).UnsafePointer(), url: url}
+	if v, ok := s.few.lookup(key); ok { // no hold made for a hit
+		return v, nil
+	}
 	return s.few.get(key, resourceHold{names, items}, build)
 }
 
